@@ -1,0 +1,164 @@
+//! Where the code is: fenced blocks (```` ``` ```` / `~~~`) and inline code spans. Markup
+//! inside code is an example the model is showing, never a leak.
+//!
+//! Pure and linear: one pass over the line starts for fences, one over backtick runs for
+//! inline spans (each run looks ahead a bounded number of runs for its closer).
+
+use std::ops::Range;
+
+/// How many later backtick runs an opening run may look at for its closer. Inline code
+/// closes within its paragraph; the bound keeps a text full of stray backticks linear.
+const INLINE_LOOKAHEAD: usize = 32;
+
+/// The code regions of one text, sorted and disjoint.
+#[derive(Debug, Default, Clone)]
+pub struct CodeRegions {
+    regions: Vec<Range<usize>>,
+}
+
+impl CodeRegions {
+    /// Maps the code regions of `text`.
+    pub fn find(text: &str) -> CodeRegions {
+        let bytes = text.as_bytes();
+        if memchr::memchr2(b'`', b'~', bytes).is_none() {
+            return CodeRegions::default();
+        }
+        let fences = fenced_blocks(bytes);
+        let runs = backtick_runs(bytes, &fences);
+        let mut regions = fences;
+        let mut i = 0;
+        while i < runs.len() {
+            let (start, len) = runs[i];
+            let closer = runs
+                .iter()
+                .enumerate()
+                .skip(i + 1)
+                .take(INLINE_LOOKAHEAD)
+                .find(|(_, &(_, l))| l == len)
+                .map(|(j, &(s, l))| (j, s + l));
+            match closer {
+                Some((j, end)) => {
+                    regions.push(start..end);
+                    i = j + 1;
+                }
+                None => i += 1,
+            }
+        }
+        regions.sort_by_key(|r| r.start);
+        CodeRegions { regions }
+    }
+
+    /// Whether byte `pos` is inside a code region.
+    pub fn contains(&self, pos: usize) -> bool {
+        let idx = self.regions.partition_point(|r| r.start <= pos);
+        idx > 0 && self.regions[idx - 1].end > pos
+    }
+
+    /// The regions, sorted by start.
+    pub fn regions(&self) -> &[Range<usize>] {
+        &self.regions
+    }
+}
+
+/// Fenced code blocks: a line opening with three or more backticks or tildes (after at
+/// most three spaces) up to a line holding only a fence of the same character at least as
+/// long, or to the end of the text when it is never closed.
+fn fenced_blocks(bytes: &[u8]) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let mut open: Option<(usize, u8, usize)> = None; // (start, fence char, fence length)
+    let mut line_start = 0;
+    while line_start < bytes.len() {
+        let line_end =
+            memchr::memchr(b'\n', &bytes[line_start..]).map_or(bytes.len(), |i| line_start + i);
+        let line = &bytes[line_start..line_end];
+        if let Some((ch, len, rest)) = fence_marker(line) {
+            match open {
+                None => open = Some((line_start, ch, len)),
+                Some((start, och, olen))
+                    if ch == och && len >= olen && rest.iter().all(u8::is_ascii_whitespace) =>
+                {
+                    out.push(start..line_end);
+                    open = None;
+                }
+                Some(_) => {}
+            }
+        }
+        line_start = line_end + 1;
+    }
+    if let Some((start, _, _)) = open {
+        out.push(start..bytes.len());
+    }
+    out
+}
+
+/// `(fence char, run length, rest of line)` when the line opens with a fence.
+fn fence_marker(line: &[u8]) -> Option<(u8, usize, &[u8])> {
+    let indent = line.iter().take(4).take_while(|&&b| b == b' ').count();
+    if indent > 3 {
+        return None;
+    }
+    let line = &line[indent..];
+    let ch = *line.first()?;
+    if ch != b'`' && ch != b'~' {
+        return None;
+    }
+    let len = line.iter().take_while(|&&b| b == ch).count();
+    (len >= 3).then(|| (ch, len, &line[len..]))
+}
+
+/// Backtick runs `(start, length)` outside fenced blocks.
+fn backtick_runs(bytes: &[u8], fences: &[Range<usize>]) -> Vec<(usize, usize)> {
+    let mut runs = Vec::new();
+    let mut pos = 0;
+    let mut fence_idx = 0;
+    while let Some(off) = memchr::memchr(b'`', &bytes[pos..]) {
+        let start = pos + off;
+        let len = bytes[start..].iter().take_while(|&&b| b == b'`').count();
+        pos = start + len;
+        while fence_idx < fences.len() && fences[fence_idx].end <= start {
+            fence_idx += 1;
+        }
+        let in_fence = fences
+            .get(fence_idx)
+            .is_some_and(|f| f.start <= start && start < f.end);
+        if !in_fence {
+            runs.push((start, len));
+        }
+    }
+    runs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inline_code_is_a_region() {
+        let t = "use `<tool_call>` here";
+        let c = CodeRegions::find(t);
+        assert!(c.contains(t.find('<').unwrap()));
+        assert!(!c.contains(t.find("here").unwrap()));
+    }
+
+    #[test]
+    fn fenced_block_is_a_region_until_its_closer() {
+        let t = "text\n```xml\n<invoke name=\"x\">\n```\nafter";
+        let c = CodeRegions::find(t);
+        assert!(c.contains(t.find("<invoke").unwrap()));
+        assert!(!c.contains(t.find("after").unwrap()));
+    }
+
+    #[test]
+    fn unclosed_fence_runs_to_the_end() {
+        let t = "a\n```\n<tool_call>{}";
+        let c = CodeRegions::find(t);
+        assert!(c.contains(t.len() - 1));
+    }
+
+    #[test]
+    fn lone_backtick_is_not_code() {
+        let t = "it`s <tool_call>";
+        let c = CodeRegions::find(t);
+        assert!(!c.contains(t.find('<').unwrap()));
+    }
+}

@@ -1,0 +1,227 @@
+//! Runs every detection vector in `tests/data/*.jsonl` (see its README): tier-1 families
+//! must all pass; tier-2 families must pass except for listed known gaps.
+
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use toolcall_detect::{detect, Config, Input};
+
+const TIER1: &[&str] = &[
+    "result_prefix",
+    "result_only",
+    "hermes",
+    "minimax",
+    "xml_invoke",
+    "mistral",
+    "json_fence",
+    "pythonic",
+    "llama3_json",
+    "deepseek",
+    "kimi",
+    "glm",
+    "negative",
+];
+
+struct Vector {
+    file: String,
+    id: String,
+    family: String,
+    text: String,
+    tools_used: Vec<String>,
+    enabled_tools: Vec<String>,
+    expected_calls: Vec<(String, Value)>,
+    expected_text: String,
+}
+
+fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn load(prefix: &str) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    let mut files: Vec<_> = std::fs::read_dir(data_dir())
+        .expect("tests/data exists")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name.ends_with(".jsonl") && name.starts_with(prefix)
+        })
+        .collect();
+    files.sort();
+    for path in files {
+        let file = path.file_name().unwrap().to_string_lossy().to_string();
+        let body = std::fs::read_to_string(&path).expect("readable vector file");
+        for (n, line) in body
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
+            let v: Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("{file}:{}: not JSON: {e}", n + 1));
+            out.push((file.clone(), v));
+        }
+    }
+    out
+}
+
+fn vectors() -> Vec<Vector> {
+    load("")
+        .into_iter()
+        .filter(|(f, _)| !f.starts_with("known_gaps"))
+        .map(|(file, v)| Vector {
+            file,
+            id: v["id"].as_str().expect("id").to_string(),
+            family: v["family"].as_str().expect("family").to_string(),
+            text: v["text"].as_str().expect("text").to_string(),
+            tools_used: strings(&v["tools_used"]),
+            enabled_tools: strings(&v["enabled_tools"]),
+            expected_calls: v["expected_calls"]
+                .as_array()
+                .expect("expected_calls")
+                .iter()
+                .map(|c| {
+                    (
+                        c["name"].as_str().expect("name").to_string(),
+                        c["arguments"].clone(),
+                    )
+                })
+                .collect(),
+            expected_text: v["expected_text"]
+                .as_str()
+                .expect("expected_text")
+                .to_string(),
+        })
+        .collect()
+}
+
+/// `None` when the vector passes, else what differed.
+fn check(v: &Vector) -> Option<String> {
+    let config = Config::default();
+    let d = detect(
+        &Input {
+            content: &v.text,
+            tools_used: &v.tools_used,
+            enabled_tools: &v.enabled_tools,
+        },
+        &config,
+    );
+    let calls: Vec<(String, Value)> = d
+        .calls_to_run()
+        .map(|(_, c)| (c.name.clone(), c.arguments.clone()))
+        .collect();
+    let text = d.cleaned.as_deref().unwrap_or(&v.text);
+    let mut problems = Vec::new();
+    if calls != v.expected_calls {
+        problems.push(format!("calls: got {calls:?}, want {:?}", v.expected_calls));
+    }
+    if text.trim() != v.expected_text.trim() {
+        problems.push(format!(
+            "text: got {:?}, want {:?}",
+            text.trim(),
+            v.expected_text.trim()
+        ));
+    }
+    if TIER1.contains(&v.family.as_str()) && v.family != "negative" && !v.expected_calls.is_empty()
+    {
+        let fams: Vec<&str> = d.families().iter().map(|f| f.as_str()).collect();
+        if !fams.contains(&v.family.as_str()) {
+            problems.push(format!("family: got {fams:?}, want {}", v.family));
+        }
+    }
+    (!problems.is_empty()).then(|| problems.join("; "))
+}
+
+fn known_gaps() -> HashMap<String, String> {
+    load("known_gaps")
+        .into_iter()
+        .map(|(_, v)| {
+            (
+                v["id"].as_str().expect("gap id").to_string(),
+                v["reason"].as_str().expect("gap reason").to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn vector_ids_are_unique() {
+    let mut seen = HashMap::new();
+    for v in vectors() {
+        if let Some(prev) = seen.insert(v.id.clone(), v.file.clone()) {
+            panic!("vector id {} appears in {} and {}", v.id, prev, v.file);
+        }
+    }
+}
+
+#[test]
+fn tier1_vectors_all_pass() {
+    let mut failures = Vec::new();
+    let mut per_family: BTreeMap<String, usize> = BTreeMap::new();
+    for v in vectors()
+        .iter()
+        .filter(|v| TIER1.contains(&v.family.as_str()))
+    {
+        *per_family.entry(v.family.clone()).or_default() += 1;
+        if let Some(why) = check(v) {
+            failures.push(format!("{} [{}] ({}): {why}", v.id, v.family, v.file));
+        }
+    }
+    eprintln!("tier-1 vectors per family: {per_family:?}");
+    assert!(
+        failures.is_empty(),
+        "{} tier-1 vectors fail:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn tier2_vectors_pass_or_are_known_gaps() {
+    let gaps = known_gaps();
+    let mut unexpected = Vec::new();
+    let mut stale = Vec::new();
+    let mut per_family: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for v in vectors()
+        .iter()
+        .filter(|v| !TIER1.contains(&v.family.as_str()))
+    {
+        let e = per_family.entry(v.family.clone()).or_default();
+        e.1 += 1;
+        match (check(v), gaps.contains_key(&v.id)) {
+            (None, false) => e.0 += 1,
+            (None, true) => stale.push(v.id.clone()),
+            (Some(why), false) => unexpected.push(format!("{} [{}]: {why}", v.id, v.family)),
+            (Some(_), true) => {}
+        }
+    }
+    let (pass, total) = per_family
+        .values()
+        .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    eprintln!("tier-2 coverage: {pass}/{total}");
+    for (f, (p, t)) in &per_family {
+        eprintln!("  {f}: {p}/{t}");
+    }
+    assert!(
+        unexpected.is_empty(),
+        "tier-2 vectors failing without a known-gap entry:\n{}",
+        unexpected.join("\n")
+    );
+    assert!(
+        stale.is_empty(),
+        "known gaps that now pass (remove them): {stale:?}"
+    );
+    assert!(
+        total == 0 || pass * 10 >= total * 9,
+        "tier-2 coverage {pass}/{total} is below 90%"
+    );
+}
