@@ -3,6 +3,8 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use toolcall_recovery::scan;
+use toolcall_recovery::settings::{DatabaseSettings, LogFormat, Settings};
+use toolcall_recovery::{shutdown, startup, telemetry};
 
 #[derive(Parser)]
 #[command(name = "toolcall-recovery", version, about)]
@@ -16,6 +18,18 @@ enum Command {
     /// Detection only, on files or stdin; prints one JSON detection per message. Needs no
     /// database or broker.
     Scan(scan::ScanArgs),
+    /// The worker: consumes finalized-message events, recovers leaked tool calls,
+    /// republishes every message for moderation.
+    Run(Box<Settings>),
+    /// Creates the database if missing and applies pending migrations.
+    Migrate {
+        /// The database.
+        #[command(flatten)]
+        database: DatabaseSettings,
+        /// Log format.
+        #[arg(long, env = "TCR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
+        log_format: LogFormat,
+    },
 }
 
 fn main() -> ExitCode {
@@ -29,5 +43,41 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Command::Run(settings) => {
+            telemetry::init(settings.log_format);
+            block_on("run", async move {
+                let running = startup::start(*settings).await?;
+                tokio::spawn(shutdown::on_signals(running.trigger()));
+                running.wait().await
+            })
+        }
+        Command::Migrate {
+            database,
+            log_format,
+        } => {
+            telemetry::init(log_format);
+            block_on("migrate", async move { startup::migrate(&database).await })
+        }
+    }
+}
+
+fn block_on(
+    what: &str,
+    f: impl std::future::Future<Output = Result<(), toolcall_recovery::error::Error>>,
+) -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("toolcall-recovery {what}: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(f) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "toolcall-recovery {what} failed");
+            eprintln!("toolcall-recovery {what}: {e}");
+            ExitCode::from(1)
+        }
     }
 }

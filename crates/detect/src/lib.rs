@@ -92,6 +92,9 @@ pub fn detect(input: &Input<'_>, config: &Config) -> Detection {
             && text.is_char_boundary(l.span.end)
             && (families::allowed_in_code(l.family) || !code.contains(l.span.start))
     });
+    // The result module emits `result_only` under `result_prefix`'s entry; check each
+    // leak's own family so either can be switched off alone.
+    leaks.retain(|l| config.family_enabled(l.family));
     let leaks = drop_overlaps(leaks);
     if leaks.is_empty() {
         return Detection::default();

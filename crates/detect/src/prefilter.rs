@@ -2,14 +2,19 @@
 //! leak in this text. Most messages contain none of the markers and end here.
 //!
 //! Each family names literal markers (`TRIGGERS`) and the bytes a leak may start the
-//! message with (`AT_START`); a family is examined only when one of its markers occurs.
-//! The literals are searched together with one Aho-Corasick automaton (SIMD-accelerated
-//! where the pattern set allows), built once per process.
+//! message with (`AT_START`). Every marker contains one of the anchor bytes `<`, `[`, `{`
+//! (checked by a test; `json_fence`'s ```` ```json ```` is the one exception, see below), so
+//! the scan is a SIMD `memchr3` over those three bytes, and only at a hit are the markers
+//! anchored at that byte compared. A message of plain prose costs that one scan.
+//!
+//! May depend on: `crate::families` (the registry), `crate::types`. Nothing else.
 
 use crate::families::REGISTRY;
 use crate::types::Family;
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use std::sync::OnceLock;
+
+/// The bytes every marker is anchored on.
+const ANCHORS: [u8; 3] = [b'<', b'[', b'{'];
 
 /// A set of families, as a bit mask over [`Family::ALL`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -35,60 +40,103 @@ fn bit(f: Family) -> u64 {
     1u64 << (f as u32)
 }
 
-struct Automaton {
-    ac: AhoCorasick,
-    /// Per pattern: the families that named it.
-    owners: Vec<FamilySet>,
+/// A marker split at its anchor byte: `before` must precede the hit, `from` starts at it.
+struct Anchored {
+    before: &'static [u8],
+    from: &'static [u8],
+    families: FamilySet,
 }
 
-fn automaton() -> Option<&'static Automaton> {
-    static AC: OnceLock<Option<Automaton>> = OnceLock::new();
-    AC.get_or_init(|| {
-        let mut patterns: Vec<&'static str> = Vec::new();
-        let mut owners: Vec<FamilySet> = Vec::new();
+struct Tables {
+    /// Markers per anchor byte, in `ANCHORS` order.
+    anchored: [Vec<Anchored>; 3],
+    /// Per anchor byte, which bytes may follow it in some marker: most hits in prose
+    /// (`3 < 5`, `[1]`, `{x}`) are rejected on that one byte.
+    second: [[bool; 256]; 3],
+    /// Markers with no anchor byte (only ```` ```json ````): searched whole, and only in a
+    /// text that holds a `{`, since a JSON fence leak needs an object.
+    unanchored: Vec<(&'static str, FamilySet)>,
+    /// Families per first non-whitespace byte.
+    at_start: Vec<(u8, FamilySet)>,
+}
+
+fn tables() -> &'static Tables {
+    static T: OnceLock<Tables> = OnceLock::new();
+    T.get_or_init(|| {
+        let mut t = Tables {
+            anchored: Default::default(),
+            second: [[false; 256]; 3],
+            unanchored: Vec::new(),
+            at_start: Vec::new(),
+        };
         for def in REGISTRY {
-            for &t in def.triggers {
-                match patterns.iter().position(|p| *p == t) {
-                    Some(i) => owners[i].insert(def.family),
-                    None => {
-                        patterns.push(t);
-                        let mut s = FamilySet::default();
-                        s.insert(def.family);
-                        owners.push(s);
+            let mut fam = FamilySet::default();
+            fam.insert(def.family);
+            for &trigger in def.triggers {
+                let bytes = trigger.as_bytes();
+                match bytes.iter().position(|b| ANCHORS.contains(b)) {
+                    Some(i) => {
+                        let slot = ANCHORS.iter().position(|&a| a == bytes[i]).unwrap_or(0);
+                        match bytes.get(i + 1) {
+                            Some(&next) => t.second[slot][usize::from(next)] = true,
+                            None => t.second[slot] = [true; 256],
+                        }
+                        t.anchored[slot].push(Anchored {
+                            before: &bytes[..i],
+                            from: &bytes[i..],
+                            families: fam,
+                        });
                     }
+                    None => t.unanchored.push((trigger, fam)),
                 }
             }
+            for &b in def.at_start {
+                t.at_start.push((b, fam));
+            }
         }
-        AhoCorasickBuilder::new()
-            .match_kind(MatchKind::Standard)
-            .build(&patterns)
-            .ok()
-            .map(|ac| Automaton { ac, owners })
+        t
     })
-    .as_ref()
 }
 
 /// The families whose markers occur in `text`.
 pub fn scan(text: &str) -> FamilySet {
+    let t = tables();
+    let bytes = text.as_bytes();
     let mut seen = FamilySet::default();
     if let Some(&first) = text.trim_start().as_bytes().first() {
-        for def in REGISTRY {
-            if def.at_start.contains(&first) {
-                seen.insert(def.family);
+        for &(b, fams) in &t.at_start {
+            if b == first {
+                seen.0 |= fams.0;
             }
         }
     }
-    match automaton() {
-        Some(a) => {
-            for m in a.ac.find_overlapping_iter(text) {
-                seen.0 |= a.owners[m.pattern().as_usize()].0;
+    let mut saw_brace = false;
+    for pos in memchr::memchr3_iter(ANCHORS[0], ANCHORS[1], ANCHORS[2], bytes) {
+        let slot = match bytes[pos] {
+            b'<' => 0,
+            b'[' => 1,
+            _ => {
+                saw_brace = true;
+                2
+            }
+        };
+        let next_ok = bytes
+            .get(pos + 1)
+            .is_some_and(|&n| t.second[slot][usize::from(n)]);
+        if !next_ok {
+            continue;
+        }
+        let (head, rest) = bytes.split_at(pos);
+        for m in &t.anchored[slot] {
+            if rest.starts_with(m.from) && head.ends_with(m.before) {
+                seen.0 |= m.families.0;
             }
         }
-        // The patterns are fixed literals, so building cannot fail in practice; if it
-        // ever did, examining every family is slower but still correct.
-        None => {
-            for def in REGISTRY {
-                seen.insert(def.family);
+    }
+    if saw_brace {
+        for &(trigger, fams) in &t.unanchored {
+            if memchr::memmem::find(bytes, trigger.as_bytes()).is_some() {
+                seen.0 |= fams.0;
             }
         }
     }
@@ -105,13 +153,34 @@ mod tests {
     }
 
     #[test]
+    fn only_json_fences_have_unanchored_markers() {
+        // The `{` shortcut for unanchored markers is sound only for a family whose leaks
+        // always contain an object.
+        for def in REGISTRY {
+            for t in def.triggers {
+                let anchored = t.bytes().any(|b| ANCHORS.contains(&b));
+                assert!(anchored || def.family == Family::JsonFence, "{:?}: {t}", def.family);
+            }
+        }
+    }
+
+    #[test]
     fn plain_prose_triggers_nothing() {
-        assert!(scan("Just a normal message, nothing to see.").is_empty());
+        assert!(scan("Just a normal message, nothing to see. 3 < 4 [sic] {x}").is_empty());
     }
 
     #[test]
     fn a_leading_brace_triggers_the_result_families() {
         let s = scan("  {success: true}Hi");
         assert!(s.contains(Family::ResultPrefix));
+    }
+
+    #[test]
+    fn markers_are_found_anywhere_including_their_prefix_part() {
+        assert!(scan("see ]<]minimax[>[<invoke").contains(Family::Minimax));
+        assert!(scan("x functools[{\"name\"").contains(Family::Phi4mini));
+        assert!(!scan("x tools[{\"name\"").contains(Family::Phi4mini));
+        assert!(scan("a\n```json\n{\"tool\": 1}\n```").contains(Family::JsonFence));
+        assert!(scan("<tool_call>").contains(Family::Hermes));
     }
 }

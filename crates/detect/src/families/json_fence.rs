@@ -1,13 +1,241 @@
-//! `json_fence`: not implemented yet (stub registered so the registry is complete).
+//! `json_fence`: a ```` ```json ```` fence whose only content is a tool call the agent has
+//! enabled: `{"tool": .., "parameters": ..}`, `{"name": .., "arguments": ..}`,
+//! `{"reasoning": .., "tool_calls": [..]}`, or a JSON array of `{"name", "arguments"}`
+//! objects (xLAM writes its calls that way).
+//!
+//! A fence is how a model shows an example, so the rule is narrow: the fence content is one
+//! JSON value and nothing else, the object has no keys besides the call's (a tool's schema
+//! with a `description`, or a `parameters` object that is a JSON schema, is not a call),
+//! and every call names an enabled tool. A fence nested in another fence is an example.
+//!
+//! The span is the whole fence: the opening line, the content, the closing line and the
+//! newline after it.
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
-use crate::{Ctx, Leak};
+use super::llama3_json::strict_call;
+use super::util::{decode_arguments, find_from, is_tool_name, json_whole};
+use crate::types::{Call, Family};
+use crate::{json5, Ctx, Leak};
+use serde_json::Value;
 
 /// Literal markers one of which any leak of this family contains.
-pub(crate) const TRIGGERS: &[&str] = &[];
+pub(crate) const TRIGGERS: &[&str] = &["```json", "```JSON", "```Json"];
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = &[];
 
 /// Appends the leaks of this family found in `text` to `out`.
-pub(crate) fn find(_text: &str, _ctx: &Ctx<'_>, _out: &mut Vec<Leak>) {}
+pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    for _ in 0..super::MAX_CANDIDATES {
+        let Some(p) = find_from(text, "```", from) else {
+            break;
+        };
+        let line_start = text
+            .get(..p)
+            .and_then(|b| b.rfind('\n'))
+            .map_or(0, |i| i + 1);
+        let ticks = bytes
+            .get(p..)
+            .map_or(0, |r| r.iter().take_while(|&&b| b == b'`').count());
+        from = p + ticks;
+        // The backticks open the line (after at most three spaces).
+        let indent = text.get(line_start..p).unwrap_or("x");
+        if indent.len() > 3 || !indent.bytes().all(|b| b == b' ') {
+            continue;
+        }
+        let open_end = text
+            .get(from..)
+            .and_then(|r| r.find('\n'))
+            .map_or(text.len(), |i| from + i);
+        let info = text.get(from..open_end).unwrap_or_default().trim();
+        // Find the closing fence whatever the info string, so a fence's content is never
+        // taken for an opening.
+        let Some((close_start, close_end)) = closing_fence(text, open_end, ticks) else {
+            break;
+        };
+        from = close_end;
+        if !info.eq_ignore_ascii_case("json") {
+            continue;
+        }
+        // A fence inside another fence (or inline code) is an example.
+        if line_start > 0 && ctx.in_code(line_start - 1) {
+            continue;
+        }
+        let body = text.get(open_end..close_start).unwrap_or_default();
+        let Some(calls) = parse_body(body) else {
+            continue;
+        };
+        if calls.is_empty() || !calls.iter().all(|c| ctx.tool_enabled(&c.name)) {
+            continue;
+        }
+        let span_end = if bytes.get(close_end) == Some(&b'\n') {
+            close_end + 1
+        } else if bytes.get(close_end..close_end + 2) == Some(b"\r\n") {
+            close_end + 2
+        } else {
+            close_end
+        };
+        out.push(Leak {
+            family: Family::JsonFence,
+            span: line_start..span_end,
+            calls,
+            results: Vec::new(),
+        });
+        from = span_end;
+    }
+}
+
+/// The closing fence after the opening line ending at `open_end`: a line of at least
+/// `ticks` backticks (after at most three spaces) and nothing else. Returns where that
+/// line starts and ends (before its newline).
+fn closing_fence(text: &str, open_end: usize, ticks: usize) -> Option<(usize, usize)> {
+    let mut line_start = open_end + 1;
+    while line_start <= text.len() {
+        let rest = text.get(line_start..)?;
+        let line_end = rest.find('\n').map_or(text.len(), |i| line_start + i);
+        let line = text.get(line_start..line_end)?;
+        let t = line.trim_start_matches(' ');
+        if line.len() - t.len() <= 3 {
+            let n = t.bytes().take_while(|&b| b == b'`').count();
+            if n >= ticks && t[n..].trim().is_empty() {
+                return Some((line_start, line_end));
+            }
+        }
+        if line_end == text.len() {
+            return None;
+        }
+        line_start = line_end + 1;
+    }
+    None
+}
+
+fn parse_body(body: &str) -> Option<Vec<Call>> {
+    let v = json_whole(body).or_else(|| {
+        let t = body.trim();
+        match json5::parse_value_at(t, 0) {
+            Ok((v, end)) if end == t.len() => Some(v),
+            _ => None,
+        }
+    })?;
+    match &v {
+        Value::Array(items) if !items.is_empty() => items.iter().map(fence_call).collect(),
+        Value::Object(obj) if obj.contains_key("tool_calls") => {
+            const KEYS: &[&str] = &["reasoning", "thought", "thoughts", "tool_calls"];
+            if obj.keys().any(|k| !KEYS.contains(&k.as_str())) {
+                return None;
+            }
+            match obj.get("tool_calls")? {
+                Value::Array(items) if !items.is_empty() => items.iter().map(fence_call).collect(),
+                _ => None,
+            }
+        }
+        Value::Object(_) => fence_call(&v).map(|c| vec![c]),
+        _ => None,
+    }
+}
+
+/// One call in a fence: `{"name", "arguments"}` exactly, `{"tool", "parameters"}`, or the
+/// OpenAI shape `{"id", "type": "function", "function": {"name", "arguments"}}`.
+fn fence_call(v: &Value) -> Option<Call> {
+    let obj = v.as_object()?;
+    let call = if let Some(f) = obj.get("function") {
+        const KEYS: &[&str] = &["id", "type", "function"];
+        if obj.keys().any(|k| !KEYS.contains(&k.as_str())) {
+            return None;
+        }
+        strict_call(f)?
+    } else if let Some(tool) = obj.get("tool") {
+        const KEYS: &[&str] = &["tool", "parameters", "arguments", "reasoning", "thought"];
+        if obj.keys().any(|k| !KEYS.contains(&k.as_str())) {
+            return None;
+        }
+        let name = tool.as_str()?.trim();
+        if !is_tool_name(name) {
+            return None;
+        }
+        let args = obj.get("parameters").or_else(|| obj.get("arguments"));
+        let args = args.map_or(Value::Object(Default::default()), |a| {
+            decode_arguments(a.clone())
+        });
+        if !args.is_object() {
+            return None;
+        }
+        Call {
+            name: name.to_string(),
+            arguments: args,
+        }
+    } else {
+        strict_call(v)?
+    };
+    (!is_schema(&call.arguments)).then_some(call)
+}
+
+/// A JSON schema (`{"type": "object", "properties": {..}}`) describes a tool; it is not a
+/// call's arguments.
+fn is_schema(args: &Value) -> bool {
+    args.get("type").and_then(Value::as_str) == Some("object")
+        && args.get("properties").is_some_and(Value::is_object)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{detect, Config, Input};
+    use serde_json::json;
+
+    fn run(text: &str, tools: &[&str]) -> crate::Detection {
+        let tools: Vec<String> = tools.iter().map(|s| s.to_string()).collect();
+        detect(
+            &Input {
+                content: text,
+                tools_used: &[],
+                enabled_tools: &tools,
+            },
+            &Config::default(),
+        )
+    }
+
+    #[test]
+    fn fence_with_enabled_tool() {
+        let t = "Doing it:\n```json\n{\"tool\": \"write_file\", \"parameters\": {\"path\": \"a\"}}\n```\n\nDone.";
+        let d = run(t, &["write_file"]);
+        assert_eq!(d.leaks[0].calls[0].arguments, json!({"path": "a"}));
+        assert_eq!(d.cleaned.as_deref(), Some("Doing it:\n\nDone."));
+    }
+
+    #[test]
+    fn reasoning_and_arrays() {
+        let t = "```json\n{\"reasoning\": \"r\", \"tool_calls\": [{\"name\": \"a\", \"arguments\": {}}, {\"tool\": \"b\", \"parameters\": {\"x\": 1}}]}\n```";
+        let d = run(t, &["a", "b"]);
+        assert_eq!(d.leaks[0].calls.len(), 2);
+        let t = "```json\n[{\"name\": \"a\", \"arguments\": {\"q\": 1}}]\n```";
+        assert_eq!(run(t, &["a"]).cleaned.as_deref(), Some(""));
+    }
+
+    #[test]
+    fn examples_stay() {
+        let t = "```json\n{\"tool\": \"write_file\", \"parameters\": {\"path\": \"a\"}}\n```";
+        assert!(run(t, &["read_file"]).is_clean());
+        let t = "```json\n{\"name\": \"a\", \"description\": \"d\", \"parameters\": {}}\n```";
+        assert!(run(t, &["a"]).is_clean());
+        let t = "```json\n{\"name\": \"a\", \"parameters\": {\"type\": \"object\", \"properties\": {}}}\n```";
+        assert!(run(t, &["a"]).is_clean());
+        let t = "````markdown\n```json\n{\"name\": \"a\", \"arguments\": {}}\n```\n````";
+        assert!(run(t, &["a"]).is_clean());
+        let t = "```json\n{\"name\": \"a\", \"arguments\": {}}\n// and more\n```";
+        assert!(run(t, &["a"]).is_clean());
+        let t = "```json\n{\"name\": \"a\", \"arguments\": {}}";
+        assert!(run(t, &["a"]).is_clean());
+        let t = "```python\nx = 1\n```json\n{\"name\": \"a\", \"arguments\": {}}\n```";
+        assert!(run(t, &["a"]).is_clean());
+    }
+
+    #[test]
+    fn many_fences_are_linear() {
+        let t = "```json\n{}\n```\n".repeat(5000);
+        assert!(run(&t, &["a"]).is_clean());
+        let t = "```json\n".repeat(5000);
+        assert!(run(&t, &["a"]).is_clean());
+    }
+}

@@ -1,13 +1,193 @@
-//! `mistral`: not implemented yet (stub registered so the registry is complete).
+//! `mistral`: Mistral's `[TOOL_CALLS]` token followed by a JSON array of
+//! `{"name", "arguments"}` objects (pre-v11 tokenizers), or by `name{json}` /
+//! `name[ARGS]{json}` (v11+, optionally `name[CALL_ID]id[ARGS]{json}`), repeated for
+//! parallel calls. A `name[ARGS]{json}` without the leading token counts too: `[ARGS]` is a
+//! special token no prose contains.
+//!
+//! The tokens are strong markers, so the tool need not be enabled (recovery decides what
+//! to do with a call the agent cannot make). The JSON must parse completely; a lone
+//! `[TOOL_CALLS]` followed by prose is left alone.
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
+use super::llama3_json::{calls_of, push_merged};
+use super::util::{find_from, is_tool_name, json_value_at, skip_ws};
+use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
+use std::ops::Range;
 
 /// Literal markers one of which any leak of this family contains.
-pub(crate) const TRIGGERS: &[&str] = &[];
+pub(crate) const TRIGGERS: &[&str] = &[TOOL_CALLS, ARGS];
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = &[];
 
+const TOOL_CALLS: &str = "[TOOL_CALLS]";
+const ARGS: &str = "[ARGS]";
+const CALL_ID: &str = "[CALL_ID]";
+
 /// Appends the leaks of this family found in `text` to `out`.
-pub(crate) fn find(_text: &str, _ctx: &Ctx<'_>, _out: &mut Vec<Leak>) {}
+pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
+    let mut found: Vec<(Range<usize>, Vec<Call>)> = Vec::new();
+    let mut from = 0;
+    let mut next_tc = find_from(text, TOOL_CALLS, 0);
+    let mut next_args = find_from(text, ARGS, 0);
+    for _ in 0..super::MAX_CANDIDATES {
+        if next_tc.is_some_and(|p| p < from) {
+            next_tc = find_from(text, TOOL_CALLS, from);
+        }
+        if next_args.is_some_and(|p| p < from) {
+            next_args = find_from(text, ARGS, from);
+        }
+        let (p, is_tc) = match (next_tc, next_args) {
+            (Some(a), Some(b)) if a < b => (a, true),
+            (Some(a), None) => (a, true),
+            (_, Some(b)) => (b, false),
+            (None, None) => break,
+        };
+        let parsed = if is_tc {
+            from = p + TOOL_CALLS.len();
+            after_token(text, from).map(|(calls, end)| (p..end, calls))
+        } else {
+            from = p + ARGS.len();
+            bare_args(text, p)
+        };
+        let Some((span, calls)) = parsed else {
+            continue;
+        };
+        if ctx.in_code(span.start) {
+            continue;
+        }
+        from = span.end;
+        found.push((span, calls));
+    }
+    push_merged(text, Family::Mistral, found, out);
+}
+
+/// What follows `[TOOL_CALLS]` at `at`: a JSON array (or one object) of calls, or
+/// `name[CALL_ID]id[ARGS]{json}` / `name{json}`.
+fn after_token(text: &str, at: usize) -> Option<(Vec<Call>, usize)> {
+    let q = skip_ws(text, at);
+    match text.as_bytes().get(q)? {
+        b'[' | b'{' => {
+            let (v, end) = json_value_at(text, q)?;
+            calls_of(&v, true).map(|c| (c, end))
+        }
+        _ => {
+            // The name follows the token directly.
+            let name_end = q + name_len(text.get(q..)?);
+            let name = text.get(q..name_end)?;
+            if !is_tool_name(name) {
+                return None;
+            }
+            let mut i = name_end;
+            if text.get(i..)?.starts_with(CALL_ID) {
+                i += CALL_ID.len();
+                i += text
+                    .get(i..)?
+                    .bytes()
+                    .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+                    .count();
+                if !text.get(i..)?.starts_with(ARGS) {
+                    return None;
+                }
+            }
+            if text.get(i..)?.starts_with(ARGS) {
+                i += ARGS.len();
+            }
+            args_object(text, name, i)
+        }
+    }
+}
+
+/// `name[ARGS]{json}` without a `[TOOL_CALLS]` token; `p` is where `[ARGS]` is.
+fn bare_args(text: &str, p: usize) -> Option<(Range<usize>, Vec<Call>)> {
+    let before = text.get(..p)?;
+    let len = before
+        .bytes()
+        .rev()
+        .take(129)
+        .take_while(|&b| is_name_byte(b))
+        .count();
+    let start = p - len;
+    let name = text.get(start..p)?;
+    let starts_like_name = name
+        .bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_');
+    if !starts_like_name || !is_tool_name(name) {
+        return None;
+    }
+    let (calls, end) = args_object(text, name, p + ARGS.len())?;
+    Some((start..end, calls))
+}
+
+fn args_object(text: &str, name: &str, at: usize) -> Option<(Vec<Call>, usize)> {
+    if text.as_bytes().get(at) != Some(&b'{') {
+        return None;
+    }
+    let (v, end) = json_value_at(text, at)?;
+    v.is_object().then(|| {
+        (
+            vec![Call {
+                name: name.to_string(),
+                arguments: v,
+            }],
+            end,
+        )
+    })
+}
+
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')
+}
+
+fn name_len(s: &str) -> usize {
+    s.bytes().take(129).take_while(|&b| is_name_byte(b)).count()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{detect, Config, Input};
+    use serde_json::json;
+
+    fn run(text: &str) -> crate::Detection {
+        detect(
+            &Input {
+                content: text,
+                tools_used: &[],
+                enabled_tools: &[],
+            },
+            &Config::default(),
+        )
+    }
+
+    #[test]
+    fn array_form() {
+        let d = run(r#"Hi[TOOL_CALLS] [{"name": "add", "arguments": {"a": 1}}] bye"#);
+        assert_eq!(d.leaks[0].calls[0].arguments, json!({"a": 1}));
+        assert_eq!(d.cleaned.as_deref(), Some("Hi bye"));
+    }
+
+    #[test]
+    fn v11_forms() {
+        let d = run(r#"[TOOL_CALLS]add{"a": 1}[TOOL_CALLS]mul[ARGS]{"b": 2}"#);
+        assert_eq!(d.leaks.len(), 1);
+        assert_eq!(d.leaks[0].calls.len(), 2);
+        assert_eq!(d.cleaned.as_deref(), Some(""));
+        let d = run(r#"x [TOOL_CALLS]f[CALL_ID]abc123XYZ[ARGS]{"q": "z"} y"#);
+        assert_eq!(d.leaks[0].calls[0].name, "f");
+        assert_eq!(d.cleaned.as_deref(), Some("x  y"));
+        let d = run(r#"Now: search[ARGS]{"q": "z"}"#);
+        assert_eq!(d.cleaned.as_deref(), Some("Now:"));
+    }
+
+    #[test]
+    fn prose_stays() {
+        assert!(run("[TOOL_CALLS] not json at all").is_clean());
+        assert!(run(r#"[TOOL_CALLS] [{"a": 1}]"#).is_clean());
+        assert!(run(r#"[TOOL_CALLS]add{"a": 1"#).is_clean());
+        assert!(run("The [ARGS] token is special").is_clean());
+        assert!(run(r#"Example: `[TOOL_CALLS]add{"a": 1}`"#).is_clean());
+        assert!(run(&"[TOOL_CALLS][ARGS]{".repeat(5000)).is_clean());
+    }
+}

@@ -1,8 +1,203 @@
-//! `result_prefix` / `result_only`: stub, being written.
+//! `result_prefix` and `result_only`: the model wrote a fake tool *result* instead of
+//! calling the tool, e.g. `{success: true, memory_type: "journal", content: "..."}Reply`.
+//!
+//! The message must start (after whitespace) with one or more objects, JSON or the
+//! JSON5-ish dialect models write (unquoted keys, single quotes, trailing commas). An object
+//! counts only when it looks like a tool result: a boolean `success`, an `error` key, or
+//! the result shape of a tool we know (save_memory: `memory_type` + `content`; whiteboard:
+//! `type: "board_*"`; web: `action: "search" | "fetch"`). Any other leading JSON is an
+//! answer and stays. Followed by text, the objects are `result_prefix` and are cut; with
+//! nothing after them the message is `result_only` and left for review.
+//!
+//! May depend on: `crate::json5`, `crate::types`, `crate::Ctx`.
 
-use crate::{Ctx, Leak};
+use crate::json5;
+use crate::types::{Call, Family, Leak, ResultKind, ResultObject};
+use crate::Ctx;
+use serde_json::{Map, Value};
 
+/// Leaks of this family start the message; there is no marker to search for.
 pub(crate) const TRIGGERS: &[&str] = &[];
+/// A leading `{`.
 pub(crate) const AT_START: &[u8] = b"{";
 
-pub(crate) fn find(_text: &str, _ctx: &Ctx<'_>, _out: &mut Vec<Leak>) {}
+/// Appends the leading result objects, if any, as one leak.
+pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
+    let start = text.len() - text.trim_start().len();
+    let mut pos = start;
+    let mut results = Vec::new();
+    let mut end = start;
+    // Each object is parsed once and the loop moves past it, so this is linear; the
+    // candidate bound stops a message made of thousands of `{}` early.
+    while results.len() < super::MAX_CANDIDATES && text.as_bytes().get(pos) == Some(&b'{') {
+        let Ok((value, after)) = json5::parse_value_at(text, pos) else {
+            break;
+        };
+        let Some(kind) = value.as_object().and_then(|o| classify(o, ctx)) else {
+            break;
+        };
+        results.push(ResultObject { value, kind });
+        end = after;
+        pos = super::util::skip_ws(text, after);
+    }
+    if results.is_empty() {
+        return;
+    }
+    let only = text[end..].trim().is_empty();
+    let calls = results
+        .iter()
+        .filter(|r| r.kind == ResultKind::SaveMemory)
+        .filter_map(|r| save_memory_call(&r.value))
+        .collect();
+    out.push(Leak {
+        family: if only {
+            Family::ResultOnly
+        } else {
+            Family::ResultPrefix
+        },
+        span: start..end,
+        calls,
+        results,
+    });
+}
+
+/// What a leading object is, or `None` when it does not look like a tool result.
+fn classify(obj: &Map<String, Value>, ctx: &Ctx<'_>) -> Option<ResultKind> {
+    let success = obj.get("success").and_then(Value::as_bool);
+    if obj.contains_key("memory_type") && obj.contains_key("content") {
+        return Some(save_memory_kind(obj, success, ctx));
+    }
+    let board = obj
+        .get("type")
+        .and_then(Value::as_str)
+        .is_some_and(|t| t.starts_with("board_"));
+    if board {
+        return Some(ResultKind::Other {
+            tool: Some("whiteboard"),
+        });
+    }
+    let web = matches!(
+        obj.get("action").and_then(Value::as_str),
+        Some("search" | "fetch")
+    );
+    if web {
+        return Some(ResultKind::Other { tool: Some("web") });
+    }
+    (success.is_some() || obj.contains_key("error")).then_some(ResultKind::Other { tool: None })
+}
+
+fn save_memory_kind(obj: &Map<String, Value>, success: Option<bool>, ctx: &Ctx<'_>) -> ResultKind {
+    let invalid = |reason| ResultKind::InvalidSaveMemory { reason };
+    if success != Some(true) {
+        return invalid("success is not true");
+    }
+    match obj.get("content").and_then(Value::as_str) {
+        None => return invalid("content is not a string"),
+        Some(c) if c.trim().is_empty() => return invalid("content is blank"),
+        Some(_) => {}
+    }
+    match obj.get("memory_type").and_then(Value::as_str) {
+        Some(t) if ctx.config.memory_type_allowed(t) => ResultKind::SaveMemory,
+        _ => invalid("memory_type is not an allowed type"),
+    }
+}
+
+/// The save_memory call a valid result object stands for.
+fn save_memory_call(obj: &Value) -> Option<Call> {
+    let mut args = Map::new();
+    for key in ["content", "memory_type"] {
+        args.insert(key.to_string(), obj.get(key)?.clone());
+    }
+    if let Some(e @ Value::String(_)) = obj.get("expires_around") {
+        args.insert("expires_around".to_string(), e.clone());
+    }
+    Some(Call {
+        name: "save_memory".to_string(),
+        arguments: Value::Object(args),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{detect, Config, Family, Input, ResultKind};
+    use serde_json::json;
+
+    fn run(text: &str) -> crate::Detection {
+        detect(
+            &Input {
+                content: text,
+                tools_used: &[],
+                enabled_tools: &["save_memory".to_string()],
+            },
+            &Config::default(),
+        )
+    }
+
+    #[test]
+    fn unquoted_result_prefix_is_recovered() {
+        let d = run("{success: true, memory_type: \"journal\", content: \"I lost track\"}You saw right through me.");
+        assert_eq!(d.cleaned.as_deref(), Some("You saw right through me."));
+        assert_eq!(d.leaks[0].family, Family::ResultPrefix);
+        assert_eq!(
+            d.leaks[0].calls[0].arguments,
+            json!({"content": "I lost track", "memory_type": "journal"})
+        );
+    }
+
+    #[test]
+    fn several_objects_back_to_back() {
+        let d = run("{\"success\": true}\n{'error': 'x',}  Done.");
+        assert_eq!(d.cleaned.as_deref(), Some("Done."));
+        assert_eq!(d.leaks[0].results.len(), 2);
+    }
+
+    #[test]
+    fn expires_around_is_carried() {
+        let d = run("{success: true, memory_type: 'goal', content: 'Run a 10k', expires_around: '2026-12-01'}Go!");
+        assert_eq!(d.leaks[0].calls[0].arguments["expires_around"], json!("2026-12-01"));
+    }
+
+    #[test]
+    fn blank_content_is_invalid_args() {
+        let d = run("{success: true, memory_type: 'journal', content: '  '}Hi");
+        assert!(d.leaks[0].calls.is_empty());
+        assert!(matches!(d.leaks[0].results[0].kind, ResultKind::InvalidSaveMemory { .. }));
+        assert_eq!(d.cleaned.as_deref(), Some("Hi"));
+    }
+
+    #[test]
+    fn whiteboard_and_web_results_are_stripped_without_a_call() {
+        let d = run("{type: \"board_update\", id: 3}Drawn.");
+        assert_eq!(d.cleaned.as_deref(), Some("Drawn."));
+        let d = run("{\"action\": \"search\", \"results\": []}Nothing found.");
+        assert_eq!(d.cleaned.as_deref(), Some("Nothing found."));
+        assert!(d.leaks[0].calls.is_empty());
+    }
+
+    #[test]
+    fn result_only_is_left_alone() {
+        let d = run("  {\"success\": true, \"memory_type\": \"fact\", \"content\": \"x\"}  ");
+        assert_eq!(d.leaks[0].family, Family::ResultOnly);
+        assert_eq!(d.cleaned, None);
+    }
+
+    #[test]
+    fn json_answers_are_not_results() {
+        for t in [
+            "{\"name\": \"Alice\", \"age\": 30}\nHere is the JSON you asked for.",
+            "{\"type\": \"one\"}{\"type\": \"two\"}Actual content",
+            "{name}, welcome to the team!",
+            "{x | x > 0} is the set of positive numbers.",
+            "{\"success\": \"yes\"} is how the API answers.",
+            "{success: true",
+        ] {
+            assert!(run(t).is_clean(), "{t}");
+        }
+    }
+
+    #[test]
+    fn a_non_result_object_ends_the_prefix() {
+        let d = run("{\"success\": true}{\"name\": \"Alice\"} is the record.");
+        assert_eq!(d.cleaned.as_deref(), Some("{\"name\": \"Alice\"} is the record."));
+    }
+}

@@ -1,13 +1,89 @@
-//! `xlam`: not implemented yet (stub registered so the registry is complete).
+//! `xlam`: Salesforce xLAM answers with a bare JSON array of `{"name", "arguments"}`
+//! objects as the whole message, optionally after a `<think>...</think>` block. Its other
+//! wrappings are read by the families that own the markup: a ```` ```json ```` fence by
+//! `json_fence`, `[TOOL_CALLS]` by `mistral`, `<tool_call>[...]</tool_call>` by `granite`.
+//!
+//! A bare JSON array is a weak marker (a user may ask for a list of objects), so it counts
+//! only when it is the whole rest of the message, every element is exactly a call object
+//! and every call names a tool the agent has enabled.
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
+use super::llama3_json::calls_of;
+use super::util::{find_from, json_value_at, skip_ws};
+use crate::types::Family;
 use crate::{Ctx, Leak};
 
 /// Literal markers one of which any leak of this family contains.
-pub(crate) const TRIGGERS: &[&str] = &[];
+pub(crate) const TRIGGERS: &[&str] = &["</think>"];
 /// Bytes a leak of this family may start the message with (after whitespace).
-pub(crate) const AT_START: &[u8] = &[];
+pub(crate) const AT_START: &[u8] = b"[";
+
+const THINK_END: &str = "</think>";
 
 /// Appends the leaks of this family found in `text` to `out`.
-pub(crate) fn find(_text: &str, _ctx: &Ctx<'_>, _out: &mut Vec<Leak>) {}
+pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
+    let mut start = skip_ws(text, 0);
+    if text.get(start..).is_some_and(|r| r.starts_with("<think>")) {
+        let Some(e) = find_from(text, THINK_END, start) else {
+            return;
+        };
+        start = skip_ws(text, e + THINK_END.len());
+    }
+    if text.as_bytes().get(start) != Some(&b'[') || ctx.in_code(start) {
+        return;
+    }
+    let Some((v, end)) = json_value_at(text, start) else {
+        return;
+    };
+    if skip_ws(text, end) != text.len() {
+        return;
+    }
+    let Some(calls) = calls_of(&v, false) else {
+        return;
+    };
+    if calls.iter().all(|c| ctx.tool_enabled(&c.name)) {
+        out.push(Leak {
+            family: Family::Xlam,
+            span: start..end,
+            calls,
+            results: Vec::new(),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{detect, Config, Input};
+
+    fn run(text: &str, tools: &[&str]) -> crate::Detection {
+        let tools: Vec<String> = tools.iter().map(|s| s.to_string()).collect();
+        detect(
+            &Input {
+                content: text,
+                tools_used: &[],
+                enabled_tools: &tools,
+            },
+            &Config::default(),
+        )
+    }
+
+    #[test]
+    fn bare_array_after_think() {
+        let t = r#"<think>ok</think>
+[{"name": "f", "arguments": {"a": 1}}, {"name": "g", "arguments": {}}]"#;
+        let d = run(t, &["f", "g"]);
+        assert_eq!(d.leaks[0].calls.len(), 2);
+        assert_eq!(d.cleaned.as_deref(), Some("<think>ok</think>"));
+    }
+
+    #[test]
+    fn data_arrays_stay() {
+        let tools = &["f", "Alice"];
+        assert!(run("[1, 2, 3]", tools).is_clean());
+        assert!(run(r#"[{"name": "Alice", "age": 30}]"#, tools).is_clean());
+        assert!(run(r#"[{"name": "g", "arguments": {}}]"#, tools).is_clean());
+        assert!(run(r#"[{"name": "f", "arguments": {}}] is the format"#, tools).is_clean());
+        assert!(run("[]", tools).is_clean());
+    }
+}

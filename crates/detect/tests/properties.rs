@@ -1,0 +1,118 @@
+//! Properties of `detect` over generated inputs: it never panics, text without any leak
+//! marker is never touched, and a leak in front of ordinary text cleans to that text.
+
+use proptest::prelude::*;
+use toolcall_detect::{detect, Config, Input};
+
+fn run(text: &str, enabled: &[String]) -> toolcall_detect::Detection {
+    detect(
+        &Input {
+            content: text,
+            tools_used: &[],
+            enabled_tools: enabled,
+        },
+        &Config::default(),
+    )
+}
+
+fn enabled() -> Vec<String> {
+    ["save_memory", "get_weather", "search"]
+        .map(String::from)
+        .to_vec()
+}
+
+/// Fragments of every family's markup, so random concatenations reach deep into parsers.
+const FRAGMENTS: &[&str] = &[
+    "<tool_call>", "</tool_call>", "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"x\"}}",
+    "{", "}", "[", "]", "\"", "'", "\\", ":", ",", "\n", "```", "```json\n", "`",
+    "[TOOL_CALLS]", "<invoke name=\"search\">", "<parameter name=\"q\">", "</parameter>",
+    "</invoke>", "<minimax:tool_call>", "]<]minimax[>[", "<function=get_weather>",
+    "<parameter=city>", "</function>", "<arg_key>", "</arg_key>", "<arg_value>",
+    "</arg_value>", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
+    "<|tool_calls_section_begin|>", "<|tool_call_begin|>", "<|tool_call_argument_begin|>",
+    "success: true", "memory_type: 'journal'", "content: \"x\"", "get_weather(city='x')",
+    "<|python_start|>", "é", "日本", "🎉", " ", "text",
+];
+
+fn markup_soup() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(FRAGMENTS), 0..40).prop_map(|v| v.concat())
+}
+
+/// Prose that cannot contain a marker: no brackets, braces, angle brackets or backticks.
+fn plain_prose() -> impl Strategy<Value = String> {
+    "[A-Za-z0-9 .,;:!?'\"()\\-\n\t éü日本🎉]{0,400}"
+}
+
+/// A leak whose removal must leave exactly the text after it.
+fn leading_leak() -> impl Strategy<Value = String> {
+    let content = "[A-Za-z ]{1,40}";
+    prop_oneof![
+        (content, prop::sample::select(vec!["journal", "fact", "goal"])).prop_map(|(c, t)| {
+            format!("{{success: true, memory_type: \"{t}\", content: \"{c}\"}}")
+        }),
+        content.prop_map(|c| format!("{{\"success\": true, \"memory_type\": \"core\", \"content\": {}}}", serde_json::json!(c))),
+        Just("{\"success\": false, \"error\": \"quota\"}".to_string()),
+        content.prop_map(|c| format!(
+            "<tool_call>{{\"name\": \"get_weather\", \"arguments\": {{\"city\": {}}}}}</tool_call>",
+            serde_json::json!(c)
+        )),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn never_panics_on_markup_soup(text in markup_soup()) {
+        let d = run(&text, &enabled());
+        for leak in &d.leaks {
+            prop_assert!(leak.span.end <= text.len());
+        }
+    }
+
+    #[test]
+    fn never_panics_on_any_string(text in any::<String>()) {
+        let _ = run(&text, &enabled());
+    }
+
+    #[test]
+    fn text_without_markers_is_untouched(text in plain_prose()) {
+        let d = run(&text, &enabled());
+        prop_assert!(d.is_clean());
+        prop_assert_eq!(d.cleaned, None);
+    }
+
+    #[test]
+    fn leak_then_text_cleans_to_text(leak in leading_leak(), text in "[A-Za-z][A-Za-z0-9 .,!?]{0,200}") {
+        let message = format!("{leak}{text}");
+        let d = run(&message, &enabled());
+        prop_assert!(!d.is_clean(), "not detected: {}", message);
+        prop_assert_eq!(d.cleaned.as_deref(), Some(text.trim()));
+        // Exactly the leak's bytes are what the ledger would keep.
+        prop_assert_eq!(&message[d.leaks[0].span.clone()], leak.as_str());
+    }
+}
+
+#[test]
+fn huge_and_deep_inputs_finish() {
+    let deep_braces = "{".repeat(100_000);
+    let deep_brackets = format!("[TOOL_CALLS]{}", "[".repeat(100_000));
+    let many_tags = "<tool_call>{\"name\": ".repeat(50_000);
+    let big = "word ".repeat(2_000_000); // 10 MB
+    let many_fences = "```\n<tool_call>\n".repeat(50_000);
+    let many_ticks = "`a <tool_call> ".repeat(50_000);
+    for t in [deep_braces, deep_brackets, many_tags, big, many_fences, many_ticks] {
+        let _ = run(&t, &enabled());
+    }
+}
+
+#[test]
+fn truncated_markup_is_never_a_leak_of_its_prefix() {
+    let full = "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>";
+    // Every cut inside the JSON leaves an unparsable call: nothing may be removed.
+    let json_end = full.find("</tool_call>").unwrap();
+    for cut in "<tool_call>".len()..json_end {
+        let text = &full[..cut];
+        assert!(run(text, &enabled()).is_clean(), "{text}");
+    }
+}

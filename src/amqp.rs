@@ -1,0 +1,265 @@
+//! The broker: connecting (with a name, over TLS for `amqps://`), declaring the topology,
+//! consuming, and publishing with confirms. A [`Session`] is one connection with a
+//! consuming channel and a publishing channel in confirm mode; when anything on it fails
+//! the session is marked broken and the worker builds a new one.
+//!
+//! May depend on: `settings`, `error`, `lapin`. Knows nothing about events or recovery.
+
+use crate::error::Error;
+use crate::settings::{Names, Settings};
+use lapin::options::{
+    BasicCancelOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
+    ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+};
+use lapin::publisher_confirm::Confirmation;
+use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, Consumer, ExchangeKind};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// Routing key of moderation messages.
+pub const MODERATION_ROUTING_KEY: &str = "message.ready";
+/// Routing key of forwarded tool calls.
+pub const TOOL_CALLS_ROUTING_KEY: &str = "tool_call.recovered";
+/// Consumer tag prefix.
+const CONSUMER_TAG: &str = "toolcall-recovery";
+
+/// Whether a session is still usable; shared with the tasks working on its deliveries.
+#[derive(Debug, Default)]
+pub struct Health {
+    broken: AtomicBool,
+    notify: Notify,
+}
+
+impl Health {
+    /// Marks the session broken and wakes whoever waits on it.
+    pub fn mark_broken(&self) {
+        self.broken.store(true, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+    /// Whether the session is broken.
+    pub fn is_broken(&self) -> bool {
+        self.broken.load(Ordering::SeqCst)
+    }
+    /// Waits until the session is marked broken.
+    pub async fn broken(&self) {
+        loop {
+            let notified = self.notify.notified();
+            if self.is_broken() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// One broker connection with its two channels.
+pub struct Session {
+    connection: Connection,
+    consume: Channel,
+    publish: Channel,
+    consumer_tag: String,
+    /// Shared health flag.
+    pub health: Arc<Health>,
+}
+
+/// What a confirmed publish came back as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Published {
+    /// Routed to at least one queue.
+    Routed,
+    /// Accepted but returned: no queue is bound for it.
+    Unroutable,
+}
+
+/// Connects and declares the topology; returns the session and the consumer.
+pub async fn open(settings: &Settings) -> Result<(Session, Consumer), Error> {
+    let props = ConnectionProperties::default()
+        .with_executor(tokio_executor_trait::Tokio::current())
+        .with_reactor(tokio_reactor_trait::Tokio)
+        .with_connection_name(LongString::from(settings.connection_name.clone()));
+    let connection = Connection::connect(settings.amqp_url.expose(), props).await?;
+    let health = Arc::new(Health::default());
+    {
+        let h = health.clone();
+        connection.on_error(move |e| {
+            tracing::warn!(error = %e, "broker connection error");
+            h.mark_broken();
+        });
+    }
+    let consume = connection.create_channel().await?;
+    let publish = connection.create_channel().await?;
+    publish
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    declare_topology(&consume, &settings.names, settings.delivery_limit).await?;
+    consume
+        .basic_qos(settings.prefetch.max(1), BasicQosOptions::default())
+        .await?;
+    let consumer_tag = format!("{CONSUMER_TAG}-{}", uuid::Uuid::new_v4());
+    let consumer = consume
+        .basic_consume(
+            &settings.names.queue,
+            &consumer_tag,
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+    Ok((
+        Session {
+            connection,
+            consume,
+            publish,
+            consumer_tag,
+            health,
+        },
+        consumer,
+    ))
+}
+
+/// Declares exchanges, the quorum queue with its dead-lettering, and the dead-letter
+/// queue. Idempotent; fails (PRECONDITION_FAILED) when an existing queue was declared with
+/// other arguments.
+pub async fn declare_topology(ch: &Channel, names: &Names, delivery_limit: u32) -> Result<(), Error> {
+    let durable = ExchangeDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    for exchange in [
+        &names.input_exchange,
+        &names.moderation_exchange,
+        &names.tool_calls_exchange,
+    ] {
+        ch.exchange_declare(exchange, ExchangeKind::Topic, durable, FieldTable::default())
+            .await?;
+    }
+    ch.exchange_declare(
+        &names.dead_letter_exchange,
+        ExchangeKind::Direct,
+        durable,
+        FieldTable::default(),
+    )
+    .await?;
+    let queue_opts = QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    let mut dead_args = FieldTable::default();
+    dead_args.insert("x-queue-type".into(), string_value("quorum"));
+    ch.queue_declare(&names.dead_letter_queue, queue_opts, dead_args)
+        .await?;
+    ch.queue_bind(
+        &names.dead_letter_queue,
+        &names.dead_letter_exchange,
+        &names.dead_letter_queue,
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await?;
+    let mut args = FieldTable::default();
+    args.insert("x-queue-type".into(), string_value("quorum"));
+    args.insert(
+        "x-dead-letter-exchange".into(),
+        string_value(&names.dead_letter_exchange),
+    );
+    args.insert(
+        "x-dead-letter-routing-key".into(),
+        string_value(&names.dead_letter_queue),
+    );
+    args.insert(
+        "x-delivery-limit".into(),
+        AMQPValue::LongLongInt(i64::from(delivery_limit)),
+    );
+    ch.queue_declare(&names.queue, queue_opts, args).await?;
+    ch.queue_bind(
+        &names.queue,
+        &names.input_exchange,
+        &names.input_routing_key,
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await?;
+    Ok(())
+}
+
+/// An AMQP long-string value.
+pub fn string_value(s: &str) -> AMQPValue {
+    AMQPValue::LongString(LongString::from(s.to_string()))
+}
+
+impl Session {
+    /// Publishes a persistent JSON message with the mandatory flag and waits for the
+    /// broker's confirm. A negative confirm is an error (retry); a returned (unroutable)
+    /// message is reported, not an error.
+    pub async fn publish(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        body: &[u8],
+        message_id: Option<&str>,
+        headers: FieldTable,
+    ) -> Result<Published, Error> {
+        let mut props = BasicProperties::default()
+            .with_delivery_mode(2)
+            .with_content_type(ShortString::from("application/json"))
+            .with_app_id(ShortString::from("toolcall-recovery"))
+            .with_headers(headers);
+        if let Some(id) = message_id {
+            props = props.with_message_id(ShortString::from(id.to_string()));
+        }
+        let result = async {
+            self.publish
+                .basic_publish(
+                    exchange,
+                    routing_key,
+                    BasicPublishOptions {
+                        mandatory: true,
+                        ..Default::default()
+                    },
+                    body,
+                    props,
+                )
+                .await?
+                .await
+        }
+        .await;
+        match result {
+            Ok(Confirmation::Ack(None)) | Ok(Confirmation::NotRequested) => Ok(Published::Routed),
+            Ok(Confirmation::Ack(Some(_))) => Ok(Published::Unroutable),
+            Ok(Confirmation::Nack(_)) => Err(Error::NotConfirmed(exchange.to_string())),
+            Err(e) => {
+                self.health.mark_broken();
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Whether both channels are open.
+    pub fn is_open(&self) -> bool {
+        !self.health.is_broken()
+            && self.connection.status().connected()
+            && self.consume.status().connected()
+            && self.publish.status().connected()
+    }
+
+    /// Stops the broker from sending more deliveries; those already sent stay ours to ack.
+    pub async fn cancel_consumer(&self) {
+        if let Err(e) = self
+            .consume
+            .basic_cancel(&self.consumer_tag, BasicCancelOptions::default())
+            .await
+        {
+            tracing::debug!(error = %e, "cancelling the consumer failed");
+        }
+    }
+
+    /// Closes the channels and the connection; unacked deliveries go back to the queue.
+    pub async fn close(&self) {
+        if self.connection.status().connected() {
+            let _ = self.publish.close(200, "closing").await;
+            let _ = self.consume.close(200, "closing").await;
+            let _ = self.connection.close(200, "closing").await;
+        }
+    }
+}

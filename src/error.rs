@@ -1,0 +1,149 @@
+//! The one error type of the worker, split by what to do next:
+//!
+//! - [`ErrorKind::Transient`]: the database or the broker is unavailable; retry with
+//!   backoff and do not ack.
+//! - [`ErrorKind::Poison`]: this delivery can never succeed; dead-letter it with
+//!   [`Poison::reason`] and ack.
+//! - [`ErrorKind::Bug`]: an invariant of ours broke; log it loudly, dead-letter the
+//!   delivery as `internal_error` so it is kept for inspection, and go on.
+//!
+//! The split lives here, in types, so that no caller inspects error strings.
+//! May depend on: `event` (ids), `sqlx`, `lapin`.
+
+use crate::event::MessageId;
+
+/// Why a delivery can never be processed. Each variant has a stable label
+/// ([`Poison::reason`]) used in the dead-letter header and the metrics.
+#[derive(Debug, thiserror::Error)]
+pub enum Poison {
+    /// The body is larger than the configured limit.
+    #[error("body of {size} bytes exceeds the limit of {limit} bytes")]
+    Oversized {
+        /// Size of the body.
+        size: usize,
+        /// The configured limit.
+        limit: usize,
+    },
+    /// The body is not UTF-8.
+    #[error("body is not valid UTF-8: {0}")]
+    InvalidUtf8(#[from] std::str::Utf8Error),
+    /// The body is not JSON.
+    #[error("body is not valid JSON: {0}")]
+    MalformedJson(String),
+    /// JSON of the wrong shape: missing fields, wrong types, bad ids or timestamps.
+    #[error("invalid event: {0}")]
+    InvalidEvent(String),
+    /// An event type this worker does not handle.
+    #[error("unknown event type {0:?}")]
+    UnknownType(String),
+    /// The event names a message that is not in the database.
+    #[error("message {0} not found")]
+    MissingMessage(MessageId),
+}
+
+impl Poison {
+    /// The stable label: dead-letter header `x-tcr-reason` and metrics label.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Poison::Oversized { .. } => "oversized",
+            Poison::InvalidUtf8(_) => "invalid_utf8",
+            Poison::MalformedJson(_) => "malformed_json",
+            Poison::InvalidEvent(_) => "invalid_event",
+            Poison::UnknownType(_) => "unknown_type",
+            Poison::MissingMessage(_) => "missing_message",
+        }
+    }
+}
+
+/// What to do about an [`Error`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Retry with backoff; do not ack.
+    Transient,
+    /// Dead-letter with a reason; ack.
+    Poison,
+    /// Log and alert; dead-letter as `internal_error`; ack.
+    Bug,
+}
+
+/// Every failure of the worker.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The delivery can never succeed.
+    #[error(transparent)]
+    Poison(#[from] Poison),
+    /// A database error; [`Error::kind`] classifies it by SQLSTATE.
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    /// Applying migrations failed.
+    #[error("migrations: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A broker error (connection or channel lost, publish not confirmed, ...).
+    #[error("broker: {0}")]
+    Broker(#[from] lapin::Error),
+    /// The broker refused a publish (negative confirm).
+    #[error("broker did not confirm the publish to {0:?}")]
+    NotConfirmed(String),
+    /// The worker is shutting down; the unit of work was abandoned, not acked.
+    #[error("shutting down")]
+    ShuttingDown,
+    /// Startup cannot go on (pending migrations, unusable configuration, port in use).
+    #[error("{0}")]
+    Startup(String),
+    /// An invariant of ours broke.
+    #[error("bug: {0}")]
+    Bug(String),
+}
+
+impl Error {
+    /// What to do about this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Poison(_) => ErrorKind::Poison,
+            Error::Broker(_) | Error::NotConfirmed(_) | Error::ShuttingDown => {
+                ErrorKind::Transient
+            }
+            Error::Database(e) => classify_sqlx(e),
+            Error::Migrate(_) | Error::Startup(_) | Error::Bug(_) => ErrorKind::Bug,
+        }
+    }
+
+    /// Whether retrying may help.
+    pub fn is_transient(&self) -> bool {
+        self.kind() == ErrorKind::Transient
+    }
+
+    /// The label a delivery that failed with this error is dead-lettered with.
+    pub fn dead_letter_reason(&self) -> &'static str {
+        match self {
+            Error::Poison(p) => p.reason(),
+            Error::Database(_) if self.kind() == ErrorKind::Poison => "rejected_by_database",
+            _ => "internal_error",
+        }
+    }
+}
+
+/// SQLSTATE classes: 08 connection, 40 transaction rollback (serialization, deadlock),
+/// 53 insufficient resources, 57 operator intervention (admin shutdown,
+/// pg_terminate_backend), 58 system error: all retryable. 22 data exception and 23
+/// integrity violation: the data is refused. Anything else (42 syntax, ...) is our bug.
+fn classify_sqlx(e: &sqlx::Error) -> ErrorKind {
+    match e {
+        sqlx::Error::Database(db) => {
+            let code = db.code();
+            let class = code.as_deref().and_then(|c| c.get(..2)).unwrap_or("");
+            match class {
+                "08" | "40" | "53" | "57" | "58" => ErrorKind::Transient,
+                "22" | "23" => ErrorKind::Poison,
+                _ => ErrorKind::Bug,
+            }
+        }
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Protocol(_) => ErrorKind::Transient,
+        _ => ErrorKind::Bug,
+    }
+}

@@ -1,0 +1,280 @@
+//! The events the worker reads and writes, decoded at the edge into types that can only
+//! hold valid values. Bytes in, [`FinalizedEvent`] out; nothing else in the crate looks at
+//! raw JSON of an incoming event.
+//!
+//! Decoding order: size limit, UTF-8, JSON, shape (ids, types, timestamps), event type.
+//! Unknown fields are ignored (and carried through to the moderation message); a field of
+//! the wrong type is poison.
+//!
+//! May depend on: `error`, `serde`, `uuid`, `chrono`. No I/O.
+
+use crate::error::Poison;
+use chrono::{DateTime, FixedOffset};
+use serde::Deserialize;
+use serde_json::Value;
+use std::fmt;
+use uuid::Uuid;
+
+/// The only event type this worker consumes.
+pub const FINALIZED: &str = "message.finalized";
+
+/// Namespace of the UUID v5 ids the worker derives (moderation event ids, tool-call
+/// event ids), so that a redelivery publishes the same id again.
+pub const ID_NAMESPACE: Uuid = Uuid::from_u128(0x6f1c_2d1e_8a4b_4c3e_9f2a_7b5d_0e6c_1a90);
+
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(i64);
+
+        impl $name {
+            /// Wraps a database id.
+            pub fn new(id: i64) -> Self {
+                $name(id)
+            }
+            /// The id as stored in the database.
+            pub fn get(self) -> i64 {
+                self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+    };
+}
+
+id_type!(
+    /// `messages.id`.
+    MessageId
+);
+id_type!(
+    /// `chats.id`.
+    ChatId
+);
+id_type!(
+    /// `agents.id`.
+    AgentId
+);
+
+/// The id of an event (a UUID).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EventId(Uuid);
+
+impl EventId {
+    /// Wraps a UUID.
+    pub fn new(id: Uuid) -> Self {
+        EventId(id)
+    }
+    /// The UUID.
+    pub fn get(self) -> Uuid {
+        self.0
+    }
+    /// The deterministic id of the moderation message published for this source event.
+    pub fn moderation_event_id(self) -> Uuid {
+        Uuid::new_v5(&ID_NAMESPACE, format!("moderation:{}", self.0).as_bytes())
+    }
+}
+
+impl fmt::Display for EventId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A message role; only `assistant` messages can hold leaks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// `assistant`.
+    Assistant,
+    /// Anything else (`user`, `system`, `tool`, or a role this worker does not know).
+    Other(String),
+}
+
+impl Role {
+    /// Reads a role as stored.
+    pub fn parse(s: &str) -> Role {
+        if s == "assistant" {
+            Role::Assistant
+        } else {
+            Role::Other(s.to_string())
+        }
+    }
+}
+
+/// A decoded `message.finalized` event.
+#[derive(Debug, Clone)]
+pub struct FinalizedEvent {
+    /// The event's id.
+    pub event_id: EventId,
+    /// When the app finalized the message.
+    pub occurred_at: DateTime<FixedOffset>,
+    /// The message as the app sent it.
+    pub message: EventMessage,
+    /// The whole event as received (unknown fields included), the base of the moderation
+    /// message.
+    pub raw: serde_json::Map<String, Value>,
+}
+
+/// The message inside a [`FinalizedEvent`].
+#[derive(Debug, Clone)]
+pub struct EventMessage {
+    /// `messages.id`.
+    pub id: MessageId,
+    /// `messages.chat_id`.
+    pub chat_id: ChatId,
+    /// `messages.agent_id`.
+    pub agent_id: Option<AgentId>,
+    /// `messages.role`.
+    pub role: Role,
+    /// `messages.content`.
+    pub content: Option<String>,
+    /// `messages.tools_used`.
+    pub tools_used: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct WireEvent {
+    event_id: Uuid,
+    #[serde(rename = "type")]
+    kind: String,
+    occurred_at: String,
+    message: WireMessage,
+}
+
+#[derive(Deserialize)]
+struct WireMessage {
+    id: i64,
+    chat_id: i64,
+    agent_id: Option<i64>,
+    role: String,
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    tools_used: Vec<String>,
+}
+
+/// What decoding a delivery body gives: the event, or the poison reason together with the
+/// event id when the body got far enough to show one (for the log line).
+pub type Decoded = Result<FinalizedEvent, (Poison, Option<EventId>)>;
+
+/// Decodes a delivery body. Never panics.
+pub fn decode(body: &[u8], max_bytes: usize) -> Decoded {
+    if body.len() > max_bytes {
+        return Err((
+            Poison::Oversized {
+                size: body.len(),
+                limit: max_bytes,
+            },
+            None,
+        ));
+    }
+    let text = std::str::from_utf8(body).map_err(|e| (Poison::InvalidUtf8(e), None))?;
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| (Poison::MalformedJson(e.to_string()), None))?;
+    let Value::Object(raw) = value else {
+        return Err((
+            Poison::InvalidEvent("the event is not a JSON object".into()),
+            None,
+        ));
+    };
+    let event_id = raw
+        .get("event_id")
+        .and_then(Value::as_str)
+        .and_then(|s| Uuid::parse_str(s).ok())
+        .map(EventId);
+    let wire: WireEvent = serde_json::from_value(Value::Object(raw.clone()))
+        .map_err(|e| (Poison::InvalidEvent(e.to_string()), event_id))?;
+    if wire.kind != FINALIZED {
+        return Err((Poison::UnknownType(wire.kind), event_id));
+    }
+    let occurred_at = DateTime::parse_from_rfc3339(&wire.occurred_at).map_err(|e| {
+        (
+            Poison::InvalidEvent(format!("occurred_at is not RFC 3339: {e}")),
+            event_id,
+        )
+    })?;
+    let m = wire.message;
+    Ok(FinalizedEvent {
+        event_id: EventId(wire.event_id),
+        occurred_at,
+        message: EventMessage {
+            id: MessageId(m.id),
+            chat_id: ChatId(m.chat_id),
+            agent_id: m.agent_id.map(AgentId),
+            role: Role::parse(&m.role),
+            content: m.content,
+            tools_used: m.tools_used,
+        },
+        raw,
+    })
+}
+
+/// The body of a moderation message: the in-event with `content` and `tools_used` as
+/// cleaned, a deterministic `event_id`, the `source_event_id` and the `recovery` object.
+pub fn moderation_body(
+    event: &FinalizedEvent,
+    content: &str,
+    tools_used: &[String],
+    recovery: &Value,
+) -> Value {
+    let mut out = event.raw.clone();
+    out.insert(
+        "event_id".into(),
+        Value::String(event.event_id.moderation_event_id().to_string()),
+    );
+    out.insert(
+        "source_event_id".into(),
+        Value::String(event.event_id.to_string()),
+    );
+    if let Some(Value::Object(msg)) = out.get_mut("message") {
+        msg.insert("content".into(), Value::String(content.to_string()));
+        msg.insert("tools_used".into(), serde_json::json!(tools_used));
+    }
+    out.insert("recovery".into(), recovery.clone());
+    Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"{"event_id":"7d8f7a4e-6a5b-4bb0-9a43-1d5bc1f4b1a1","type":"message.finalized","occurred_at":"2026-01-01T00:00:00Z","extra":1,"message":{"id":1,"chat_id":2,"agent_id":null,"role":"assistant","content":null,"tools_used":[],"model_id":null}}"#;
+
+    #[test]
+    fn decodes_a_good_event_and_ignores_unknown_fields() {
+        let e = decode(GOOD.as_bytes(), 1 << 20).unwrap();
+        assert_eq!(e.message.id.get(), 1);
+        assert_eq!(e.message.agent_id, None);
+        assert_eq!(e.message.role, Role::Assistant);
+    }
+
+    #[test]
+    fn classifies_poison() {
+        let reason = |b: &[u8]| decode(b, 1000).unwrap_err().0.reason();
+        assert_eq!(reason(b"\xff\xfe"), "invalid_utf8");
+        assert_eq!(reason(b"{not json"), "malformed_json");
+        assert_eq!(reason(&[b' '; 2000]), "oversized");
+        assert_eq!(
+            reason(GOOD.replace("\"id\":1", "\"id\":\"1\"").as_bytes()),
+            "invalid_event"
+        );
+        assert_eq!(
+            reason(GOOD.replace("message.finalized", "message.deleted").as_bytes()),
+            "unknown_type"
+        );
+    }
+
+    #[test]
+    fn moderation_id_is_deterministic() {
+        let e = decode(GOOD.as_bytes(), 1 << 20).unwrap();
+        assert_eq!(
+            e.event_id.moderation_event_id(),
+            e.event_id.moderation_event_id()
+        );
+        assert_ne!(e.event_id.moderation_event_id(), e.event_id.get());
+    }
+}

@@ -1,0 +1,76 @@
+//! The HTTP surface on one port: `/metrics` (Prometheus text), `/healthz` (the process
+//! answers), `/readyz` (a broker session is consuming and the database answers). The admin
+//! API of a later issue goes here too.
+//!
+//! May depend on: `metrics`, `axum`, `sqlx` (the readiness probe).
+
+use crate::metrics::Metrics;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use sqlx::PgPool;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What the handlers need.
+#[derive(Clone)]
+pub struct AppState {
+    /// The metrics to render.
+    pub metrics: Arc<Metrics>,
+    /// The pool the readiness probe pings.
+    pub pool: PgPool,
+    /// Set while a broker session is consuming.
+    pub broker_ready: Arc<AtomicBool>,
+}
+
+/// The router.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
+async fn metrics(State(s): State<AppState>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        s.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(s): State<AppState>) -> Response {
+    let broker = s.broker_ready.load(Ordering::SeqCst);
+    let database = tokio::time::timeout(
+        Duration::from_secs(2),
+        sqlx::query("SELECT 1").execute(&s.pool),
+    )
+    .await
+    .is_ok_and(|r| r.is_ok());
+    let status = if broker && database {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        format!("broker: {}\ndatabase: {}\n", up(broker), up(database)),
+    )
+        .into_response()
+}
+
+fn up(ok: bool) -> &'static str {
+    if ok {
+        "up"
+    } else {
+        "down"
+    }
+}

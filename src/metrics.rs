@@ -1,0 +1,221 @@
+//! Every metric of the worker, with its help text, and the small functions that record
+//! them. Other modules call these functions and never build metric names themselves.
+//!
+//! Each running worker owns its own [`Metrics`] (its own registry), so several workers in
+//! one process (the integration tests) do not mix their counts.
+//!
+//! May depend on: `prometheus`. No I/O.
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
+};
+use std::time::Duration;
+
+/// The worker's metrics.
+pub struct Metrics {
+    registry: Registry,
+    events: IntCounterVec,
+    calls: IntCounterVec,
+    memories: IntCounter,
+    published: IntCounterVec,
+    unroutable: IntCounterVec,
+    dead_lettered: IntCounterVec,
+    transient_errors: IntCounterVec,
+    duration: Histogram,
+    in_flight: IntGauge,
+    recoveries: IntCounterVec,
+    backfill_progress: IntGauge,
+}
+
+fn counter_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let c = IntCounterVec::new(Opts::new(name, help), labels)
+        .unwrap_or_else(|e| unreachable!("metric {name} is well-formed: {e}"));
+    register(r, Box::new(c.clone()));
+    c
+}
+
+fn register(r: &Registry, c: Box<dyn prometheus::core::Collector>) {
+    // Names are unique constants of this module, so registration cannot collide.
+    let _ = r.register(c);
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Creates the metrics in a fresh registry.
+    pub fn new() -> Self {
+        let r = Registry::new();
+        let events = counter_vec(
+            &r,
+            "toolcall_recovery_events_total",
+            "Finalized-message events processed, by event-level outcome.",
+            &["outcome"],
+        );
+        let calls = counter_vec(
+            &r,
+            "toolcall_recovery_calls_total",
+            "Leaked calls and result objects handled, by family, tool and outcome. Tool \
+             names not enabled for the agent are reported as `other`.",
+            &["family", "tool", "outcome"],
+        );
+        let memories = IntCounter::new(
+            "toolcall_recovery_memories_created_total",
+            "agent_memories rows created by recovered save_memory calls.",
+        )
+        .unwrap_or_else(|e| unreachable!("{e}"));
+        register(&r, Box::new(memories.clone()));
+        let published = counter_vec(
+            &r,
+            "toolcall_recovery_messages_published_total",
+            "Messages published and confirmed by the broker, by exchange.",
+            &["exchange"],
+        );
+        let unroutable = counter_vec(
+            &r,
+            "toolcall_recovery_messages_unroutable_total",
+            "Confirmed publishes the broker returned because no queue was bound, by exchange.",
+            &["exchange"],
+        );
+        let dead_lettered = counter_vec(
+            &r,
+            "toolcall_recovery_dead_lettered_total",
+            "Deliveries dead-lettered by the worker, by reason.",
+            &["reason"],
+        );
+        let transient_errors = counter_vec(
+            &r,
+            "toolcall_recovery_transient_errors_total",
+            "Transient failures that were retried, by dependency (database, broker).",
+            &["dependency"],
+        );
+        let duration = Histogram::with_opts(
+            HistogramOpts::new(
+                "toolcall_recovery_processing_duration_seconds",
+                "Time from taking a delivery to acking it.",
+            )
+            .buckets(vec![
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                10.0,
+            ]),
+        )
+        .unwrap_or_else(|e| unreachable!("{e}"));
+        register(&r, Box::new(duration.clone()));
+        let in_flight = IntGauge::new(
+            "toolcall_recovery_in_flight_deliveries",
+            "Deliveries taken and not yet acked.",
+        )
+        .unwrap_or_else(|e| unreachable!("{e}"));
+        register(&r, Box::new(in_flight.clone()));
+        let recoveries = counter_vec(
+            &r,
+            "toolcall_recovery_connection_recoveries_total",
+            "Connections re-established after a loss, by dependency.",
+            &["dependency"],
+        );
+        let backfill_progress = IntGauge::new(
+            "toolcall_recovery_backfill_progress",
+            "Id of the last message the backfill examined (0 when no backfill ran).",
+        )
+        .unwrap_or_else(|e| unreachable!("{e}"));
+        register(&r, Box::new(backfill_progress.clone()));
+        Metrics {
+            registry: r,
+            events,
+            calls,
+            memories,
+            published,
+            unroutable,
+            dead_lettered,
+            transient_errors,
+            duration,
+            in_flight,
+            recoveries,
+            backfill_progress,
+        }
+    }
+
+    /// An event finished with this event-level outcome.
+    pub fn event(&self, outcome: &str) {
+        self.events.with_label_values(&[outcome]).inc();
+    }
+
+    /// A leaked call (or result object) was handled.
+    pub fn call(&self, family: &str, tool: &str, outcome: &str) {
+        self.calls.with_label_values(&[family, tool, outcome]).inc();
+    }
+
+    /// A memory was created.
+    pub fn memory_created(&self) {
+        self.memories.inc();
+    }
+
+    /// A publish to `exchange` was confirmed.
+    pub fn published(&self, exchange: &str) {
+        self.published.with_label_values(&[exchange]).inc();
+    }
+
+    /// A confirmed publish to `exchange` was returned as unroutable.
+    pub fn unroutable(&self, exchange: &str) {
+        self.unroutable.with_label_values(&[exchange]).inc();
+    }
+
+    /// A delivery was dead-lettered.
+    pub fn dead_lettered(&self, reason: &str) {
+        self.dead_lettered.with_label_values(&[reason]).inc();
+    }
+
+    /// A transient failure of `dependency` (`database`, `broker`) will be retried.
+    pub fn transient_error(&self, dependency: &str) {
+        self.transient_errors.with_label_values(&[dependency]).inc();
+    }
+
+    /// A delivery took this long from take to ack.
+    pub fn processed_in(&self, d: Duration) {
+        self.duration.observe(d.as_secs_f64());
+    }
+
+    /// A delivery was taken (+1) or finished (-1).
+    pub fn in_flight(&self, delta: i64) {
+        self.in_flight.add(delta);
+    }
+
+    /// A connection to `dependency` was re-established.
+    pub fn connection_recovered(&self, dependency: &str) {
+        self.recoveries.with_label_values(&[dependency]).inc();
+    }
+
+    /// The backfill examined messages up to this id.
+    pub fn backfill_progress(&self, last_message_id: i64) {
+        self.backfill_progress.set(last_message_id);
+    }
+
+    /// The metrics in the Prometheus text format.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        let families = self.registry.gather();
+        if TextEncoder::new().encode(&families, &mut buf).is_err() {
+            return String::new();
+        }
+        String::from_utf8(buf).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_recorded_values() {
+        let m = Metrics::new();
+        m.event("recovered");
+        m.call("hermes", "save_memory", "recovered");
+        let text = m.render();
+        assert!(text.contains("toolcall_recovery_events_total{outcome=\"recovered\"} 1"));
+        assert!(text.contains("# HELP toolcall_recovery_in_flight_deliveries"));
+    }
+}

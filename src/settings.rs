@@ -1,0 +1,232 @@
+//! Every setting of the worker in one typed struct, read from flags and environment by
+//! clap. Connection URLs are wrapped in [`SecretUrl`], whose `Debug` and `Display` mask
+//! the password, so settings can be logged whole.
+//!
+//! May depend on: `clap`. No I/O.
+
+use clap::{Args, ValueEnum};
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// A connection URL that may carry a password. Prints as `scheme://user:***@host/...`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretUrl(String);
+
+impl SecretUrl {
+    /// Wraps a URL.
+    pub fn new(url: impl Into<String>) -> Self {
+        SecretUrl(url.into())
+    }
+    /// The URL with its password, for the one place that connects.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+    /// The URL with the password (in the authority and in `password=` parameters) masked.
+    pub fn masked(&self) -> String {
+        mask_url(&self.0)
+    }
+}
+
+impl FromStr for SecretUrl {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(SecretUrl(s.to_string()))
+    }
+}
+
+impl fmt::Debug for SecretUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SecretUrl({})", self.masked())
+    }
+}
+
+impl fmt::Display for SecretUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.masked())
+    }
+}
+
+fn mask_url(url: &str) -> String {
+    let mut out = url.to_string();
+    if let Some(scheme_end) = out.find("://") {
+        let rest_start = scheme_end + 3;
+        let authority_end = out[rest_start..]
+            .find(['/', '?', '#'])
+            .map_or(out.len(), |i| rest_start + i);
+        if let Some(at) = out[rest_start..authority_end].rfind('@') {
+            let userinfo = &out[rest_start..rest_start + at];
+            if let Some(colon) = userinfo.find(':') {
+                let start = rest_start + colon + 1;
+                out.replace_range(start..rest_start + at, "***");
+            }
+        }
+    }
+    // libpq-style `password=` query parameters.
+    let lower = out.to_ascii_lowercase();
+    if let Some(p) = lower.find("password=") {
+        let start = p + "password=".len();
+        let end = out[start..].find('&').map_or(out.len(), |i| start + i);
+        out.replace_range(start..end, "***");
+    }
+    out
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One JSON object per line (production).
+    Json,
+    /// Human-readable (development).
+    Pretty,
+}
+
+/// Where the database is.
+#[derive(Debug, Clone, Args)]
+pub struct DatabaseSettings {
+    /// PostgreSQL URL (`sslmode=require` for TLS). A missing database is created.
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/toolcall_recovery"
+    )]
+    pub database_url: SecretUrl,
+
+    /// Maximum connections in the database pool.
+    #[arg(long, env = "TCR_DB_MAX_CONNECTIONS", default_value_t = 10)]
+    pub db_max_connections: u32,
+}
+
+/// The broker's names: what the worker declares, consumes and publishes to.
+#[derive(Debug, Clone, Args)]
+pub struct Names {
+    /// Topic exchange the chat app publishes events to.
+    #[arg(long, env = "TCR_INPUT_EXCHANGE", default_value = "chat.events")]
+    pub input_exchange: String,
+    /// Routing key of finalized messages.
+    #[arg(long, env = "TCR_INPUT_ROUTING_KEY", default_value = "message.finalized")]
+    pub input_routing_key: String,
+    /// Durable quorum queue the worker consumes.
+    #[arg(long, env = "TCR_QUEUE", default_value = "toolcall-recovery.finalized")]
+    pub queue: String,
+    /// Exchange poison deliveries are dead-lettered to.
+    #[arg(
+        long,
+        env = "TCR_DEAD_LETTER_EXCHANGE",
+        default_value = "toolcall-recovery.dlx"
+    )]
+    pub dead_letter_exchange: String,
+    /// Queue that keeps dead-lettered deliveries.
+    #[arg(
+        long,
+        env = "TCR_DEAD_LETTER_QUEUE",
+        default_value = "toolcall-recovery.dead"
+    )]
+    pub dead_letter_queue: String,
+    /// Topic exchange moderation messages are published to (routing key `message.ready`).
+    #[arg(long, env = "TCR_MODERATION_EXCHANGE", default_value = "chat.moderation")]
+    pub moderation_exchange: String,
+    /// Topic exchange unrunnable calls are published to (routing key
+    /// `tool_call.recovered`).
+    #[arg(long, env = "TCR_TOOL_CALLS_EXCHANGE", default_value = "chat.tool_calls")]
+    pub tool_calls_exchange: String,
+}
+
+/// Settings of `run`.
+#[derive(Debug, Clone, Args)]
+pub struct Settings {
+    /// The database.
+    #[command(flatten)]
+    pub database: DatabaseSettings,
+
+    /// RabbitMQ URL (`amqps://` for TLS).
+    #[arg(
+        long,
+        env = "AMQP_URL",
+        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
+    )]
+    pub amqp_url: SecretUrl,
+
+    /// Name the worker's broker connections carry (shown by `rabbitmqctl list_connections
+    /// user_provided_name`).
+    #[arg(long, env = "TCR_CONNECTION_NAME", default_value = "toolcall-recovery")]
+    pub connection_name: String,
+
+    /// Exchange and queue names.
+    #[command(flatten)]
+    pub names: Names,
+
+    /// Unacked deliveries the broker may hand this worker at once.
+    #[arg(long, env = "TCR_PREFETCH", default_value_t = 32)]
+    pub prefetch: u16,
+
+    /// Deliveries processed concurrently.
+    #[arg(long, env = "TCR_CONCURRENCY", default_value_t = 8)]
+    pub concurrency: usize,
+
+    /// `x-delivery-limit` of the queue: deliveries after which the broker dead-letters a
+    /// message by itself (the backstop for messages that crash the worker).
+    #[arg(long, env = "TCR_DELIVERY_LIMIT", default_value_t = 20)]
+    pub delivery_limit: u32,
+
+    /// Largest event body accepted, in bytes; larger ones are dead-lettered.
+    #[arg(long, env = "TCR_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// Memory types save_memory accepts, comma-separated.
+    #[arg(
+        long,
+        env = "TCR_MEMORY_TYPES",
+        value_delimiter = ',',
+        default_value = "journal,core,fact,preference,goal,relationship"
+    )]
+    pub memory_types: Vec<String>,
+
+    /// Log format.
+    #[arg(long, env = "TCR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
+    pub log_format: LogFormat,
+
+    /// Address of the HTTP server (/metrics, /healthz, /readyz); port 0 picks one.
+    #[arg(long, env = "TCR_HTTP_ADDR", default_value = "0.0.0.0:9090")]
+    pub http_addr: SocketAddr,
+
+    /// Seconds to wait for in-flight deliveries on shutdown before closing anyway.
+    #[arg(long, env = "TCR_DRAIN_TIMEOUT_SECS", default_value_t = 30)]
+    pub drain_timeout_secs: u64,
+
+    /// Apply pending migrations on start instead of refusing to start.
+    #[arg(long, env = "TCR_MIGRATE")]
+    pub migrate: bool,
+}
+
+impl Settings {
+    /// The drain timeout.
+    pub fn drain_timeout(&self) -> Duration {
+        Duration::from_secs(self.drain_timeout_secs)
+    }
+
+    /// The detection policy these settings describe.
+    pub fn detect_config(&self) -> toolcall_detect::Config {
+        toolcall_detect::Config::default().with_memory_types(&self.memory_types)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_passwords() {
+        let u = SecretUrl::new("amqps://guest:s3cret@mq.example:5671/%2f");
+        assert_eq!(u.to_string(), "amqps://guest:***@mq.example:5671/%2f");
+        assert!(!format!("{u:?}").contains("s3cret"));
+        let p = SecretUrl::new("postgres://app:pw@db/x?sslmode=require&password=pw2");
+        assert_eq!(
+            p.masked(),
+            "postgres://app:***@db/x?sslmode=require&password=***"
+        );
+        let n = SecretUrl::new("postgres://postgres@127.0.0.1:5432/db");
+        assert_eq!(n.masked(), "postgres://postgres@127.0.0.1:5432/db");
+    }
+}

@@ -1,0 +1,110 @@
+//! Builds the running service from [`Settings`]: database (created if missing, migrations
+//! checked or applied), metrics, the HTTP server, the worker. Returns a [`Running`] handle
+//! that the binary and the integration tests both use.
+//!
+//! Drain order on shutdown (see `shutdown`): worker (cancel consumer, finish in-flight,
+//! close session) -> database pool -> HTTP server.
+//!
+//! May depend on: every module.
+
+use crate::error::Error;
+use crate::http::{self, AppState};
+use crate::metrics::Metrics;
+use crate::settings::{DatabaseSettings, Settings};
+use crate::shutdown::{self, Trigger};
+use crate::store;
+use crate::worker::Worker;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use tokio::task::JoinHandle;
+
+/// A started service.
+pub struct Running {
+    /// Where the HTTP server listens.
+    pub http_addr: SocketAddr,
+    trigger: Trigger,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    /// The shutdown trigger (e.g. for a signal handler).
+    pub fn trigger(&self) -> Trigger {
+        self.trigger.clone()
+    }
+
+    /// Begins shutdown.
+    pub fn shutdown(&self) {
+        self.trigger.fire();
+    }
+
+    /// Waits until the service has drained and stopped.
+    pub async fn wait(self) -> Result<(), Error> {
+        self.task
+            .await
+            .map_err(|e| Error::Bug(format!("service task failed: {e}")))
+    }
+}
+
+/// `toolcall-recovery migrate`: creates the database if missing and applies migrations.
+pub async fn migrate(settings: &DatabaseSettings) -> Result<(), Error> {
+    let pool = store::connect(settings).await?;
+    let pending = store::pending_migrations(&pool).await?;
+    store::migrate(&pool).await?;
+    tracing::info!(applied = ?pending, "migrations up to date");
+    pool.close().await;
+    Ok(())
+}
+
+/// Starts the service. Fails when the database is unreachable, migrations are pending
+/// (without `--migrate`) or the HTTP port cannot be bound; the broker may be down (the
+/// worker keeps trying to connect, `/readyz` says so).
+pub async fn start(settings: Settings) -> Result<Running, Error> {
+    tracing::info!(
+        database_url = %settings.database.database_url,
+        amqp_url = %settings.amqp_url,
+        queue = %settings.names.queue,
+        prefetch = settings.prefetch,
+        concurrency = settings.concurrency,
+        "starting"
+    );
+    let pool = store::connect(&settings.database).await?;
+    store::ensure_migrated(&pool, settings.migrate).await?;
+    let metrics = Arc::new(Metrics::new());
+    let broker_ready = Arc::new(AtomicBool::new(false));
+    let listener = tokio::net::TcpListener::bind(settings.http_addr)
+        .await
+        .map_err(|e| Error::Startup(format!("cannot listen on {}: {e}", settings.http_addr)))?;
+    let http_addr = listener
+        .local_addr()
+        .map_err(|e| Error::Startup(format!("no local address: {e}")))?;
+    let (trigger, shutdown) = shutdown::channel();
+    let (http_stop, mut http_stopped) = shutdown::channel();
+    let app = http::router(AppState {
+        metrics: metrics.clone(),
+        pool: pool.clone(),
+        broker_ready: broker_ready.clone(),
+    });
+    let server = tokio::spawn(async move {
+        let r = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { http_stopped.wait().await })
+            .await;
+        if let Err(e) = r {
+            tracing::error!(error = %e, "HTTP server failed");
+        }
+    });
+    tracing::info!(%http_addr, "HTTP listening");
+    let worker = Arc::new(Worker::new(settings, pool.clone(), metrics, broker_ready));
+    let task = tokio::spawn(async move {
+        worker.run(shutdown).await;
+        pool.close().await;
+        http_stop.fire();
+        let _ = server.await;
+        tracing::info!("stopped");
+    });
+    Ok(Running {
+        http_addr,
+        trigger,
+        task,
+    })
+}

@@ -1,0 +1,462 @@
+//! The pipeline, one delivery at a time (several in flight):
+//!
+//! delivery -> [`event::decode`] -> detect on the event's content -> (leak?)
+//! [`recover::recover_message`] -> publish tool calls and the moderation message, each
+//! confirmed -> ack.
+//!
+//! A clean message costs a decode and a detection scan: no database work. Poison (and our
+//! own bugs) are published to the dead-letter exchange with the reason in `x-tcr-reason`,
+//! then acked. Transient failures are retried in-process with backoff, without acking or
+//! requeueing; when the broker session breaks, unacked deliveries are left to the broker
+//! to redeliver and a new session is built. Nothing is acked that was not done.
+//!
+//! May depend on: everything below it (`event`, `recover`, `amqp`, `metrics`, `retry`,
+//! `shutdown`, `settings`, `error`); nothing depends on it but `startup`.
+
+use crate::amqp::{self, Published, Session};
+use crate::error::{Error, ErrorKind};
+use crate::event::{self, FinalizedEvent, Role};
+use crate::metrics::Metrics;
+use crate::recover::{self, Outcome, Report, Source};
+use crate::retry;
+use crate::settings::Settings;
+use crate::shutdown::Shutdown;
+use backon::Retryable;
+use futures_util::StreamExt;
+use lapin::message::Delivery;
+use lapin::options::BasicAckOptions;
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::Consumer;
+use serde_json::{json, Value};
+use sqlx::PgPool;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use toolcall_detect::{Config, Family, Input};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+/// Families whose detection does not depend on the agent's enabled tools: for these, a
+/// scan of the event's content with no tools decides. A marker of any other family sends
+/// the message to the database, where the agent's tools are known.
+const DECIDED_WITHOUT_TOOLS: &[Family] = &[
+    Family::ResultPrefix,
+    Family::ResultOnly,
+    Family::Hermes,
+    Family::Minimax,
+    Family::XmlInvoke,
+    Family::Mistral,
+];
+
+/// How long tasks of a broken session get to notice before they are dropped.
+const BROKEN_SESSION_GRACE: Duration = Duration::from_secs(5);
+
+/// The worker: settings, the pool, the detection policy, metrics, readiness.
+pub struct Worker {
+    settings: Settings,
+    pool: PgPool,
+    config: Config,
+    metrics: Arc<Metrics>,
+    broker_ready: Arc<AtomicBool>,
+}
+
+/// What a delivery ended as, for the events metric.
+enum Done {
+    Processed(Outcome),
+    DeadLettered,
+}
+
+impl Worker {
+    /// A worker over these parts. `broker_ready` is set while a session is consuming.
+    pub fn new(
+        settings: Settings,
+        pool: PgPool,
+        metrics: Arc<Metrics>,
+        broker_ready: Arc<AtomicBool>,
+    ) -> Self {
+        let config = settings.detect_config();
+        Worker {
+            settings,
+            pool,
+            config,
+            metrics,
+            broker_ready,
+        }
+    }
+
+    /// Consumes until shutdown: builds a session, consumes on it until it breaks, builds
+    /// the next. Returns once in-flight deliveries are drained (or the drain timeout
+    /// passed) and the session is closed.
+    pub async fn run(self: Arc<Self>, mut shutdown: Shutdown) {
+        let mut connected_before = false;
+        while !shutdown.is_shutdown() {
+            let Some((session, consumer)) = self.connect(&shutdown).await else {
+                break;
+            };
+            if connected_before {
+                self.metrics.connection_recovered("broker");
+                tracing::info!("broker session re-established; consuming again");
+            } else {
+                tracing::info!(queue = %self.settings.names.queue, "consuming");
+            }
+            connected_before = true;
+            let session = Arc::new(session);
+            self.broker_ready.store(true, Ordering::SeqCst);
+            self.consume(session.clone(), consumer, &mut shutdown).await;
+            self.broker_ready.store(false, Ordering::SeqCst);
+            session.close().await;
+        }
+        tracing::info!("worker stopped");
+    }
+
+    async fn connect(&self, shutdown: &Shutdown) -> Option<(Session, Consumer)> {
+        let metrics = self.metrics.clone();
+        let stop = shutdown.clone();
+        let attempt = || amqp::open(&self.settings);
+        let opened = attempt
+            .retry(retry::policy())
+            .sleep(retry::sleeper(shutdown.clone()))
+            .when(move |_| !stop.is_shutdown())
+            .notify(move |e, after| {
+                metrics.transient_error("broker");
+                tracing::warn!(error = %e, retry_in = ?after, "cannot open the broker session");
+            });
+        let mut s = shutdown.clone();
+        tokio::select! {
+            r = opened => r.ok(),
+            _ = s.wait() => None,
+        }
+    }
+
+    async fn consume(self: &Arc<Self>, session: Arc<Session>, mut consumer: Consumer, shutdown: &mut Shutdown) {
+        let permits = Arc::new(Semaphore::new(self.settings.concurrency.max(1)));
+        let mut tasks = JoinSet::new();
+        loop {
+            while tasks.try_join_next().is_some() {}
+            let permit = tokio::select! {
+                p = permits.clone().acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+                _ = shutdown.wait() => break,
+                _ = session.health.broken() => break,
+            };
+            let next = tokio::select! {
+                d = consumer.next() => d,
+                _ = shutdown.wait() => break,
+                _ = session.health.broken() => break,
+            };
+            match next {
+                Some(Ok(delivery)) => {
+                    let worker = self.clone();
+                    let session = session.clone();
+                    let shutdown = shutdown.clone();
+                    tasks.spawn(async move {
+                        worker.handle(&session, delivery, shutdown).await;
+                        drop(permit);
+                    });
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "consumer failed; rebuilding the session");
+                    session.health.mark_broken();
+                    break;
+                }
+                None => {
+                    tracing::warn!("consumer closed by the broker; rebuilding the session");
+                    session.health.mark_broken();
+                    break;
+                }
+            }
+        }
+        let limit = if shutdown.is_shutdown() {
+            session.cancel_consumer().await;
+            tracing::info!(in_flight = tasks.len(), "draining in-flight deliveries");
+            self.settings.drain_timeout()
+        } else {
+            BROKEN_SESSION_GRACE
+        };
+        let drained = tokio::time::timeout(limit, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(
+                abandoned = tasks.len(),
+                "in-flight deliveries did not finish in time; they stay unacked and will be redelivered"
+            );
+            tasks.abort_all();
+        }
+    }
+
+    async fn handle(&self, session: &Session, delivery: Delivery, shutdown: Shutdown) {
+        let started = Instant::now();
+        self.metrics.in_flight(1);
+        let (result, event_id, message_id) =
+            match event::decode(&delivery.data, self.settings.max_body_bytes) {
+                Ok(event) => {
+                    let r = self.process_with_retries(session, &event, &shutdown).await;
+                    (r, Some(event.event_id), Some(event.message.id))
+                }
+                Err((poison, event_id)) => (Err(Error::Poison(poison)), event_id, None),
+            };
+        let result = match result {
+            Err(e) if e.kind() != ErrorKind::Transient => {
+                let reason = e.dead_letter_reason();
+                if e.kind() == ErrorKind::Bug {
+                    tracing::error!(event_id = ?event_id.map(|i| i.to_string()), message_id = ?message_id.map(|i| i.get()), reason, error = %e, "bug while processing a delivery; dead-lettering it");
+                } else {
+                    tracing::warn!(event_id = ?event_id.map(|i| i.to_string()), message_id = ?message_id.map(|i| i.get()), reason, error = %truncate(&e.to_string(), 300), "poison delivery; dead-lettering it");
+                }
+                self.dead_letter_with_retries(session, &delivery, &e, event_id, &shutdown)
+                    .await
+                    .map(|()| {
+                        self.metrics.dead_lettered(reason);
+                        Done::DeadLettered
+                    })
+            }
+            other => other.map(Done::Processed),
+        };
+        match result {
+            Ok(done) => match delivery.acker.ack(BasicAckOptions::default()).await {
+                Ok(()) => {
+                    if let Done::Processed(outcome) = done {
+                        self.metrics.event(outcome.as_str());
+                        tracing::info!(event_id = ?event_id.map(|i| i.to_string()), message_id = ?message_id.map(|i| i.get()), outcome = outcome.as_str(), "event processed");
+                    }
+                    self.metrics.processed_in(started.elapsed());
+                }
+                Err(e) => {
+                    tracing::warn!(event_id = ?event_id.map(|i| i.to_string()), error = %e, "ack failed; the broker will redeliver (idempotent)");
+                    session.health.mark_broken();
+                }
+            },
+            Err(e) => {
+                tracing::info!(event_id = ?event_id.map(|i| i.to_string()), error = %e, "delivery left unacked; the broker will redeliver it");
+            }
+        }
+        self.metrics.in_flight(-1);
+    }
+
+    /// [`Self::process`] with retries of transient failures, for as long as the session is
+    /// usable and the worker is not shutting down.
+    async fn process_with_retries(
+        &self,
+        session: &Session,
+        event: &FinalizedEvent,
+        shutdown: &Shutdown,
+    ) -> Result<Outcome, Error> {
+        let db_failed = AtomicBool::new(false);
+        let stop = shutdown.clone();
+        let result = (|| self.process(session, event))
+            .retry(retry::policy())
+            .sleep(retry::sleeper(shutdown.clone()))
+            .when(|e: &Error| e.is_transient() && !session.health.is_broken() && !stop.is_shutdown())
+            .notify(|e: &Error, after| {
+                let dependency = match e {
+                    Error::Database(_) => {
+                        db_failed.store(true, Ordering::SeqCst);
+                        "database"
+                    }
+                    _ => "broker",
+                };
+                self.metrics.transient_error(dependency);
+                tracing::warn!(event_id = %event.event_id, message_id = %event.message.id, dependency, error = %e, retry_in = ?after, "transient failure; retrying");
+            })
+            .await;
+        if result.is_ok() && db_failed.load(Ordering::SeqCst) {
+            self.metrics.connection_recovered("database");
+        }
+        result
+    }
+
+    /// One attempt: detect, recover when needed, publish, each publish confirmed.
+    async fn process(&self, session: &Session, event: &FinalizedEvent) -> Result<Outcome, Error> {
+        let (content, tools_used, summary, outcome, report) = if self.needs_recovery(event) {
+            let report = recover::recover_message(
+                &self.pool,
+                event.message.id,
+                &self.config,
+                Source::Event(event.event_id),
+            )
+            .await?;
+            self.record_report(&report);
+            (
+                report.content.clone(),
+                report.tools_used.clone(),
+                report.summary.clone(),
+                report.outcome,
+                Some(report),
+            )
+        } else {
+            (
+                event.message.content.clone(),
+                event.message.tools_used.clone(),
+                json!({"outcome": "clean", "families": [], "calls": [], "outcomes": [], "bytes_removed": 0}),
+                Outcome::Clean,
+                None,
+            )
+        };
+        if let Some(report) = &report {
+            self.publish_tool_calls(session, event, report).await?;
+        }
+        match content.as_deref() {
+            Some(c) if !c.trim().is_empty() => {
+                let body = event::moderation_body(event, c, &tools_used, &summary);
+                let id = event.event_id.moderation_event_id().to_string();
+                self.publish(session, &self.settings.names.moderation_exchange, amqp::MODERATION_ROUTING_KEY, &body, &id)
+                    .await?;
+            }
+            _ => {}
+        }
+        Ok(outcome)
+    }
+
+    /// Whether the event's content may hold a leak (so the database must be consulted).
+    fn needs_recovery(&self, event: &FinalizedEvent) -> bool {
+        let m = &event.message;
+        let (Role::Assistant, Some(content)) = (&m.role, &m.content) else {
+            return false;
+        };
+        let seen = toolcall_detect::prefilter::scan(content);
+        if seen.is_empty() {
+            return false;
+        }
+        let detection = toolcall_detect::detect(
+            &Input {
+                content,
+                tools_used: &m.tools_used,
+                enabled_tools: &[],
+            },
+            &self.config,
+        );
+        !detection.is_clean()
+            || Family::ALL
+                .iter()
+                .any(|f| seen.contains(*f) && !DECIDED_WITHOUT_TOOLS.contains(f))
+    }
+
+    fn record_report(&self, report: &Report) {
+        for call in &report.calls {
+            self.metrics
+                .call(call.family.as_str(), &call.tool_label, call.outcome.as_str());
+        }
+        for _ in 0..report.memories_created {
+            self.metrics.memory_created();
+        }
+    }
+
+    async fn publish_tool_calls(
+        &self,
+        session: &Session,
+        event: &FinalizedEvent,
+        report: &Report,
+    ) -> Result<(), Error> {
+        for call in &report.forward {
+            let body = json!({
+                "event_id": call.event_id.to_string(),
+                "message_id": report.message_id.get(),
+                "chat_id": report.chat_id.get(),
+                "agent_id": report.agent_id.map(|a| a.get()),
+                "name": call.name,
+                "arguments": call.arguments,
+                "family": call.family,
+                "source_event_id": event.event_id.to_string(),
+            });
+            self.publish(session, &self.settings.names.tool_calls_exchange, amqp::TOOL_CALLS_ROUTING_KEY, &body, &call.event_id.to_string())
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn publish(
+        &self,
+        session: &Session,
+        exchange: &str,
+        routing_key: &str,
+        body: &Value,
+        id: &str,
+    ) -> Result<(), Error> {
+        let bytes = serde_json::to_vec(body).map_err(|e| Error::Bug(e.to_string()))?;
+        match session
+            .publish(exchange, routing_key, &bytes, Some(id), FieldTable::default())
+            .await?
+        {
+            Published::Routed => self.metrics.published(exchange),
+            Published::Unroutable => {
+                self.metrics.published(exchange);
+                self.metrics.unroutable(exchange);
+                tracing::warn!(exchange, "published message was unroutable: no queue is bound");
+            }
+        }
+        Ok(())
+    }
+
+    async fn dead_letter_with_retries(
+        &self,
+        session: &Session,
+        delivery: &Delivery,
+        error: &Error,
+        event_id: Option<event::EventId>,
+        shutdown: &Shutdown,
+    ) -> Result<(), Error> {
+        let stop = shutdown.clone();
+        (|| self.dead_letter(session, delivery, error, event_id))
+            .retry(retry::policy())
+            .sleep(retry::sleeper(shutdown.clone()))
+            .when(|e: &Error| e.is_transient() && !session.health.is_broken() && !stop.is_shutdown())
+            .notify(|e: &Error, after| {
+                self.metrics.transient_error("broker");
+                tracing::warn!(error = %e, retry_in = ?after, "dead-lettering failed; retrying");
+            })
+            .await
+    }
+
+    /// Publishes the original body to the dead-letter exchange with the reason in headers.
+    async fn dead_letter(
+        &self,
+        session: &Session,
+        delivery: &Delivery,
+        error: &Error,
+        event_id: Option<event::EventId>,
+    ) -> Result<(), Error> {
+        let mut headers = delivery
+            .properties
+            .headers()
+            .clone()
+            .unwrap_or_default();
+        headers.insert("x-tcr-reason".into(), amqp::string_value(error.dead_letter_reason()));
+        headers.insert("x-tcr-error".into(), amqp::string_value(&truncate(&error.to_string(), 500)));
+        if let Some(id) = event_id {
+            headers.insert("x-tcr-event-id".into(), amqp::string_value(&id.to_string()));
+        }
+        headers.insert("x-tcr-original-exchange".into(), amqp::string_value(delivery.exchange.as_str()));
+        headers.insert("x-tcr-original-routing-key".into(), amqp::string_value(delivery.routing_key.as_str()));
+        headers.insert("x-tcr-dead-lettered-at".into(), amqp::string_value(&chrono::Utc::now().to_rfc3339()));
+        headers.insert("x-tcr-redelivered".into(), AMQPValue::Boolean(delivery.redelivered));
+        let names = &self.settings.names;
+        match session
+            .publish(&names.dead_letter_exchange, &names.dead_letter_queue, &delivery.data, None, headers)
+            .await?
+        {
+            Published::Routed => Ok(()),
+            Published::Unroutable => {
+                // Never ack what could not be kept: the dead-letter queue must exist.
+                Err(Error::Bug(format!(
+                    "dead-letter queue {} is not bound to {}",
+                    names.dead_letter_queue, names.dead_letter_exchange
+                )))
+            }
+        }
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &s[..end])
+}
