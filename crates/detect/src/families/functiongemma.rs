@@ -1,13 +1,117 @@
-//! `functiongemma`: not implemented yet (stub registered so the registry is complete).
+//! `functiongemma`: FunctionGemma's tool-call markup.
+//!
+//! `<start_function_call>call:get_weather{location:<escape>London<escape>,limit:<escape>10<escape>}<end_function_call>`
+//!
+//! The same `call:name{key:value}` grammar as Gemma 4 (see `gemma4::find_calls`), with
+//! `<escape>` as the string delimiter. FunctionGemma delimits every value, numbers too, so a
+//! delimited value is typed like an XML parameter (`10` -> 10, `London` -> "London"). Commas
+//! between pairs are optional (the model sometimes drops them). A call without its
+//! `<end_function_call>` is prose.
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
+use super::gemma4::{find_calls, Spec};
+use crate::types::Family;
 use crate::{Ctx, Leak};
 
+const OPEN: &str = "<start_function_call>";
+const CLOSE: &str = "<end_function_call>";
+
 /// Literal markers one of which any leak of this family contains.
-pub(crate) const TRIGGERS: &[&str] = &[];
+pub(crate) const TRIGGERS: &[&str] = &[OPEN];
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = &[];
 
 /// Appends the leaks of this family found in `text` to `out`.
-pub(crate) fn find(_text: &str, _ctx: &Ctx<'_>, _out: &mut Vec<Leak>) {}
+pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
+    find_calls(
+        text,
+        ctx,
+        out,
+        &Spec {
+            family: Family::Functiongemma,
+            open: OPEN,
+            close: CLOSE,
+            quote: "<escape>",
+            type_quoted: true,
+        },
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::code::CodeRegions;
+    use crate::{Config, Ctx, Leak};
+
+    /// This family's leaks alone (other families are not run) and the text they leave.
+    struct Out {
+        leaks: Vec<Leak>,
+        cleaned: Option<String>,
+    }
+
+    impl Out {
+        fn is_clean(&self) -> bool {
+            self.leaks.is_empty()
+        }
+    }
+
+    fn run_with(text: &str, tools: &[&str]) -> Out {
+        let tools: Vec<String> = tools.iter().map(|s| s.to_string()).collect();
+        let config = Config::default();
+        let code = CodeRegions::find(text);
+        let ctx = Ctx {
+            config: &config,
+            enabled_tools: &tools,
+            code: &code,
+        };
+        let mut leaks = Vec::new();
+        super::find(text, &ctx, &mut leaks);
+        leaks.sort_by_key(|l| l.span.start);
+        let cleaned = (!leaks.is_empty()).then(|| {
+            let mut s = String::new();
+            let mut at = 0;
+            for l in &leaks {
+                assert!(l.span.start >= at, "overlapping leaks");
+                s.push_str(&text[at..l.span.start]);
+                at = l.span.end;
+            }
+            s.push_str(&text[at..]);
+            s.trim().to_string()
+        });
+        Out { leaks, cleaned }
+    }
+    use serde_json::json;
+
+    fn run(text: &str) -> Out {
+        run_with(text, &[])
+    }
+
+    #[test]
+    fn values_without_commas_are_typed() {
+        let t = "Checking. <start_function_call>call:search{query:<escape>rust, fast<escape>limit:<escape>10<escape>}<end_function_call>";
+        let d = run(t);
+        assert_eq!(
+            d.leaks[0].calls[0].arguments,
+            json!({"query": "rust, fast", "limit": 10})
+        );
+        assert_eq!(d.cleaned.as_deref(), Some("Checking."));
+    }
+
+    #[test]
+    fn missing_end_token_is_prose() {
+        let t = "<start_function_call>call:search{query:<escape>rust<escape>}";
+        assert!(run(t).is_clean());
+    }
+
+    #[test]
+    fn prose_without_call_syntax_is_not_a_leak() {
+        let t = "The model emits <start_function_call> then the call, then <end_function_call>.";
+        assert!(run(t).is_clean());
+    }
+
+    #[test]
+    fn inline_code_is_not_a_leak() {
+        let t = "Format: `<start_function_call>call:f{a:<escape>1<escape>}<end_function_call>`.";
+        assert!(run(t).is_clean());
+    }
+}
