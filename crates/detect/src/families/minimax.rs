@@ -1,13 +1,284 @@
-//! `minimax`: not implemented yet (stub registered so the registry is complete).
+//! `minimax`: the MiniMax models' call markup.
+//!
+//! - M2: `<minimax:tool_call><invoke name="f"><parameter name="k">v</parameter></invoke>
+//!   ...</minimax:tool_call>`; values stay the strings the model wrote.
+//! - M3: every tag prefixed by `]<]minimax[>[`: `]<]minimax[>[<tool_call>` wrapping invokes
+//!   whose parameters are `<parameter name=..>` or `<key>value</key>` elements, or a bare
+//!   `]<]minimax[>[<invoke ...>`; values that are non-string JSON become that value.
+//! - M1: `<tool_calls>` holding one `{"name", "arguments"}` JSON object per line; lines
+//!   that do not hold a complete call are skipped, the block is removed whole.
+//!
+//! The closing wrapper may be missing when only whitespace follows the last call. The
+//! markers are model-specific: no enabled tool is needed.
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
+use super::util::{call_from_object, find_from, json_value_at, skip_ws, MAX_CANDIDATES};
+use super::xml_invoke::kit::{
+    at_lit, merge_pieces, parse_invoke_run, preceded_by, rest_is_blank, Finder, InvokeSyntax,
+    Piece, Skip, ValueMode,
+};
+use crate::types::Family;
 use crate::{Ctx, Leak};
 
 /// Literal markers one of which any leak of this family contains.
-pub(crate) const TRIGGERS: &[&str] = &[];
+pub(crate) const TRIGGERS: &[&str] = &["<minimax:tool_call>", "]<]minimax[>[", "<tool_calls>"];
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = &[];
 
+const NS: &str = "]<]minimax[>[";
+
+const M2: InvokeSyntax = InvokeSyntax {
+    invoke_open: "<invoke",
+    invoke_close: "</invoke>",
+    param_open: "<parameter",
+    param_close: "</parameter>",
+    prefix: None,
+    element_params: false,
+    values: ValueMode::Raw,
+    cdata: false,
+};
+
+const M3: InvokeSyntax = InvokeSyntax {
+    invoke_open: "<invoke",
+    invoke_close: "</invoke>",
+    param_open: "<parameter",
+    param_close: "</parameter>",
+    prefix: Some(NS),
+    element_params: true,
+    values: ValueMode::Typed,
+    cdata: false,
+};
+
 /// Appends the leaks of this family found in `text` to `out`.
-pub(crate) fn find(_text: &str, _ctx: &Ctx<'_>, _out: &mut Vec<Leak>) {}
+pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
+    let skip = Skip::new(text, ctx);
+    let mut pieces = Vec::new();
+    find_m2(text, &skip, &mut pieces);
+    find_m3(text, &skip, &mut pieces);
+    find_m1(text, &skip, &mut pieces);
+    merge_pieces(text, Family::Minimax, pieces, out);
+}
+
+/// After a run of invokes ending at `run_end`: the end of the block including `closer`,
+/// or the run's end when the closer is missing and nothing but whitespace follows.
+fn block_end(text: &str, run_end: usize, closers: &[&str]) -> Option<usize> {
+    let after = skip_ws(text, run_end);
+    for c in closers {
+        if at_lit(text, after, c) {
+            return Some(after + c.len());
+        }
+    }
+    rest_is_blank(text, run_end).then_some(run_end)
+}
+
+fn find_m2(text: &str, skip: &Skip, pieces: &mut Vec<Piece>) {
+    const OPEN: &str = "<minimax:tool_call>";
+    let mut close = Finder::new(text, M2.invoke_close);
+    let mut at = 0;
+    let mut seen = 0;
+    while let Some(pos) = find_from(text, OPEN, at) {
+        seen += 1;
+        if seen > MAX_CANDIDATES {
+            break;
+        }
+        at = pos + OPEN.len();
+        if skip.at(pos) {
+            continue;
+        }
+        let first = skip_ws(text, at);
+        let Some((calls, run_end)) = parse_invoke_run(text, first, &M2, &mut close) else {
+            continue;
+        };
+        let Some(end) = block_end(text, run_end, &["</minimax:tool_call>"]) else {
+            continue;
+        };
+        pieces.push(Piece {
+            span: pos..end,
+            calls,
+        });
+        at = end;
+    }
+}
+
+fn find_m3(text: &str, skip: &Skip, pieces: &mut Vec<Piece>) {
+    let mut close = Finder::new(text, M3.invoke_close);
+    let mut at = 0;
+    let mut seen = 0;
+    while let Some(pos) = find_from(text, NS, at) {
+        seen += 1;
+        if seen > MAX_CANDIDATES {
+            break;
+        }
+        let tag = pos + NS.len();
+        at = tag;
+        if skip.at(pos) {
+            continue;
+        }
+        let (first, wrapped) = if at_lit(text, tag, "<tool_call>") {
+            (skip_ws(text, tag + "<tool_call>".len()), true)
+        } else if at_lit(text, tag, "<invoke") {
+            // An invoke inside a wrapper that did not parse, or continuing a run: not the
+            // start of a bare block.
+            if preceded_by(text, pos, "<tool_call>").is_some()
+                || preceded_by(text, pos, "</invoke>").is_some()
+            {
+                continue;
+            }
+            (pos, false)
+        } else {
+            continue;
+        };
+        let Some((calls, run_end)) = parse_invoke_run(text, first, &M3, &mut close) else {
+            continue;
+        };
+        let end = if wrapped {
+            let closers = [concat!("]<]minimax[>[", "</tool_call>"), "</tool_call>"];
+            match block_end(text, run_end, &closers) {
+                Some(e) => e,
+                None => continue,
+            }
+        } else {
+            run_end
+        };
+        pieces.push(Piece {
+            span: pos..end,
+            calls,
+        });
+        at = end;
+    }
+}
+
+/// M1: `<tool_calls>` with one JSON call per line.
+fn find_m1(text: &str, skip: &Skip, pieces: &mut Vec<Piece>) {
+    const OPEN: &str = "<tool_calls>";
+    const CLOSE: &str = "</tool_calls>";
+    let mut closer = Finder::new(text, CLOSE);
+    let mut at = 0;
+    let mut seen = 0;
+    while let Some(pos) = find_from(text, OPEN, at) {
+        seen += 1;
+        if seen > MAX_CANDIDATES {
+            break;
+        }
+        at = pos + OPEN.len();
+        if skip.at(pos) {
+            continue;
+        }
+        let close = closer.find(at);
+        let (limit, end) = match close {
+            Some(c) => (c, c + CLOSE.len()),
+            None => (text.len(), text.len()),
+        };
+        let Some(scope) = text.get(..limit) else {
+            continue;
+        };
+        let mut calls = Vec::new();
+        let mut i = at;
+        let mut ok = true;
+        loop {
+            i = skip_ws(scope, i);
+            if i >= limit {
+                break;
+            }
+            if scope.as_bytes().get(i) != Some(&b'{') {
+                ok = false;
+                break;
+            }
+            match json_value_at(scope, i) {
+                Some((v, e)) if line_ends(scope, e) => {
+                    calls.extend(call_from_object(&v));
+                    i = e;
+                }
+                // A line that is not one JSON object: skipped, as MiniMax's parser does.
+                _ => match find_from(scope, "\n", i) {
+                    Some(nl) => i = nl + 1,
+                    None => break,
+                },
+            }
+        }
+        if !ok || calls.is_empty() {
+            continue;
+        }
+        pieces.push(Piece {
+            span: pos..end,
+            calls,
+        });
+        at = end;
+    }
+}
+
+/// Whether only spaces or tabs stand between `pos` and the end of its line.
+fn line_ends(text: &str, pos: usize) -> bool {
+    let rest = text.as_bytes().get(pos..).unwrap_or_default();
+    rest.iter()
+        .take_while(|&&b| b != b'\n')
+        .all(|b| b.is_ascii_whitespace())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{detect, Config, Input};
+    use serde_json::json;
+
+    fn run(text: &str) -> crate::Detection {
+        detect(
+            &Input {
+                content: text,
+                tools_used: &[],
+                enabled_tools: &[],
+            },
+            &Config::default(),
+        )
+    }
+
+    #[test]
+    fn m2_block_values_stay_strings() {
+        let t = "Ok <minimax:tool_call>\n<invoke name=\"f\">\n<parameter name=\"n\">5</parameter>\n</invoke>\n</minimax:tool_call> done";
+        let d = run(t);
+        assert_eq!(d.leaks.len(), 1);
+        assert_eq!(d.leaks[0].family, crate::Family::Minimax);
+        assert_eq!(d.leaks[0].calls[0].arguments, json!({"n": "5"}));
+        assert_eq!(d.cleaned.as_deref(), Some("Ok  done"));
+    }
+
+    #[test]
+    fn m2_unclosed_wrapper_at_end_is_a_leak_but_not_midway() {
+        let t =
+            "<minimax:tool_call><invoke name=\"f\"><parameter name=\"a\">b</parameter></invoke>";
+        assert_eq!(run(t).leaks.len(), 1);
+        let t = "<minimax:tool_call><invoke name=\"f\"><parameter name=\"a\">b</parameter>";
+        assert!(run(t).is_clean());
+    }
+
+    #[test]
+    fn m3_bare_invoke_then_prose() {
+        let t = "]<]minimax[>[<invoke name=\"save_memory\">\n<parameter name=\"content\">tea</parameter>\n</invoke>\nNoted.";
+        let d = run(t);
+        assert_eq!(d.leaks.len(), 1);
+        assert_eq!(d.leaks[0].family, crate::Family::Minimax);
+        assert_eq!(d.cleaned.as_deref(), Some("Noted."));
+    }
+
+    #[test]
+    fn m3_partial_start_is_kept() {
+        assert!(run("plain ]<]minimax[>[<tool_ca").is_clean());
+        assert!(run("]<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name=\"f\">").is_clean());
+    }
+
+    #[test]
+    fn m1_needs_json_lines_only() {
+        let t = "<tool_calls>\nI will now call the weather tool for you.\n</tool_calls>";
+        assert!(run(t).is_clean());
+        let t = "Use a <tool_calls> block.";
+        assert!(run(t).is_clean());
+        let t = "<tool_calls>\n{\"name\": \"f\", \"arguments\": {}}\nsome prose\n</tool_calls>";
+        assert!(run(t).is_clean());
+    }
+
+    #[test]
+    fn m2_in_code_is_kept() {
+        let t = "```\n<minimax:tool_call><invoke name=\"f\"><parameter name=\"a\">b</parameter></invoke></minimax:tool_call>\n```";
+        assert!(run(t).is_clean());
+    }
+}

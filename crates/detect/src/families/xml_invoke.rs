@@ -1,13 +1,731 @@
-//! `xml_invoke`: not implemented yet (stub registered so the registry is complete).
+//! `xml_invoke`: XML-ish tool calls that are not tied to one vendor's special tokens.
+//!
+//! Two shapes:
+//! - Anthropic-style `<invoke name="f"><parameter name="k">v</parameter></invoke>` blocks,
+//!   bare or inside `<function_calls>...</function_calls>`;
+//! - Qwen3-Coder / Qwen3-XML (and Seed-OSS) `<tool_call>\n<function=f>\n<parameter=k>\nv\n
+//!   </parameter>\n</function>\n</tool_call>` blocks, also with the `<tool_call>` opener or
+//!   closer missing, or wrapped in `<seed:tool_call>`.
+//!
+//! This file also holds the XML helpers the sibling XML families (`minimax`, `dots`,
+//! `step3`, `minicpm5`, `glm`, `hermes`, `longcat`) share, in [`kit`].
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
-use crate::{Ctx, Leak};
+use super::util::{find_from, typed_param, MAX_CANDIDATES};
+use crate::types::Family;
+use crate::{Call, Ctx, Leak};
+use kit::{
+    merge_pieces, parse_invoke_run, preceded_by, rest_is_blank, skip_ws_bounded, Finder,
+    InvokeSyntax, Piece, Skip, ValueMode,
+};
+use serde_json::Value;
 
 /// Literal markers one of which any leak of this family contains.
-pub(crate) const TRIGGERS: &[&str] = &[];
+pub(crate) const TRIGGERS: &[&str] = &["<invoke", "<function="];
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = &[];
 
+/// The Anthropic-style `<invoke>` syntax.
+const INVOKE: InvokeSyntax = InvokeSyntax {
+    invoke_open: "<invoke",
+    invoke_close: "</invoke>",
+    param_open: "<parameter",
+    param_close: "</parameter>",
+    prefix: None,
+    element_params: false,
+    values: ValueMode::Typed,
+    cdata: false,
+};
+
+/// Wrappers of other families: an `<invoke>` right after one of these belongs to that
+/// family (which decides whether it is a leak), or continues a run already examined.
+const FOREIGN_BEFORE_INVOKE: &[&str] = &[
+    "<dots_function_call>",
+    "<minimax:tool_call>",
+    "]<]minimax[>[",
+    "</invoke>",
+    "<tool_call>",
+];
+
 /// Appends the leaks of this family found in `text` to `out`.
-pub(crate) fn find(_text: &str, _ctx: &Ctx<'_>, _out: &mut Vec<Leak>) {}
+pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
+    let skip = Skip::new(text, ctx);
+    let mut pieces = Vec::new();
+    find_invokes(text, &skip, ctx, &mut pieces);
+    find_qwen(text, &skip, &mut pieces);
+    merge_pieces(text, Family::XmlInvoke, pieces, out);
+}
+
+/// Bare `<invoke>` runs and `<function_calls>` blocks.
+fn find_invokes(text: &str, skip: &Skip, ctx: &Ctx<'_>, pieces: &mut Vec<Piece>) {
+    let mut close = Finder::new(text, INVOKE.invoke_close);
+    let mut at = 0;
+    let mut seen = 0;
+    while let Some(pos) = find_from(text, "<invoke", at) {
+        seen += 1;
+        if seen > MAX_CANDIDATES {
+            break;
+        }
+        at = pos + 1;
+        if skip.at(pos) {
+            continue;
+        }
+        if close.find(pos).is_none() {
+            break;
+        }
+        if FOREIGN_BEFORE_INVOKE
+            .iter()
+            .any(|w| preceded_by(text, pos, w).is_some())
+        {
+            continue;
+        }
+        let wrapper = preceded_by(text, pos, "<function_calls>");
+        let Some((calls, run_end)) = parse_invoke_run(text, pos, &INVOKE, &mut close) else {
+            continue;
+        };
+        let (start, end) = match wrapper {
+            Some(w) => {
+                let after = skip_ws_bounded(text, run_end);
+                if text
+                    .get(after..)
+                    .is_some_and(|r| r.starts_with("</function_calls>"))
+                {
+                    (w, after + "</function_calls>".len())
+                } else if rest_is_blank(text, run_end) {
+                    (w, run_end)
+                } else {
+                    continue;
+                }
+            }
+            None => {
+                // Without the wrapper, an invoke that names no enabled tool must at least
+                // carry parameters: an empty `<invoke name="x"></invoke>` is too little.
+                let strong = calls.iter().all(|c| {
+                    ctx.tool_enabled(&c.name)
+                        || c.arguments.as_object().is_some_and(|m| !m.is_empty())
+                });
+                if !strong {
+                    continue;
+                }
+                (pos, run_end)
+            }
+        };
+        pieces.push(Piece {
+            span: start..end,
+            calls,
+        });
+        at = end;
+    }
+}
+
+/// Qwen3-Coder / Qwen3-XML / Seed-OSS `<function=name>` blocks with their wrappers.
+fn find_qwen(text: &str, skip: &Skip, pieces: &mut Vec<Piece>) {
+    let mut fclose = Finder::new(text, "</function>");
+    let mut pclose = Finder::new(text, "</parameter>");
+    let mut pnext = Finder::new(text, "<parameter=");
+    let mut at = 0;
+    let mut seen = 0;
+    while let Some(pos) = find_from(text, "<function=", at) {
+        seen += 1;
+        if seen > MAX_CANDIDATES {
+            break;
+        }
+        at = pos + 1;
+        if skip.at(pos) {
+            continue;
+        }
+        let Some(close) = fclose.find(pos) else {
+            break;
+        };
+        let Some(call) = parse_qwen_function(text, pos, close, &mut pclose, &mut pnext) else {
+            continue;
+        };
+        let fn_end = close + "</function>".len();
+        let opener = [
+            ("<tool_call>", "</tool_call>"),
+            ("<seed:tool_call>", "</seed:tool_call>"),
+        ]
+        .iter()
+        .find_map(|(o, c)| preceded_by(text, pos, o).map(|s| (s, *c)));
+        let after = skip_ws_bounded(text, fn_end);
+        let rest = text.get(after..).unwrap_or_default();
+        let (start, end) = match opener {
+            Some((s, closer)) if rest.starts_with(closer) => (s, after + closer.len()),
+            Some((s, _)) => (s, fn_end),
+            None => {
+                // A stray closer without its opener is markup too (vLLM's engine emits it).
+                match ["</tool_call>", "</seed:tool_call>"]
+                    .iter()
+                    .find(|c| rest.starts_with(**c))
+                {
+                    Some(c) => (pos, after + c.len()),
+                    None => (pos, fn_end),
+                }
+            }
+        };
+        pieces.push(Piece {
+            span: start..end,
+            calls: vec![call],
+        });
+        at = end;
+    }
+}
+
+/// Parses `<function=name>` at `pos` whose `</function>` is at `close`: only parameters
+/// (and whitespace) between them.
+fn parse_qwen_function(
+    text: &str,
+    pos: usize,
+    close: usize,
+    pclose: &mut Finder<'_>,
+    pnext: &mut Finder<'_>,
+) -> Option<Call> {
+    let name_start = pos + "<function=".len();
+    let gt = kit::find_bounded(text, ">", name_start, close.min(name_start + 256))?;
+    let name = text.get(name_start..gt)?.trim();
+    if !super::util::is_tool_name(name) {
+        return None;
+    }
+    let mut args = serde_json::Map::new();
+    let mut i = gt + 1;
+    loop {
+        i = skip_ws_bounded(text, i);
+        if i >= close {
+            break;
+        }
+        let rest = text.get(i..close)?;
+        if !rest.starts_with("<parameter=") {
+            return None;
+        }
+        let key_start = i + "<parameter=".len();
+        let kgt = kit::find_bounded(text, ">", key_start, close.min(key_start + 256))?;
+        let key = text.get(key_start..kgt)?.trim();
+        if key.is_empty() || key.contains(['<', '\n']) {
+            return None;
+        }
+        let vstart = kgt + 1;
+        // The value ends at its closer, or (closer forgotten) at the next parameter or the
+        // end of the function.
+        let by_close = pclose.find(vstart).filter(|&c| c < close);
+        let by_next = pnext.find(vstart).filter(|&n| n < close);
+        let (vend, next, closed) = match (by_close, by_next) {
+            (Some(c), Some(n)) if n < c => (n, n, false),
+            (Some(c), _) => (c, c + "</parameter>".len(), true),
+            (None, Some(n)) => (n, n, false),
+            (None, None) => (close, close, false),
+        };
+        let raw = text.get(vstart..vend)?;
+        // Another call's markup inside a value means the blocks are broken, not nested;
+        // a value whose closer is missing must be plain text.
+        if raw.contains("<function=")
+            || raw.contains("<tool_call>")
+            || (!closed && raw.contains('<'))
+        {
+            return None;
+        }
+        let raw = raw.strip_prefix('\n').unwrap_or(raw);
+        let raw = raw.strip_suffix('\n').unwrap_or(raw);
+        args.insert(key.to_string(), typed_param(raw));
+        i = next;
+    }
+    Some(Call {
+        name: name.to_string(),
+        arguments: Value::Object(args),
+    })
+}
+
+/// XML helpers shared by the XML-ish families. Candidates for `util.rs`.
+pub(super) mod kit {
+    use super::super::util::{attr, find_from, is_tool_name, typed_param};
+    use crate::types::Family;
+    use crate::{Call, Ctx, Leak};
+    use serde_json::{Map, Value};
+    use std::ops::Range;
+
+    /// How far back over whitespace a wrapper tag is looked for.
+    const WS_LOOKBACK: usize = 256;
+    /// Longest start tag (`<invoke name="...">`) accepted.
+    const MAX_TAG: usize = 512;
+
+    /// One parsed block before adjacent blocks are merged.
+    pub(in crate::families) struct Piece {
+        pub span: Range<usize>,
+        pub calls: Vec<Call>,
+    }
+
+    /// Positions a family must not take a candidate at: code (an example) and closed
+    /// reasoning blocks (`<think>`..`</think>`, `<seed:think>`..`</seed:think>`): markup the
+    /// model quotes while reasoning is not the call it made.
+    pub(in crate::families) struct Skip<'a> {
+        ctx: &'a Ctx<'a>,
+        think: Vec<Range<usize>>,
+    }
+
+    impl<'a> Skip<'a> {
+        pub fn new(text: &str, ctx: &'a Ctx<'a>) -> Skip<'a> {
+            Skip {
+                ctx,
+                think: reasoning_regions(text),
+            }
+        }
+
+        pub fn at(&self, pos: usize) -> bool {
+            self.ctx.in_code(pos) || self.think.iter().any(|r| r.contains(&pos))
+        }
+    }
+
+    /// Closed reasoning blocks, in one pass per tag pair (at most a few regions are kept).
+    pub(in crate::families) fn reasoning_regions(text: &str) -> Vec<Range<usize>> {
+        let mut out = Vec::new();
+        for (open, close) in [("<think>", "</think>"), ("<seed:think>", "</seed:think>")] {
+            let mut at = 0;
+            while let Some(s) = find_from(text, open, at) {
+                match find_from(text, close, s + open.len()) {
+                    Some(e) => {
+                        out.push(s..e + close.len());
+                        at = e + close.len();
+                    }
+                    None => break,
+                }
+                if out.len() >= 16 {
+                    return out;
+                }
+            }
+        }
+        out
+    }
+
+    /// Finds the next `needle` at or after a position, remembering the last answer so a
+    /// sequence of searches from increasing positions costs one pass over the text.
+    pub(in crate::families) struct Finder<'t> {
+        text: &'t str,
+        needle: &'static str,
+        /// `(from, answer)` of the last search.
+        last: Option<(usize, Option<usize>)>,
+    }
+
+    impl<'t> Finder<'t> {
+        pub fn new(text: &'t str, needle: &'static str) -> Finder<'t> {
+            Finder {
+                text,
+                needle,
+                last: None,
+            }
+        }
+
+        pub fn find(&mut self, from: usize) -> Option<usize> {
+            if let Some((f, ans)) = self.last {
+                if from >= f {
+                    match ans {
+                        None => return None,
+                        Some(p) if p >= from => return Some(p),
+                        Some(_) => {}
+                    }
+                }
+            }
+            let ans = find_from(self.text, self.needle, from);
+            self.last = Some((from, ans));
+            ans
+        }
+    }
+
+    /// First `needle` in `text[from..limit]`.
+    pub(in crate::families) fn find_bounded(
+        text: &str,
+        needle: &str,
+        from: usize,
+        limit: usize,
+    ) -> Option<usize> {
+        let hay = text.as_bytes().get(from..limit.min(text.len()))?;
+        memchr::memmem::find(hay, needle.as_bytes()).map(|i| from + i)
+    }
+
+    /// Offset of the first non-whitespace byte at or after `pos`.
+    pub(in crate::families) fn skip_ws_bounded(text: &str, pos: usize) -> usize {
+        super::super::util::skip_ws(text, pos)
+    }
+
+    /// Whether only whitespace follows `pos`.
+    pub(in crate::families) fn rest_is_blank(text: &str, pos: usize) -> bool {
+        text.get(pos..).is_some_and(|r| r.trim().is_empty())
+    }
+
+    /// When `tag` ends right before `pos` (whitespace between allowed), its start.
+    pub(in crate::families) fn preceded_by(text: &str, pos: usize, tag: &str) -> Option<usize> {
+        let bytes = text.as_bytes();
+        let mut i = pos.min(bytes.len());
+        let floor = pos.saturating_sub(WS_LOOKBACK);
+        while i > floor && bytes[i - 1].is_ascii_whitespace() {
+            i -= 1;
+        }
+        let start = i.checked_sub(tag.len())?;
+        (bytes.get(start..i)? == tag.as_bytes()).then_some(start)
+    }
+
+    /// Whether `text` has `lit` at `pos`.
+    pub(in crate::families) fn at_lit(text: &str, pos: usize, lit: &str) -> bool {
+        text.as_bytes()
+            .get(pos..)
+            .is_some_and(|r| r.starts_with(lit.as_bytes()))
+    }
+
+    /// Orders the pieces, drops overlapping ones and merges pieces separated only by
+    /// whitespace into one leak (the whitespace between calls of one block is markup).
+    pub(in crate::families) fn merge_pieces(
+        text: &str,
+        family: Family,
+        mut pieces: Vec<Piece>,
+        out: &mut Vec<Leak>,
+    ) {
+        pieces.sort_by_key(|p| p.span.start);
+        let mut cur: Option<Leak> = None;
+        for p in pieces {
+            match cur.as_mut() {
+                Some(c) if p.span.start < c.span.end => {}
+                Some(c)
+                    if text
+                        .get(c.span.end..p.span.start)
+                        .is_some_and(|g| g.trim().is_empty()) =>
+                {
+                    c.span.end = p.span.end;
+                    c.calls.extend(p.calls);
+                }
+                _ => {
+                    if let Some(done) = cur.take() {
+                        out.push(done);
+                    }
+                    cur = Some(Leak {
+                        family,
+                        span: p.span,
+                        calls: p.calls,
+                        results: Vec::new(),
+                    });
+                }
+            }
+        }
+        if let Some(done) = cur {
+            out.push(done);
+        }
+    }
+
+    /// How parameter values are typed.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    pub(in crate::families) enum ValueMode {
+        /// Always the string as written.
+        Raw,
+        /// [`typed_param`]: JSON when the whole trimmed value is non-string JSON.
+        Typed,
+    }
+
+    /// The tag names of one `<invoke>`-like syntax.
+    pub(in crate::families) struct InvokeSyntax {
+        pub invoke_open: &'static str,
+        pub invoke_close: &'static str,
+        pub param_open: &'static str,
+        pub param_close: &'static str,
+        /// A marker that may precede every tag (MiniMax-M3's `]<]minimax[>[`).
+        pub prefix: Option<&'static str>,
+        /// Parameters may also be written as `<key>value</key>` elements.
+        pub element_params: bool,
+        pub values: ValueMode,
+        /// A value that is one `<![CDATA[...]]>` section is its inner text.
+        pub cdata: bool,
+    }
+
+    /// Reads a start tag `open` at `pos`: `open` must be followed by whitespace, `Ġ` (a
+    /// byte-level BPE space), `>` or directly `name=` (a lost space). Returns the attribute
+    /// text and the offset past `>`.
+    pub(in crate::families) fn start_tag<'t>(
+        text: &'t str,
+        pos: usize,
+        open: &str,
+    ) -> Option<(&'t str, usize)> {
+        if !at_lit(text, pos, open) {
+            return None;
+        }
+        let after = pos + open.len();
+        let rest = text.get(after..)?;
+        let ok = rest.starts_with(|c: char| c.is_ascii_whitespace() || c == '>' || c == 'Ġ')
+            || rest.starts_with("name=");
+        if !ok {
+            return None;
+        }
+        let limit = after.saturating_add(MAX_TAG);
+        let gt = find_bounded(text, ">", after, limit)?;
+        let body = text.get(after..gt)?;
+        if body.contains('<') {
+            return None;
+        }
+        Some((body, gt + 1))
+    }
+
+    /// The `name` attribute of a start tag's attribute text, as a tool or parameter name.
+    pub(in crate::families) fn name_attr(body: &str) -> Option<String> {
+        let norm;
+        let body = if body.contains('Ġ') {
+            norm = body.replace('Ġ', " ");
+            norm.as_str()
+        } else {
+            body
+        };
+        let name = attr(body, "name")?.trim();
+        (!name.is_empty() && name.len() <= 256 && !name.contains(['<', '>', '\n']))
+            .then(|| name.to_string())
+    }
+
+    fn skip_prefix(text: &str, pos: usize, prefix: Option<&str>) -> usize {
+        match prefix {
+            Some(p) if at_lit(text, pos, p) => pos + p.len(),
+            _ => pos,
+        }
+    }
+
+    /// A value holding another invoke or parameter start tag: an earlier block was left
+    /// unclosed, and its "value" runs into the next one.
+    fn nested(raw: &str, syn: &InvokeSyntax) -> bool {
+        [syn.invoke_open, syn.param_open].iter().any(|open| {
+            let mut from = 0;
+            while let Some(i) = find_from(raw, open, from) {
+                from = i + open.len();
+                let next = raw.get(from..).and_then(|r| r.chars().next());
+                if matches!(next, Some(c) if c.is_ascii_whitespace() || c == '>' || c == 'Ġ')
+                    || raw.get(from..).is_some_and(|r| r.starts_with("name="))
+                {
+                    return true;
+                }
+            }
+            false
+        })
+    }
+
+    fn value_of(raw: &str, syn: &InvokeSyntax) -> Value {
+        let raw = match syn.prefix {
+            Some(p) => raw.strip_suffix(p).unwrap_or(raw),
+            None => raw,
+        };
+        if syn.cdata {
+            let t = raw.trim();
+            if let Some(inner) = t
+                .strip_prefix("<![CDATA[")
+                .and_then(|r| r.strip_suffix("]]>"))
+            {
+                return Value::String(inner.to_string());
+            }
+        }
+        match syn.values {
+            ValueMode::Raw => Value::String(raw.to_string()),
+            ValueMode::Typed => typed_param(raw),
+        }
+    }
+
+    /// Parses one invoke at `pos` (an optional prefix first). `close` finds the invoke's
+    /// closing tag. Returns the call and the offset past the closing tag.
+    pub(in crate::families) fn parse_invoke(
+        text: &str,
+        pos: usize,
+        syn: &InvokeSyntax,
+        close: &mut Finder<'_>,
+    ) -> Option<(Call, usize)> {
+        let pos = skip_prefix(text, pos, syn.prefix);
+        let (tag, body_start) = start_tag(text, pos, syn.invoke_open)?;
+        let name = name_attr(tag)?;
+        if !is_tool_name(&name) {
+            return None;
+        }
+        let end_tag = close.find(body_start)?;
+        let mut args = Map::new();
+        let mut i = body_start;
+        loop {
+            i = skip_ws_bounded(text, i);
+            let j = skip_prefix(text, i, syn.prefix);
+            if j >= end_tag {
+                // Only whitespace (and a prefix before the closing tag) is left.
+                if j > end_tag {
+                    return None;
+                }
+                break;
+            }
+            i = j;
+            if let Some((ptag, vstart)) = start_tag(text, i, syn.param_open) {
+                let key = name_attr(ptag)?;
+                let vend = find_bounded(text, syn.param_close, vstart, end_tag)?;
+                let raw = text.get(vstart..vend)?;
+                if nested(raw, syn) {
+                    return None;
+                }
+                args.insert(key, value_of(raw, syn));
+                i = vend + syn.param_close.len();
+            } else if syn.element_params {
+                let key_start = i + 1;
+                let rest = text.as_bytes().get(key_start..end_tag)?;
+                if text.as_bytes().get(i) != Some(&b'<') {
+                    return None;
+                }
+                let klen = rest
+                    .iter()
+                    .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+                    .count();
+                if klen == 0 || rest.get(klen) != Some(&b'>') {
+                    return None;
+                }
+                let key = text.get(key_start..key_start + klen)?;
+                let closer = format!("</{key}>");
+                let vstart = key_start + klen + 1;
+                let vend = find_bounded(text, &closer, vstart, end_tag)?;
+                let raw = text.get(vstart..vend)?;
+                if nested(raw, syn) {
+                    return None;
+                }
+                args.insert(key.to_string(), value_of(raw, syn));
+                i = vend + closer.len();
+            } else {
+                return None;
+            }
+        }
+        Some((
+            Call {
+                name,
+                arguments: Value::Object(args),
+            },
+            end_tag + syn.invoke_close.len(),
+        ))
+    }
+
+    /// Parses invokes following each other (whitespace between) from `pos`.
+    pub(in crate::families) fn parse_invoke_run(
+        text: &str,
+        pos: usize,
+        syn: &InvokeSyntax,
+        close: &mut Finder<'_>,
+    ) -> Option<(Vec<Call>, usize)> {
+        let (first, mut end) = parse_invoke(text, pos, syn, close)?;
+        let mut calls = vec![first];
+        loop {
+            let next = skip_ws_bounded(text, end);
+            match parse_invoke(text, next, syn, close) {
+                Some((c, e)) => {
+                    calls.push(c);
+                    end = e;
+                }
+                None => break,
+            }
+        }
+        Some((calls, end))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{detect, Config, Input};
+    use serde_json::json;
+
+    fn run(text: &str, enabled: &[&str]) -> crate::Detection {
+        let enabled: Vec<String> = enabled.iter().map(|s| s.to_string()).collect();
+        detect(
+            &Input {
+                content: text,
+                tools_used: &[],
+                enabled_tools: &enabled,
+            },
+            &Config::default(),
+        )
+    }
+
+    #[test]
+    fn function_calls_block_is_a_leak() {
+        let t = "Checking.\n<function_calls>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n<parameter name=\"days\">3</parameter>\n</invoke>\n</function_calls>\nDone.";
+        let d = run(t, &[]);
+        assert_eq!(d.leaks.len(), 1);
+        assert_eq!(d.leaks[0].calls[0].name, "get_weather");
+        assert_eq!(
+            d.leaks[0].calls[0].arguments,
+            json!({"city": "Paris", "days": 3})
+        );
+        assert_eq!(d.cleaned.as_deref(), Some("Checking.\n\nDone."));
+    }
+
+    #[test]
+    fn two_invokes_are_one_leak() {
+        let t = "<invoke name=\"a\"><parameter name=\"x\">1</parameter></invoke>\n<invoke name=\"b\"><parameter name=\"y\">z</parameter></invoke> tail";
+        let d = run(t, &[]);
+        assert_eq!(d.leaks.len(), 1);
+        assert_eq!(d.leaks[0].calls.len(), 2);
+        assert_eq!(d.cleaned.as_deref(), Some("tail"));
+    }
+
+    #[test]
+    fn empty_bare_invoke_needs_an_enabled_tool() {
+        let t = "<invoke name=\"refresh\"></invoke>";
+        assert!(run(t, &[]).is_clean());
+        assert_eq!(run(t, &["refresh"]).leaks.len(), 1);
+    }
+
+    #[test]
+    fn invoke_in_code_fence_is_an_example() {
+        let t = "The format is:\n```xml\n<function_calls>\n<invoke name=\"search\">\n<parameter name=\"q\">cats</parameter>\n</invoke>\n</function_calls>\n```\nThat is all.";
+        assert!(run(t, &["search"]).is_clean());
+    }
+
+    #[test]
+    fn truncated_invoke_is_prose() {
+        let t = "Let me search.\n<invoke name=\"search\">\n<parameter name=\"q\">cats";
+        assert!(run(t, &["search"]).is_clean());
+        let t = "<invoke name=\"search\"><parameter name=\"q\">cats</invoke>";
+        assert!(run(t, &["search"]).is_clean());
+    }
+
+    #[test]
+    fn prose_about_invoke_is_not_a_leak() {
+        let t = "Claude used to write <invoke name=...> tags with <parameter> children, closed by </invoke>.";
+        assert!(run(t, &[]).is_clean());
+    }
+
+    #[test]
+    fn bpel_like_invoke_is_not_a_leak() {
+        let t = "<invoke name=\"callService\" partnerLink=\"svc\" operation=\"op\"><correlations/></invoke>";
+        assert!(run(t, &[]).is_clean());
+    }
+
+    #[test]
+    fn qwen_block_with_missing_closers() {
+        let t = "Sure.\n<function=f>\n<parameter=a>\n1\n<parameter=b>\nx y\n</parameter>\n</function>\n</tool_call>\nOk";
+        let d = run(t, &[]);
+        assert_eq!(d.leaks.len(), 1);
+        assert_eq!(d.leaks[0].calls[0].arguments, json!({"a": 1, "b": "x y"}));
+        assert_eq!(d.cleaned.as_deref(), Some("Sure.\n\nOk"));
+    }
+
+    #[test]
+    fn qwen_block_with_prose_inside_is_not_a_leak() {
+        let t = "<tool_call>\n<function=f>\nI think I should call it\n</function>\n</tool_call>";
+        assert!(run(t, &[]).is_clean());
+    }
+
+    #[test]
+    fn qwen_call_quoted_in_closed_think_is_kept() {
+        let t = "<think>I could write <function=f>\n<parameter=a>\n1\n</parameter>\n</function> here.</think>Answer.";
+        assert!(run(t, &[]).is_clean());
+    }
+
+    #[test]
+    fn unclosed_block_does_not_swallow_the_next() {
+        let t = "<invoke name=\"a\"><parameter name=\"x\">oops\n<invoke name=\"a\"><parameter name=\"x\">1</parameter></invoke>";
+        let d = run(t, &[]);
+        assert_eq!(d.leaks.len(), 1);
+        assert_eq!(d.leaks[0].calls[0].arguments, json!({"x": 1}));
+        let t = "<function=a>\n<parameter=x>\n<function=a>\n<parameter=x>\ny\n</function>";
+        let d = run(t, &[]);
+        assert_eq!(d.leaks.len(), 1);
+        assert_eq!(d.leaks[0].span.start, 27);
+        assert_eq!(d.leaks[0].calls[0].arguments, json!({"x": "y"}));
+    }
+
+    #[test]
+    fn many_unclosed_candidates_stay_cheap() {
+        let t = "<invoke name=\"a\"><parameter name=\"x\">".repeat(10_000);
+        assert!(run(&t, &["a"]).is_clean());
+        let t = "<function=a>\n<parameter=x>\n".repeat(10_000);
+        assert!(run(&t, &["a"]).is_clean());
+    }
+}
