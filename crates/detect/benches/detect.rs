@@ -31,9 +31,9 @@ impl Rng {
 }
 
 const WORDS: &[&str] = &[
-    "the", "model", "answer", "memory", "you", "weather", "because", "function", "data",
-    "really", "think", "about", "this", "request", "tomorrow", "Paris", "value", "list",
-    "which", "could", "should", "great", "question", "result", "and", "of", "to", "in",
+    "the", "model", "answer", "memory", "you", "weather", "because", "function", "data", "really",
+    "think", "about", "this", "request", "tomorrow", "Paris", "value", "list", "which", "could",
+    "should", "great", "question", "result", "and", "of", "to", "in",
 ];
 
 fn prose(rng: &mut Rng, target: usize) -> String {
@@ -59,7 +59,8 @@ fn prose(rng: &mut Rng, target: usize) -> String {
 
 /// `(message, the JSON inside the leak)` for one leak of a random family.
 fn leak(rng: &mut Rng, tail: &str) -> (String, String) {
-    let args = r#"{"content": "User prefers green tea in the morning", "memory_type": "preference"}"#;
+    let args =
+        r#"{"content": "User prefers green tea in the morning", "memory_type": "preference"}"#;
     let json = format!(r#"{{"name": "save_memory", "arguments": {args}}}"#);
     let msg = match rng.below(8) {
         0 => format!("{{success: true, memory_type: \"journal\", content: \"I lost track of the thread\"}}{tail}"),
@@ -97,7 +98,12 @@ fn corpus() -> Corpus {
             mix.push(text);
         }
     }
-    Corpus { clean, leaked, leaked_json, mix }
+    Corpus {
+        clean,
+        leaked,
+        leaked_json,
+        mix,
+    }
 }
 
 fn bytes(v: &[String]) -> u64 {
@@ -107,7 +113,14 @@ fn bytes(v: &[String]) -> u64 {
 fn detect_all(msgs: &[String], tools: &[String], config: &Config) -> usize {
     msgs.iter()
         .map(|m| {
-            let d = detect(&Input { content: m, tools_used: &[], enabled_tools: tools }, config);
+            let d = detect(
+                &Input {
+                    content: m,
+                    tools_used: &[],
+                    enabled_tools: tools,
+                },
+                config,
+            );
             d.leaks.len()
         })
         .sum()
@@ -118,21 +131,31 @@ fn benches(c: &mut Criterion) {
     let tools = vec!["save_memory".to_string()];
     let config = Config::default();
     // Fail loudly if the generated leaks stopped being detected: the figures would lie.
-    assert_eq!(detect_all(&corpus.clean, &tools, &config), 0, "clean corpus has leaks");
+    assert_eq!(
+        detect_all(&corpus.clean, &tools, &config),
+        0,
+        "clean corpus has leaks"
+    );
 
     let mut g = c.benchmark_group("clean");
     g.throughput(Throughput::Bytes(bytes(&corpus.clean)));
-    g.bench_function("detect", |b| b.iter(|| detect_all(black_box(&corpus.clean), &tools, &config)));
+    g.bench_function("detect", |b| {
+        b.iter(|| detect_all(black_box(&corpus.clean), &tools, &config))
+    });
     g.bench_function("ceiling_memchr", |b| {
         b.iter(|| {
-            corpus.clean.iter()
+            corpus
+                .clean
+                .iter()
                 .filter(|m| memchr::memchr(0, black_box(m.as_bytes())).is_some())
                 .count()
         })
     });
     g.bench_function("memchr3_anchor_bytes", |b| {
         b.iter(|| {
-            corpus.clean.iter()
+            corpus
+                .clean
+                .iter()
                 .map(|m| memchr::memchr3_iter(b'<', b'[', b'{', black_box(m.as_bytes())).count())
                 .sum::<usize>()
         })
@@ -141,10 +164,14 @@ fn benches(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("leaked");
     g.throughput(Throughput::Bytes(bytes(&corpus.leaked)));
-    g.bench_function("detect", |b| b.iter(|| detect_all(black_box(&corpus.leaked), &tools, &config)));
+    g.bench_function("detect", |b| {
+        b.iter(|| detect_all(black_box(&corpus.leaked), &tools, &config))
+    });
     g.bench_function("ceiling_serde_json_of_leaked_objects", |b| {
         b.iter(|| {
-            corpus.leaked_json.iter()
+            corpus
+                .leaked_json
+                .iter()
                 .filter(|j| serde_json::from_str::<serde_json::Value>(black_box(j)).is_ok())
                 .count()
         })
@@ -153,12 +180,16 @@ fn benches(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("mix");
     g.throughput(Throughput::Bytes(bytes(&corpus.mix)));
-    g.bench_function("detect", |b| b.iter(|| detect_all(black_box(&corpus.mix), &tools, &config)));
+    g.bench_function("detect", |b| {
+        b.iter(|| detect_all(black_box(&corpus.mix), &tools, &config))
+    });
     g.finish();
 
     let real = std::env::var("TCR_CORPUS_DIR")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|_| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus"))
+        .unwrap_or_else(|_| {
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus")
+        })
         .join("real_assistant_messages.jsonl");
     if let Ok(body) = std::fs::read_to_string(&real) {
         let msgs: Vec<String> = body
@@ -169,9 +200,15 @@ fn benches(c: &mut Criterion) {
         let mut g = c.benchmark_group("real");
         g.throughput(Throughput::Bytes(bytes(&msgs)));
         g.sample_size(20);
-        g.bench_function("detect", |b| b.iter(|| detect_all(black_box(&msgs), &tools, &config)));
+        g.bench_function("detect", |b| {
+            b.iter(|| detect_all(black_box(&msgs), &tools, &config))
+        });
         g.bench_function("ceiling_memchr", |b| {
-            b.iter(|| msgs.iter().filter(|m| memchr::memchr(0, black_box(m.as_bytes())).is_some()).count())
+            b.iter(|| {
+                msgs.iter()
+                    .filter(|m| memchr::memchr(0, black_box(m.as_bytes())).is_some())
+                    .count()
+            })
         });
         g.finish();
     }

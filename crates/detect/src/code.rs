@@ -1,5 +1,7 @@
-//! Where the code is: fenced blocks (```` ``` ```` / `~~~`) and inline code spans. Markup
-//! inside code is an example the model is showing, never a leak.
+//! Where the model is quoting rather than acting: fenced blocks (```` ``` ```` / `~~~`),
+//! inline code spans, and closed reasoning blocks (`<think>`..`</think>` and kin). Markup
+//! inside code is an example the model is showing, and markup inside its reasoning is the
+//! model thinking about a call, never the call it made.
 //!
 //! Pure and linear: one pass over the line starts for fences, one over backtick runs for
 //! inline spans (each run looks ahead a bounded number of runs for its closer).
@@ -128,6 +130,60 @@ fn backtick_runs(bytes: &[u8], fences: &[Range<usize>]) -> Vec<(usize, usize)> {
     runs
 }
 
+/// Closed reasoning blocks of one text.
+#[derive(Debug, Default, Clone)]
+pub struct Reasoning {
+    blocks: Vec<Range<usize>>,
+}
+
+/// The reasoning tag pairs models use.
+const REASONING_TAGS: &[(&str, &str)] = &[
+    ("<think>", "</think>"),
+    ("<thinking>", "</thinking>"),
+    ("<seed:think>", "</seed:think>"),
+    ("<|START_THINKING|>", "<|END_THINKING|>"),
+];
+
+/// At most this many blocks per tag pair are mapped: a message has one or two; the bound
+/// keeps `contains` cheap whatever a message repeats.
+const MAX_REASONING_BLOCKS: usize = 16;
+
+impl Reasoning {
+    /// Maps the closed reasoning blocks of `text`: one forward pass per tag pair.
+    pub fn find(text: &str) -> Reasoning {
+        let mut blocks = Vec::new();
+        if memchr::memmem::find(text.as_bytes(), b"THINK").is_none()
+            && memchr::memmem::find(text.as_bytes(), b"think>").is_none()
+        {
+            return Reasoning { blocks };
+        }
+        for (open, close) in REASONING_TAGS {
+            let mut at = 0;
+            for _ in 0..MAX_REASONING_BLOCKS {
+                let Some(s) = find_from(text, open, at) else {
+                    break;
+                };
+                let Some(e) = find_from(text, close, s + open.len()) else {
+                    break;
+                };
+                blocks.push(s..e + close.len());
+                at = e + close.len();
+            }
+        }
+        Reasoning { blocks }
+    }
+
+    /// Whether byte `pos` is inside a closed reasoning block.
+    pub fn contains(&self, pos: usize) -> bool {
+        self.blocks.iter().any(|r| r.contains(&pos))
+    }
+}
+
+fn find_from(text: &str, needle: &str, from: usize) -> Option<usize> {
+    let hay = text.as_bytes().get(from..)?;
+    memchr::memmem::find(hay, needle.as_bytes()).map(|i| from + i)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,6 +209,15 @@ mod tests {
         let t = "a\n```\n<tool_call>{}";
         let c = CodeRegions::find(t);
         assert!(c.contains(t.len() - 1));
+    }
+
+    #[test]
+    fn closed_reasoning_blocks_are_mapped() {
+        let t = "<think>maybe <tool_call>{}</tool_call></think> then <tool_call>";
+        let r = Reasoning::find(t);
+        assert!(r.contains(t.find("<tool_call>").unwrap()));
+        assert!(!r.contains(t.rfind("<tool_call>").unwrap()));
+        assert!(!Reasoning::find("<think> never closed <tool_call>").contains(10));
     }
 
     #[test]

@@ -10,8 +10,9 @@
 //! 1. [`prefilter`]: one pass over the bytes looking for the few literal markers any leak
 //!    must contain (`<tool_call`, `[TOOL_CALLS]`, a leading `{`, ...). A message without
 //!    one is clean, and costs that scan and nothing else.
-//! 2. [`code`]: where the marker is, fenced and inline code regions are mapped, because
-//!    markup inside code is an example, never a leak.
+//! 2. [`code`]: where a marker is, fenced and inline code regions and closed reasoning
+//!    blocks are mapped once, because markup inside code is an example and markup inside
+//!    `<think>` is the model thinking, never a leak.
 //! 3. [`families`]: each family whose marker was seen parses its candidates. Parsers only
 //!    accept markup that parses completely into a call (or a result object of a known
 //!    shape); anything else is prose and stays.
@@ -51,6 +52,8 @@ pub struct Ctx<'a> {
     pub enabled_tools: &'a [String],
     /// Fenced and inline code regions of the text.
     pub code: &'a code::CodeRegions,
+    /// Closed reasoning blocks of the text.
+    pub reasoning: &'a code::Reasoning,
 }
 
 impl Ctx<'_> {
@@ -65,6 +68,17 @@ impl Ctx<'_> {
     pub fn in_code(&self, pos: usize) -> bool {
         self.code.contains(pos)
     }
+
+    /// Whether byte `pos` lies inside a closed reasoning block.
+    pub fn in_reasoning(&self, pos: usize) -> bool {
+        self.reasoning.contains(pos)
+    }
+
+    /// Whether markup at `pos` is quoted (in code or in reasoning) rather than made: no
+    /// family takes a candidate there.
+    pub fn quoted(&self, pos: usize) -> bool {
+        self.in_code(pos) || self.in_reasoning(pos)
+    }
 }
 
 /// Examines one message. Never panics; runs in time linear in the content's length.
@@ -75,10 +89,12 @@ pub fn detect(input: &Input<'_>, config: &Config) -> Detection {
         return Detection::default();
     }
     let code = code::CodeRegions::find(text);
+    let reasoning = code::Reasoning::find(text);
     let ctx = Ctx {
         config,
         enabled_tools: input.enabled_tools,
         code: &code,
+        reasoning: &reasoning,
     };
     let mut leaks = Vec::new();
     for def in families::REGISTRY {
@@ -90,6 +106,7 @@ pub fn detect(input: &Input<'_>, config: &Config) -> Detection {
         l.span.start < l.span.end
             && text.is_char_boundary(l.span.start)
             && text.is_char_boundary(l.span.end)
+            && !reasoning.contains(l.span.start)
             && (families::allowed_in_code(l.family) || !code.contains(l.span.start))
     });
     // The result module emits `result_only` under `result_prefix`'s entry; check each

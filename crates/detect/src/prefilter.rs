@@ -159,7 +159,11 @@ mod tests {
         for def in REGISTRY {
             for t in def.triggers {
                 let anchored = t.bytes().any(|b| ANCHORS.contains(&b));
-                assert!(anchored || def.family == Family::JsonFence, "{:?}: {t}", def.family);
+                assert!(
+                    anchored || def.family == Family::JsonFence,
+                    "{:?}: {t}",
+                    def.family
+                );
             }
         }
     }

@@ -23,15 +23,52 @@ fn enabled() -> Vec<String> {
 
 /// Fragments of every family's markup, so random concatenations reach deep into parsers.
 const FRAGMENTS: &[&str] = &[
-    "<tool_call>", "</tool_call>", "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"x\"}}",
-    "{", "}", "[", "]", "\"", "'", "\\", ":", ",", "\n", "```", "```json\n", "`",
-    "[TOOL_CALLS]", "<invoke name=\"search\">", "<parameter name=\"q\">", "</parameter>",
-    "</invoke>", "<minimax:tool_call>", "]<]minimax[>[", "<function=get_weather>",
-    "<parameter=city>", "</function>", "<arg_key>", "</arg_key>", "<arg_value>",
-    "</arg_value>", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
-    "<|tool_calls_section_begin|>", "<|tool_call_begin|>", "<|tool_call_argument_begin|>",
-    "success: true", "memory_type: 'journal'", "content: \"x\"", "get_weather(city='x')",
-    "<|python_start|>", "é", "日本", "🎉", " ", "text",
+    "<tool_call>",
+    "</tool_call>",
+    "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"x\"}}",
+    "{",
+    "}",
+    "[",
+    "]",
+    "\"",
+    "'",
+    "\\",
+    ":",
+    ",",
+    "\n",
+    "```",
+    "```json\n",
+    "`",
+    "[TOOL_CALLS]",
+    "<invoke name=\"search\">",
+    "<parameter name=\"q\">",
+    "</parameter>",
+    "</invoke>",
+    "<minimax:tool_call>",
+    "]<]minimax[>[",
+    "<function=get_weather>",
+    "<parameter=city>",
+    "</function>",
+    "<arg_key>",
+    "</arg_key>",
+    "<arg_value>",
+    "</arg_value>",
+    "<｜tool▁calls▁begin｜>",
+    "<｜tool▁call▁begin｜>",
+    "<｜tool▁sep｜>",
+    "<|tool_calls_section_begin|>",
+    "<|tool_call_begin|>",
+    "<|tool_call_argument_begin|>",
+    "success: true",
+    "memory_type: 'journal'",
+    "content: \"x\"",
+    "get_weather(city='x')",
+    "<|python_start|>",
+    "é",
+    "日本",
+    "🎉",
+    " ",
+    "text",
 ];
 
 fn markup_soup() -> impl Strategy<Value = String> {
@@ -47,10 +84,17 @@ fn plain_prose() -> impl Strategy<Value = String> {
 fn leading_leak() -> impl Strategy<Value = String> {
     let content = "[A-Za-z ]{1,40}";
     prop_oneof![
-        (content, prop::sample::select(vec!["journal", "fact", "goal"])).prop_map(|(c, t)| {
-            format!("{{success: true, memory_type: \"{t}\", content: \"{c}\"}}")
-        }),
-        content.prop_map(|c| format!("{{\"success\": true, \"memory_type\": \"core\", \"content\": {}}}", serde_json::json!(c))),
+        (
+            content,
+            prop::sample::select(vec!["journal", "fact", "goal"])
+        )
+            .prop_map(|(c, t)| {
+                format!("{{success: true, memory_type: \"{t}\", content: \"{c}\"}}")
+            }),
+        content.prop_map(|c| format!(
+            "{{\"success\": true, \"memory_type\": \"core\", \"content\": {}}}",
+            serde_json::json!(c)
+        )),
         Just("{\"success\": false, \"error\": \"quota\"}".to_string()),
         content.prop_map(|c| format!(
             "<tool_call>{{\"name\": \"get_weather\", \"arguments\": {{\"city\": {}}}}}</tool_call>",
@@ -101,14 +145,22 @@ fn huge_and_deep_inputs_finish() {
     let big = "word ".repeat(2_000_000); // 10 MB
     let many_fences = "```\n<tool_call>\n".repeat(50_000);
     let many_ticks = "`a <tool_call> ".repeat(50_000);
-    for t in [deep_braces, deep_brackets, many_tags, big, many_fences, many_ticks] {
+    for t in [
+        deep_braces,
+        deep_brackets,
+        many_tags,
+        big,
+        many_fences,
+        many_ticks,
+    ] {
         let _ = run(&t, &enabled());
     }
 }
 
 #[test]
 fn truncated_markup_is_never_a_leak_of_its_prefix() {
-    let full = "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>";
+    let full =
+        "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>";
     // Every cut inside the JSON leaves an unparsable call: nothing may be removed.
     let json_end = full.find("</tool_call>").unwrap();
     for cut in "<tool_call>".len()..json_end {

@@ -8,12 +8,17 @@ use std::path::PathBuf;
 use toolcall_detect::{detect, Config, Input};
 
 fn corpus_file(name: &str) -> String {
-    let dir = std::env::var_os("TCR_CORPUS_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus")
-    });
+    let dir = std::env::var_os("TCR_CORPUS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus")
+        });
     let path = dir.join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!("{}: {e}; set TCR_CORPUS_DIR to the shared/corpus folder", path.display())
+        panic!(
+            "{}: {e}; set TCR_CORPUS_DIR to the shared/corpus folder",
+            path.display()
+        )
     })
 }
 
@@ -21,8 +26,18 @@ fn corpus_file(name: &str) -> String {
 /// enabled tool are exercised too.
 fn agent_tools() -> Vec<String> {
     [
-        "save_memory", "search", "web_search", "get_weather", "calculator", "python",
-        "read_file", "write_file", "wikipedia", "weather", "calendar", "translate",
+        "save_memory",
+        "search",
+        "web_search",
+        "get_weather",
+        "calculator",
+        "python",
+        "read_file",
+        "write_file",
+        "wikipedia",
+        "weather",
+        "calendar",
+        "translate",
     ]
     .map(String::from)
     .to_vec()
@@ -40,7 +55,11 @@ fn real_replies_are_never_rewritten() {
         let content = v["content"].as_str().unwrap_or_default();
         n += 1;
         let d = detect(
-            &Input { content, tools_used: &[], enabled_tools: &tools },
+            &Input {
+                content,
+                tools_used: &[],
+                enabled_tools: &tools,
+            },
             &config,
         );
         if let Some(cleaned) = &d.cleaned {
@@ -49,7 +68,12 @@ fn real_replies_are_never_rewritten() {
         }
     }
     assert!(n >= 25_000, "corpus has only {n} messages");
-    assert!(rewritten.is_empty(), "{} of {n} real replies rewritten:\n{}", rewritten.len(), rewritten.join("\n"));
+    assert!(
+        rewritten.is_empty(),
+        "{} of {n} real replies rewritten:\n{}",
+        rewritten.len(),
+        rewritten.join("\n")
+    );
 }
 
 #[test]
@@ -68,7 +92,14 @@ fn real_tool_call_outputs() {
                 .and_then(|o| o["name"].as_str().map(String::from))
                 .unwrap_or_default();
             let tools = vec![name.clone()];
-            let d = detect(&Input { content, tools_used: &[], enabled_tools: &tools }, &config);
+            let d = detect(
+                &Input {
+                    content,
+                    tools_used: &[],
+                    enabled_tools: &tools,
+                },
+                &config,
+            );
             bare += 1;
             if d.calls_to_run().any(|(_, c)| c.name == name) {
                 bare_found += 1;
@@ -77,14 +108,30 @@ fn real_tool_call_outputs() {
             // Prose with Toolformer-style calls: never a leak, even with every tool enabled.
             let mut tools = agent_tools();
             tools.extend(["wolfram", "calendar", "qa", "mt", "search"].map(String::from));
-            let d = detect(&Input { content, tools_used: &[], enabled_tools: &tools }, &config);
+            let d = detect(
+                &Input {
+                    content,
+                    tools_used: &[],
+                    enabled_tools: &tools,
+                },
+                &config,
+            );
             inline_found += 1;
             if !d.is_clean() {
                 inline.push(v["id"].to_string());
             }
         }
     }
-    eprintln!("bare JSON calls found: {bare_found}/{bare}; inline pythonic rewritten: {}/{inline_found}", inline.len());
-    assert!(inline.is_empty(), "inline pythonic prose detected as leaks: {inline:?}");
-    assert!(bare > 300 && bare_found == bare, "bare JSON calls found {bare_found}/{bare}");
+    eprintln!(
+        "bare JSON calls found: {bare_found}/{bare}; inline pythonic rewritten: {}/{inline_found}",
+        inline.len()
+    );
+    assert!(
+        inline.is_empty(),
+        "inline pythonic prose detected as leaks: {inline:?}"
+    );
+    assert!(
+        bare > 300 && bare_found == bare,
+        "bare JSON calls found {bare_found}/{bare}"
+    );
 }

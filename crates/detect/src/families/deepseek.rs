@@ -20,7 +20,6 @@ use super::MAX_CANDIDATES;
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
 use serde_json::{Map, Value};
-use std::ops::Range;
 
 const CALLS_BEGIN: &str = "<｜tool▁calls▁begin｜>";
 const CALLS_END: &str = "<｜tool▁calls▁end｜>";
@@ -56,8 +55,7 @@ enum Outcome {
 /// Appends the leaks of this family found in `text` to `out`.
 pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     let mut budget = MAX_CANDIDATES;
-    let think = Reasoning::find(text);
-    let skip = |pos: usize| ctx.in_code(pos) || think.contains(pos);
+    let skip = |pos: usize| ctx.quoted(pos);
     scan(text, &skip, out, CALLS_BEGIN, &mut budget, parse_section);
     scan(text, &skip, out, DSML_V32_OPEN, &mut budget, |t, s| {
         parse_dsml(t, s, DSML_V32_OPEN, DSML_V32_CLOSE)
@@ -65,46 +63,6 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     scan(text, &skip, out, DSML_V4_OPEN, &mut budget, |t, s| {
         parse_dsml(t, s, DSML_V4_OPEN, DSML_V4_CLOSE)
     });
-}
-
-/// Closed reasoning blocks (`<think>`..`</think>`, `<thinking>`, `<seed:think>`, Cohere's
-/// `<|START_THINKING|>`..`<|END_THINKING|>`): markup the model quotes while reasoning is not
-/// the call it made, so no family of this file set takes a candidate inside one. Shared by
-/// the special-token families (`kimi`, `gemma4`, ...); a candidate for `util.rs`.
-pub(super) struct Reasoning(Vec<Range<usize>>);
-
-impl Reasoning {
-    /// At most this many blocks per tag pair are mapped.
-    const MAX_BLOCKS: usize = 16;
-
-    /// Maps the closed reasoning blocks of `text`: one pass per tag pair.
-    pub(super) fn find(text: &str) -> Reasoning {
-        let mut out = Vec::new();
-        for (open, close) in [
-            ("<think>", "</think>"),
-            ("<thinking>", "</thinking>"),
-            ("<seed:think>", "</seed:think>"),
-            ("<|START_THINKING|>", "<|END_THINKING|>"),
-        ] {
-            let mut at = 0;
-            for _ in 0..Self::MAX_BLOCKS {
-                let Some(s) = find_from(text, open, at) else {
-                    break;
-                };
-                let Some(e) = find_from(text, close, s + open.len()) else {
-                    break;
-                };
-                out.push(s..e + close.len());
-                at = e + close.len();
-            }
-        }
-        Reasoning(out)
-    }
-
-    /// Whether `pos` lies inside a closed reasoning block.
-    pub(super) fn contains(&self, pos: usize) -> bool {
-        self.0.iter().any(|r| r.contains(&pos))
-    }
 }
 
 /// Walks the candidates starting with `open`, within the shared budget.
@@ -339,10 +297,12 @@ mod tests {
         let tools: Vec<String> = tools.iter().map(|s| s.to_string()).collect();
         let config = Config::default();
         let code = CodeRegions::find(text);
+        let reasoning = crate::code::Reasoning::find(text);
         let ctx = Ctx {
             config: &config,
             enabled_tools: &tools,
             code: &code,
+            reasoning: &reasoning,
         };
         let mut leaks = Vec::new();
         super::find(text, &ctx, &mut leaks);

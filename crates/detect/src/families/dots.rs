@@ -8,7 +8,7 @@
 
 use super::util::{call_from_object, find_from, json_value_at, skip_ws, MAX_CANDIDATES};
 use super::xml_invoke::kit::{
-    at_lit, merge_pieces, parse_invoke_run, Finder, InvokeSyntax, Piece, Skip, ValueMode,
+    at_lit, merge_pieces, parse_invoke_run, Finder, InvokeSyntax, Piece, ValueMode,
 };
 use crate::types::Family;
 use crate::{Ctx, Leak};
@@ -34,7 +34,6 @@ const SYNTAX: InvokeSyntax = InvokeSyntax {
 
 /// Appends the leaks of this family found in `text` to `out`.
 pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
-    let skip = Skip::new(text, ctx);
     let mut closer = Finder::new(text, CLOSE);
     let mut invoke_close = Finder::new(text, SYNTAX.invoke_close);
     let mut pieces = Vec::new();
@@ -46,7 +45,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             break;
         }
         at = pos + OPEN.len();
-        if skip.at(pos) {
+        if ctx.quoted(pos) {
             continue;
         }
         let Some(close) = closer.find(at) else {

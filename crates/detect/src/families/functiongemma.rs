@@ -59,10 +59,12 @@ mod tests {
         let tools: Vec<String> = tools.iter().map(|s| s.to_string()).collect();
         let config = Config::default();
         let code = CodeRegions::find(text);
+        let reasoning = crate::code::Reasoning::find(text);
         let ctx = Ctx {
             config: &config,
             enabled_tools: &tools,
             code: &code,
+            reasoning: &reasoning,
         };
         let mut leaks = Vec::new();
         super::find(text, &ctx, &mut leaks);

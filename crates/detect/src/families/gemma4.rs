@@ -11,7 +11,6 @@
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
-use super::deepseek::Reasoning;
 use super::util::{find_from, is_tool_name, json_whole, skip_ws, typed_param};
 use super::MAX_CANDIDATES;
 use crate::types::{Call, Family};
@@ -63,14 +62,13 @@ const MAX_DEPTH: usize = 32;
 
 /// Finds `open call:name{..} close` calls.
 pub(super) fn find_calls(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>, spec: &Spec) {
-    let think = Reasoning::find(text);
     let mut from = 0;
     for _ in 0..MAX_CANDIDATES {
         let Some(start) = find_from(text, spec.open, from) else {
             return;
         };
         from = start + spec.open.len();
-        if ctx.in_code(start) || think.contains(start) {
+        if ctx.quoted(start) {
             continue;
         }
         // The closing token: without it no candidate from here on is complete.
@@ -257,10 +255,12 @@ mod tests {
         let tools: Vec<String> = tools.iter().map(|s| s.to_string()).collect();
         let config = Config::default();
         let code = CodeRegions::find(text);
+        let reasoning = crate::code::Reasoning::find(text);
         let ctx = Ctx {
             config: &config,
             enabled_tools: &tools,
             code: &code,
+            reasoning: &reasoning,
         };
         let mut leaks = Vec::new();
         super::find(text, &ctx, &mut leaks);

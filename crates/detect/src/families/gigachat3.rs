@@ -9,7 +9,6 @@
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
-use super::deepseek::Reasoning;
 use super::util::{call_from_object, find_from, json_value_at, skip_ws};
 use super::MAX_CANDIDATES;
 use crate::types::{Call, Family};
@@ -27,7 +26,6 @@ pub(crate) const AT_START: &[u8] = &[];
 
 /// Appends the leaks of this family found in `text` to `out`.
 pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
-    let think = Reasoning::find(text);
     let mut budget = MAX_CANDIDATES;
     for header in [MESSAGE_SEP, FUNCTION_CALL] {
         let mut from = 0;
@@ -37,7 +35,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             };
             budget -= 1;
             from = start + header.len();
-            if ctx.in_code(start) || think.contains(start) {
+            if ctx.quoted(start) {
                 continue;
             }
             let body = if header == MESSAGE_SEP {
@@ -108,10 +106,12 @@ mod tests {
         let tools: Vec<String> = tools.iter().map(|s| s.to_string()).collect();
         let config = Config::default();
         let code = CodeRegions::find(text);
+        let reasoning = crate::code::Reasoning::find(text);
         let ctx = Ctx {
             config: &config,
             enabled_tools: &tools,
             code: &code,
+            reasoning: &reasoning,
         };
         let mut leaks = Vec::new();
         super::find(text, &ctx, &mut leaks);

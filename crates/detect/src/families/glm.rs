@@ -10,7 +10,7 @@
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
 use super::util::{find_from, is_tool_name, skip_ws, typed_param, MAX_CANDIDATES};
-use super::xml_invoke::kit::{at_lit, find_bounded, merge_pieces, Finder, Piece, Skip};
+use super::xml_invoke::kit::{at_lit, find_bounded, merge_pieces, Finder, Piece};
 use crate::types::Family;
 use crate::{Call, Ctx, Leak};
 use serde_json::{Map, Value};
@@ -25,7 +25,6 @@ const CLOSE: &str = "</tool_call>";
 
 /// Appends the leaks of this family found in `text` to `out`.
 pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
-    let skip = Skip::new(text, ctx);
     let mut closer = Finder::new(text, CLOSE);
     let mut pieces = Vec::new();
     let mut at = 0;
@@ -37,7 +36,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         }
         let body = pos + OPEN.len();
         at = body;
-        if skip.at(pos) {
+        if ctx.quoted(pos) {
             continue;
         }
         let Some(close) = closer.find(body) else {

@@ -9,7 +9,7 @@
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
 use super::util::{call_from_object, find_from, json_value_at, skip_ws, MAX_CANDIDATES};
-use super::xml_invoke::kit::{merge_pieces, rest_is_blank, Finder, Piece, Skip};
+use super::xml_invoke::kit::{merge_pieces, rest_is_blank, Finder, Piece};
 use crate::types::Family;
 use crate::{Ctx, Leak};
 
@@ -33,7 +33,6 @@ pub(super) fn json_blocks(
     open: &'static str,
     close: &'static str,
 ) -> Vec<Piece> {
-    let skip = Skip::new(text, ctx);
     let mut closer = Finder::new(text, close);
     let mut pieces = Vec::new();
     let mut at = 0;
@@ -45,7 +44,7 @@ pub(super) fn json_blocks(
         }
         let body = pos + open.len();
         at = body;
-        if skip.at(pos) {
+        if ctx.quoted(pos) {
             continue;
         }
         let j = skip_ws(text, body);

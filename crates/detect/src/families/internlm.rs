@@ -9,7 +9,6 @@
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
-use super::deepseek::Reasoning;
 use super::util::{call_from_object, find_from, json_value_at, skip_ws};
 use super::MAX_CANDIDATES;
 use crate::types::Family;
@@ -26,14 +25,13 @@ pub(crate) const AT_START: &[u8] = &[];
 
 /// Appends the leaks of this family found in `text` to `out`.
 pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
-    let think = Reasoning::find(text);
     let mut from = 0;
     for _ in 0..MAX_CANDIDATES {
         let Some(start) = find_from(text, START, from) else {
             return;
         };
         from = start + START.len();
-        if ctx.in_code(start) || think.contains(start) {
+        if ctx.quoted(start) {
             continue;
         }
         let Some(p) = text
@@ -91,10 +89,12 @@ mod tests {
         let tools: Vec<String> = tools.iter().map(|s| s.to_string()).collect();
         let config = Config::default();
         let code = CodeRegions::find(text);
+        let reasoning = crate::code::Reasoning::find(text);
         let ctx = Ctx {
             config: &config,
             enabled_tools: &tools,
             code: &code,
+            reasoning: &reasoning,
         };
         let mut leaks = Vec::new();
         super::find(text, &ctx, &mut leaks);

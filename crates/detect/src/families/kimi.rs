@@ -14,7 +14,6 @@
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
-use super::deepseek::Reasoning;
 use super::util::{decode_arguments, find_from, is_tool_name, json_value_at, skip_ws};
 use super::MAX_CANDIDATES;
 use crate::types::{Call, Family};
@@ -39,7 +38,6 @@ const MAX_NOISE: usize = 256;
 
 /// Appends the leaks of this family found in `text` to `out`.
 pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
-    let think = Reasoning::find(text);
     let mut budget = MAX_CANDIDATES;
     for (open, close) in [
         (SECTION_BEGIN, SECTION_END),
@@ -52,7 +50,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             };
             budget -= 1;
             from = start + open.len();
-            if ctx.in_code(start) || think.contains(start) {
+            if ctx.quoted(start) {
                 continue;
             }
             match parse_section(text, start, open, close, ctx) {
@@ -174,10 +172,12 @@ mod tests {
         let tools: Vec<String> = tools.iter().map(|s| s.to_string()).collect();
         let config = Config::default();
         let code = CodeRegions::find(text);
+        let reasoning = crate::code::Reasoning::find(text);
         let ctx = Ctx {
             config: &config,
             enabled_tools: &tools,
             code: &code,
+            reasoning: &reasoning,
         };
         let mut leaks = Vec::new();
         super::find(text, &ctx, &mut leaks);

@@ -14,7 +14,6 @@
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
-use super::deepseek::Reasoning;
 use super::util::{attr, find_from, json_whole, skip_ws, typed_param};
 use super::MAX_CANDIDATES;
 use crate::types::{Call, Family};
@@ -38,7 +37,6 @@ pub(crate) const AT_START: &[u8] = &[];
 
 /// Appends the leaks of this family found in `text` to `out`.
 pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
-    let think = Reasoning::find(text);
     let mut found: Vec<Leak> = Vec::new();
     let mut budget = MAX_CANDIDATES;
     let mut from = 0;
@@ -48,7 +46,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         };
         budget -= 1;
         from = start + TOOLS_OPEN.len();
-        if ctx.in_code(start) || think.contains(start) {
+        if ctx.quoted(start) {
             continue;
         }
         match parse_tools(text, from) {
@@ -248,10 +246,12 @@ mod tests {
         let tools: Vec<String> = tools.iter().map(|s| s.to_string()).collect();
         let config = Config::default();
         let code = CodeRegions::find(text);
+        let reasoning = crate::code::Reasoning::find(text);
         let ctx = Ctx {
             config: &config,
             enabled_tools: &tools,
             code: &code,
+            reasoning: &reasoning,
         };
         let mut leaks = Vec::new();
         super::find(text, &ctx, &mut leaks);

@@ -9,7 +9,7 @@
 
 use super::util::{find_from, skip_ws, MAX_CANDIDATES};
 use super::xml_invoke::kit::{
-    merge_pieces, parse_invoke, preceded_by, Finder, InvokeSyntax, Piece, Skip, ValueMode,
+    merge_pieces, parse_invoke, preceded_by, Finder, InvokeSyntax, Piece, ValueMode,
 };
 use crate::types::Family;
 use crate::{Ctx, Leak};
@@ -32,7 +32,6 @@ const SYNTAX: InvokeSyntax = InvokeSyntax {
 
 /// Appends the leaks of this family found in `text` to `out`.
 pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
-    let skip = Skip::new(text, ctx);
     let mut close = Finder::new(text, SYNTAX.invoke_close);
     let mut pieces = Vec::new();
     let mut at = 0;
@@ -48,7 +47,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         if seen > MAX_CANDIDATES {
             break;
         }
-        if skip.at(pos) || preceded_by(text, pos, "</function>").is_some() {
+        if ctx.quoted(pos) || preceded_by(text, pos, "</function>").is_some() {
             continue;
         }
         let Some((first, mut end)) = parse_invoke(text, pos, &SYNTAX, &mut close) else {

@@ -16,7 +16,7 @@
 use super::util::{call_from_object, find_from, json_value_at, skip_ws, MAX_CANDIDATES};
 use super::xml_invoke::kit::{
     at_lit, merge_pieces, parse_invoke_run, preceded_by, rest_is_blank, Finder, InvokeSyntax,
-    Piece, Skip, ValueMode,
+    Piece, ValueMode,
 };
 use crate::types::Family;
 use crate::{Ctx, Leak};
@@ -52,11 +52,10 @@ const M3: InvokeSyntax = InvokeSyntax {
 
 /// Appends the leaks of this family found in `text` to `out`.
 pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
-    let skip = Skip::new(text, ctx);
     let mut pieces = Vec::new();
-    find_m2(text, &skip, &mut pieces);
-    find_m3(text, &skip, &mut pieces);
-    find_m1(text, &skip, &mut pieces);
+    find_m2(text, ctx, &mut pieces);
+    find_m3(text, ctx, &mut pieces);
+    find_m1(text, ctx, &mut pieces);
     merge_pieces(text, Family::Minimax, pieces, out);
 }
 
@@ -72,7 +71,7 @@ fn block_end(text: &str, run_end: usize, closers: &[&str]) -> Option<usize> {
     rest_is_blank(text, run_end).then_some(run_end)
 }
 
-fn find_m2(text: &str, skip: &Skip, pieces: &mut Vec<Piece>) {
+fn find_m2(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Piece>) {
     const OPEN: &str = "<minimax:tool_call>";
     let mut close = Finder::new(text, M2.invoke_close);
     let mut at = 0;
@@ -83,7 +82,7 @@ fn find_m2(text: &str, skip: &Skip, pieces: &mut Vec<Piece>) {
             break;
         }
         at = pos + OPEN.len();
-        if skip.at(pos) {
+        if ctx.quoted(pos) {
             continue;
         }
         let first = skip_ws(text, at);
@@ -101,7 +100,7 @@ fn find_m2(text: &str, skip: &Skip, pieces: &mut Vec<Piece>) {
     }
 }
 
-fn find_m3(text: &str, skip: &Skip, pieces: &mut Vec<Piece>) {
+fn find_m3(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Piece>) {
     let mut close = Finder::new(text, M3.invoke_close);
     let mut at = 0;
     let mut seen = 0;
@@ -112,7 +111,7 @@ fn find_m3(text: &str, skip: &Skip, pieces: &mut Vec<Piece>) {
         }
         let tag = pos + NS.len();
         at = tag;
-        if skip.at(pos) {
+        if ctx.quoted(pos) {
             continue;
         }
         let (first, wrapped) = if at_lit(text, tag, "<tool_call>") {
@@ -150,7 +149,7 @@ fn find_m3(text: &str, skip: &Skip, pieces: &mut Vec<Piece>) {
 }
 
 /// M1: `<tool_calls>` with one JSON call per line.
-fn find_m1(text: &str, skip: &Skip, pieces: &mut Vec<Piece>) {
+fn find_m1(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Piece>) {
     const OPEN: &str = "<tool_calls>";
     const CLOSE: &str = "</tool_calls>";
     let mut closer = Finder::new(text, CLOSE);
@@ -162,7 +161,7 @@ fn find_m1(text: &str, skip: &Skip, pieces: &mut Vec<Piece>) {
             break;
         }
         at = pos + OPEN.len();
-        if skip.at(pos) {
+        if ctx.quoted(pos) {
             continue;
         }
         let close = closer.find(at);

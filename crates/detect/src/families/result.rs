@@ -154,14 +154,20 @@ mod tests {
     #[test]
     fn expires_around_is_carried() {
         let d = run("{success: true, memory_type: 'goal', content: 'Run a 10k', expires_around: '2026-12-01'}Go!");
-        assert_eq!(d.leaks[0].calls[0].arguments["expires_around"], json!("2026-12-01"));
+        assert_eq!(
+            d.leaks[0].calls[0].arguments["expires_around"],
+            json!("2026-12-01")
+        );
     }
 
     #[test]
     fn blank_content_is_invalid_args() {
         let d = run("{success: true, memory_type: 'journal', content: '  '}Hi");
         assert!(d.leaks[0].calls.is_empty());
-        assert!(matches!(d.leaks[0].results[0].kind, ResultKind::InvalidSaveMemory { .. }));
+        assert!(matches!(
+            d.leaks[0].results[0].kind,
+            ResultKind::InvalidSaveMemory { .. }
+        ));
         assert_eq!(d.cleaned.as_deref(), Some("Hi"));
     }
 
@@ -198,6 +204,9 @@ mod tests {
     #[test]
     fn a_non_result_object_ends_the_prefix() {
         let d = run("{\"success\": true}{\"name\": \"Alice\"} is the record.");
-        assert_eq!(d.cleaned.as_deref(), Some("{\"name\": \"Alice\"} is the record."));
+        assert_eq!(
+            d.cleaned.as_deref(),
+            Some("{\"name\": \"Alice\"} is the record.")
+        );
     }
 }

@@ -11,7 +11,7 @@
 use super::util::{find_from, is_tool_name, skip_ws, MAX_CANDIDATES};
 use super::xml_invoke::kit::{
     at_lit, find_bounded, merge_pieces, parse_invoke, rest_is_blank, Finder, InvokeSyntax, Piece,
-    Skip, ValueMode,
+    ValueMode,
 };
 use crate::types::Family;
 use crate::{Ctx, Leak};
@@ -40,7 +40,6 @@ const SYNTAX: InvokeSyntax = InvokeSyntax {
 
 /// Appends the leaks of this family found in `text` to `out`.
 pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
-    let skip = Skip::new(text, ctx);
     let mut close = Finder::new(text, SYNTAX.invoke_close);
     let mut pieces = Vec::new();
     let mut at = 0;
@@ -51,7 +50,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             break;
         }
         at = pos + BEGIN.len();
-        if skip.at(pos) {
+        if ctx.quoted(pos) {
             continue;
         }
         if let Some(piece) = parse_block(text, pos, &mut close) {

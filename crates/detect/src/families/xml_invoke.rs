@@ -17,7 +17,7 @@ use crate::types::Family;
 use crate::{Call, Ctx, Leak};
 use kit::{
     merge_pieces, parse_invoke_run, preceded_by, rest_is_blank, skip_ws_bounded, Finder,
-    InvokeSyntax, Piece, Skip, ValueMode,
+    InvokeSyntax, Piece, ValueMode,
 };
 use serde_json::Value;
 
@@ -50,15 +50,14 @@ const FOREIGN_BEFORE_INVOKE: &[&str] = &[
 
 /// Appends the leaks of this family found in `text` to `out`.
 pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
-    let skip = Skip::new(text, ctx);
     let mut pieces = Vec::new();
-    find_invokes(text, &skip, ctx, &mut pieces);
-    find_qwen(text, &skip, &mut pieces);
+    find_invokes(text, ctx, &mut pieces);
+    find_qwen(text, ctx, &mut pieces);
     merge_pieces(text, Family::XmlInvoke, pieces, out);
 }
 
 /// Bare `<invoke>` runs and `<function_calls>` blocks.
-fn find_invokes(text: &str, skip: &Skip, ctx: &Ctx<'_>, pieces: &mut Vec<Piece>) {
+fn find_invokes(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Piece>) {
     let mut close = Finder::new(text, INVOKE.invoke_close);
     let mut at = 0;
     let mut seen = 0;
@@ -68,7 +67,7 @@ fn find_invokes(text: &str, skip: &Skip, ctx: &Ctx<'_>, pieces: &mut Vec<Piece>)
             break;
         }
         at = pos + 1;
-        if skip.at(pos) {
+        if ctx.quoted(pos) {
             continue;
         }
         if close.find(pos).is_none() {
@@ -120,7 +119,7 @@ fn find_invokes(text: &str, skip: &Skip, ctx: &Ctx<'_>, pieces: &mut Vec<Piece>)
 }
 
 /// Qwen3-Coder / Qwen3-XML / Seed-OSS `<function=name>` blocks with their wrappers.
-fn find_qwen(text: &str, skip: &Skip, pieces: &mut Vec<Piece>) {
+fn find_qwen(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Piece>) {
     let mut fclose = Finder::new(text, "</function>");
     let mut pclose = Finder::new(text, "</parameter>");
     let mut pnext = Finder::new(text, "<parameter=");
@@ -132,7 +131,7 @@ fn find_qwen(text: &str, skip: &Skip, pieces: &mut Vec<Piece>) {
             break;
         }
         at = pos + 1;
-        if skip.at(pos) {
+        if ctx.quoted(pos) {
             continue;
         }
         let Some(close) = fclose.find(pos) else {
@@ -239,7 +238,7 @@ fn parse_qwen_function(
 pub(super) mod kit {
     use super::super::util::{attr, find_from, is_tool_name, typed_param};
     use crate::types::Family;
-    use crate::{Call, Ctx, Leak};
+    use crate::{Call, Leak};
     use serde_json::{Map, Value};
     use std::ops::Range;
 
@@ -252,48 +251,6 @@ pub(super) mod kit {
     pub(in crate::families) struct Piece {
         pub span: Range<usize>,
         pub calls: Vec<Call>,
-    }
-
-    /// Positions a family must not take a candidate at: code (an example) and closed
-    /// reasoning blocks (`<think>`..`</think>`, `<seed:think>`..`</seed:think>`): markup the
-    /// model quotes while reasoning is not the call it made.
-    pub(in crate::families) struct Skip<'a> {
-        ctx: &'a Ctx<'a>,
-        think: Vec<Range<usize>>,
-    }
-
-    impl<'a> Skip<'a> {
-        pub fn new(text: &str, ctx: &'a Ctx<'a>) -> Skip<'a> {
-            Skip {
-                ctx,
-                think: reasoning_regions(text),
-            }
-        }
-
-        pub fn at(&self, pos: usize) -> bool {
-            self.ctx.in_code(pos) || self.think.iter().any(|r| r.contains(&pos))
-        }
-    }
-
-    /// Closed reasoning blocks, in one pass per tag pair (at most a few regions are kept).
-    pub(in crate::families) fn reasoning_regions(text: &str) -> Vec<Range<usize>> {
-        let mut out = Vec::new();
-        for (open, close) in [("<think>", "</think>"), ("<seed:think>", "</seed:think>")] {
-            let mut at = 0;
-            while let Some(s) = find_from(text, open, at) {
-                match find_from(text, close, s + open.len()) {
-                    Some(e) => {
-                        out.push(s..e + close.len());
-                        at = e + close.len();
-                    }
-                    None => break,
-                }
-                if out.len() >= 16 {
-                    return out;
-                }
-            }
-        }
-        out
     }
 
     /// Finds the next `needle` at or after a position, remembering the last answer so a
