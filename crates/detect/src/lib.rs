@@ -23,6 +23,8 @@
 //! ([`families::MAX_CANDIDATES`]) and parses each at most once; JSON nesting is bounded
 //! ([`json5::MAX_DEPTH`]).
 
+use std::cell::Cell;
+
 pub mod code;
 pub mod config;
 pub mod families;
@@ -48,20 +50,44 @@ pub struct Input<'a> {
 pub struct Ctx<'a> {
     /// The policy.
     pub config: &'a Config,
-    /// The agent's enabled tools.
-    pub enabled_tools: &'a [String],
+    enabled_tools: &'a [String],
     /// Fenced and inline code regions of the text.
     pub code: &'a code::CodeRegions,
     /// Closed reasoning blocks of the text.
     pub reasoning: &'a code::Reasoning,
+    /// Set when a family looked at the enabled tools: the verdict then depends on them.
+    asked_tools: Cell<bool>,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    /// The context for one text.
+    pub fn new(
+        config: &'a Config,
+        enabled_tools: &'a [String],
+        code: &'a code::CodeRegions,
+        reasoning: &'a code::Reasoning,
+    ) -> Ctx<'a> {
+        Ctx {
+            config,
+            enabled_tools,
+            code,
+            reasoning,
+            asked_tools: Cell::new(false),
+        }
+    }
+
     /// Whether the agent has a tool of that name enabled. Families whose markers are weak
     /// (a bare JSON object, a `json` fence, a Python-looking call) only count as leaks for
     /// tools the agent really has.
     pub fn tool_enabled(&self, name: &str) -> bool {
+        self.asked_tools.set(true);
         self.enabled_tools.iter().any(|t| t == name)
+    }
+
+    /// The agent's enabled tools (recorded as consulted, like [`Ctx::tool_enabled`]).
+    pub fn enabled_tools(&self) -> &'a [String] {
+        self.asked_tools.set(true);
+        self.enabled_tools
     }
 
     /// Whether byte `pos` lies inside fenced or inline code.
@@ -90,12 +116,7 @@ pub fn detect(input: &Input<'_>, config: &Config) -> Detection {
     }
     let code = code::CodeRegions::find(text);
     let reasoning = code::Reasoning::find(text);
-    let ctx = Ctx {
-        config,
-        enabled_tools: input.enabled_tools,
-        code: &code,
-        reasoning: &reasoning,
-    };
+    let ctx = Ctx::new(config, input.enabled_tools, &code, &reasoning);
     let mut leaks = Vec::new();
     for def in families::REGISTRY {
         if seen.contains(def.family) && config.family_enabled(def.family) {
@@ -113,8 +134,12 @@ pub fn detect(input: &Input<'_>, config: &Config) -> Detection {
     // leak's own family so either can be switched off alone.
     leaks.retain(|l| config.family_enabled(l.family));
     let leaks = drop_overlaps(leaks);
+    let depends_on_tools = ctx.asked_tools.get();
     if leaks.is_empty() {
-        return Detection::default();
+        return Detection {
+            depends_on_tools,
+            ..Detection::default()
+        };
     }
     let strip_only = !input.tools_used.is_empty();
     let cleaned = clean(text, &leaks, config);
@@ -122,6 +147,7 @@ pub fn detect(input: &Input<'_>, config: &Config) -> Detection {
         leaks,
         cleaned,
         strip_only,
+        depends_on_tools,
     }
 }
 

@@ -142,6 +142,10 @@ pub struct Detection {
     /// `tools_used` was non-empty: the tool did run and the markup is its echoed result, so
     /// recovery strips and runs nothing.
     pub strip_only: bool,
+    /// Some family consulted the agent's enabled tools: with another tool list the answer
+    /// could differ. A caller that detected without knowing the tools (the worker on the
+    /// event, before any database work) may call the message clean only when this is false.
+    pub depends_on_tools: bool,
 }
 
 impl Detection {

@@ -225,3 +225,39 @@ fn tier2_vectors_pass_or_are_known_gaps() {
         "tier-2 coverage {pass}/{total} is below 90%"
     );
 }
+
+/// The worker calls a message clean from the event alone (no tools known) when detection
+/// with no tools finds nothing and says it did not depend on them. That must never hide a
+/// leak the agent's real tools would reveal.
+#[test]
+fn clean_without_tools_and_independent_of_them_is_clean_with_them() {
+    let config = Config::default();
+    let mut wrong = Vec::new();
+    for v in vectors() {
+        let bare = detect(
+            &Input {
+                content: &v.text,
+                tools_used: &v.tools_used,
+                enabled_tools: &[],
+            },
+            &config,
+        );
+        if bare.is_clean() && !bare.depends_on_tools {
+            let full = detect(
+                &Input {
+                    content: &v.text,
+                    tools_used: &v.tools_used,
+                    enabled_tools: &v.enabled_tools,
+                },
+                &config,
+            );
+            if !full.is_clean() {
+                wrong.push(v.id.clone());
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "tool-dependent verdicts not flagged: {wrong:?}"
+    );
+}

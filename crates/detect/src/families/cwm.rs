@@ -87,12 +87,7 @@ mod tests {
         let config = Config::default();
         let code = CodeRegions::find(text);
         let reasoning = crate::code::Reasoning::find(text);
-        let ctx = Ctx {
-            config: &config,
-            enabled_tools: &tools,
-            code: &code,
-            reasoning: &reasoning,
-        };
+        let ctx = Ctx::new(&config, &tools, &code, &reasoning);
         let mut leaks = Vec::new();
         super::find(text, &ctx, &mut leaks);
         leaks.sort_by_key(|l| l.span.start);

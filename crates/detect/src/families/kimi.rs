@@ -138,7 +138,7 @@ fn name_of(id: &str, ctx: &Ctx<'_>) -> Option<String> {
     let id = id.trim();
     let is_counter = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     if is_counter(id) {
-        return match ctx.enabled_tools {
+        return match ctx.enabled_tools() {
             [only] => Some(only.clone()),
             _ => None,
         };
@@ -173,12 +173,7 @@ mod tests {
         let config = Config::default();
         let code = CodeRegions::find(text);
         let reasoning = crate::code::Reasoning::find(text);
-        let ctx = Ctx {
-            config: &config,
-            enabled_tools: &tools,
-            code: &code,
-            reasoning: &reasoning,
-        };
+        let ctx = Ctx::new(&config, &tools, &code, &reasoning);
         let mut leaks = Vec::new();
         super::find(text, &ctx, &mut leaks);
         leaks.sort_by_key(|l| l.span.start);
