@@ -125,7 +125,10 @@ impl Scanner<'_> {
             }
             Err(e) => {
                 let at = e.utf8_error().valid_up_to();
-                self.unreadable(name, &format!("not valid UTF-8 (first bad byte at offset {at})"));
+                self.unreadable(
+                    name,
+                    &format!("not valid UTF-8 (first bad byte at offset {at})"),
+                );
                 Ok(())
             }
         }
@@ -210,5 +213,92 @@ impl Scanner<'_> {
         }
         serde_json::to_writer(&mut *self.out, &record)?;
         self.out.write_all(b"\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+
+    fn args(files: Vec<PathBuf>, jsonl: bool) -> ScanArgs {
+        ScanArgs {
+            files,
+            jsonl,
+            enabled_tools: vec!["save_memory".into()],
+            memory_types: vec!["journal".into(), "fact".into()],
+            leaks_only: false,
+        }
+    }
+
+    fn temp_file(name: &str, body: &[u8]) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("tcr-scan-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::File::create(&path)
+            .unwrap()
+            .write_all(body)
+            .unwrap();
+        path
+    }
+
+    fn lines(out: &[u8]) -> Vec<Value> {
+        String::from_utf8(out.to_vec())
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn plain_file_is_one_message() {
+        let f = temp_file(
+            "leak.txt",
+            b"{success: true, memory_type: 'fact', content: 'tea'}Noted.",
+        );
+        let mut out = Vec::new();
+        let s = run(&args(vec![f], false), &mut out).unwrap();
+        assert_eq!((s.messages, s.with_leaks, s.unreadable), (1, 1, 0));
+        let v = &lines(&out)[0];
+        assert_eq!(v["cleaned"], "Noted.");
+        assert_eq!(v["leaks"][0]["calls"][0]["name"], "save_memory");
+        assert_eq!(
+            v["leaks"][0]["removed"],
+            "{success: true, memory_type: 'fact', content: 'tea'}"
+        );
+    }
+
+    #[test]
+    fn jsonl_lines_carry_their_own_tools_and_ids() {
+        let body = concat!(
+            r#"{"id": 7, "content": "```json\n{\"tool\": \"write_file\", \"parameters\": {\"path\": \"a\"}}\n```\nDone.", "enabled_tools": ["write_file"]}"#,
+            "\n",
+            r#"{"id": 8, "content": "Just prose."}"#,
+            "\n"
+        );
+        let f = temp_file("m.jsonl", body.as_bytes());
+        let mut out = Vec::new();
+        let s = run(&args(vec![f], true), &mut out).unwrap();
+        assert_eq!((s.messages, s.with_leaks), (2, 1));
+        let v = lines(&out);
+        assert_eq!(v[0]["id"], 7);
+        assert_eq!(v[0]["families"][0], "json_fence");
+        assert_eq!(v[1]["clean"], true);
+    }
+
+    #[test]
+    fn unreadable_inputs_are_counted_not_fatal() {
+        let bad_utf8 = temp_file("bad.txt", b"\xff\xfe oops");
+        let bad_line = temp_file(
+            "bad.jsonl",
+            b"{\"content\": 5}\nnot json\n{\"content\": \"ok\"}\n",
+        );
+        let missing = PathBuf::from("/nonexistent/tcr-scan-input");
+        let mut out = Vec::new();
+        let s = run(&args(vec![bad_utf8, missing], false), &mut out).unwrap();
+        assert_eq!((s.messages, s.unreadable), (0, 2));
+        let mut out = Vec::new();
+        let s = run(&args(vec![bad_line], true), &mut out).unwrap();
+        assert_eq!((s.messages, s.unreadable), (1, 2));
     }
 }
