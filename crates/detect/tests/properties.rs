@@ -96,9 +96,35 @@ fn leading_leak() -> impl Strategy<Value = String> {
             serde_json::json!(c)
         )),
         Just("{\"success\": false, \"error\": \"quota\"}".to_string()),
+        marked_leak(),
+    ]
+}
+
+/// A leak with its own markers, which may stand anywhere in a message.
+fn marked_leak() -> impl Strategy<Value = String> {
+    let content = "[A-Za-z ]{1,40}";
+    prop_oneof![
         content.prop_map(|c| format!(
             "<tool_call>{{\"name\": \"get_weather\", \"arguments\": {{\"city\": {}}}}}</tool_call>",
             serde_json::json!(c)
+        )),
+        content.prop_map(|c| format!(
+            "[TOOL_CALLS][{{\"name\": \"search\", \"arguments\": {{\"q\": {}}}}}]",
+            serde_json::json!(c)
+        )),
+        content.prop_map(|c| format!(
+            "<minimax:tool_call><invoke name=\"search\"><parameter name=\"q\">{c}</parameter></invoke></minimax:tool_call>"
+        )),
+        content.prop_map(|c| format!(
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>{{\"q\": {}}}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+            serde_json::json!(c)
+        )),
+        content.prop_map(|c| format!(
+            "<|tool_calls_section_begin|><|tool_call_begin|>functions.search:0 <|tool_call_argument_begin|>{{\"q\": {}}}<|tool_call_end|><|tool_calls_section_end|>",
+            serde_json::json!(c)
+        )),
+        content.prop_map(|c| format!(
+            "<tool_call>get_weather<arg_key>city</arg_key><arg_value>{c}</arg_value></tool_call>"
         )),
     ]
 }
@@ -134,6 +160,23 @@ proptest! {
         prop_assert_eq!(d.cleaned.as_deref(), Some(text.trim()));
         // Exactly the leak's bytes are what the ledger would keep.
         prop_assert_eq!(&message[d.leaks[0].span.clone()], leak.as_str());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn text_then_leak_then_text_keeps_both_texts(
+        before in "[A-Za-z][A-Za-z0-9 .,!?]{0,100}[.!?]",
+        leak in marked_leak(),
+        after in "( [A-Za-z][A-Za-z0-9 .,!?]{0,100})?",
+    ) {
+        let message = format!("{before}{leak}{after}");
+        let d = run(&message, &enabled());
+        prop_assert!(!d.is_clean(), "not detected: {}", message);
+        let want = format!("{before}{after}");
+        prop_assert_eq!(d.cleaned.as_deref(), Some(want.trim()));
     }
 }
 
