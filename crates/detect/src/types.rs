@@ -114,6 +114,7 @@ pub struct ResultObject {
     /// The object as parsed (JSON5-ish input normalised to JSON).
     pub value: Value,
     /// What it was recognised as.
+    #[serde(flatten)]
     pub kind: ResultKind,
 }
 
