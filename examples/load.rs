@@ -1,0 +1,687 @@
+//! The load harness: seeds PostgreSQL, publishes message-finalized events, waits until the
+//! worker has moved all of them to the moderation exchange, and reports rate, latency,
+//! the worker's CPU and memory, and database commits. Next to it, in the same run and on
+//! the same broker and database, the two ceilings:
+//! - `forwarder`: consume → publish with confirm → ack, no detection, no database (the
+//!   clean-path ceiling), at the worker's prefetch and concurrency;
+//! - `txn`: the recovery transaction alone (`recover::recover_message`) at the worker's
+//!   concurrency, no broker (the dirty-path ceiling).
+//!
+//! ```sh
+//! cargo build --release && cargo run --release --example load -- --events 20000 --leak-share 0.02
+//! cargo run --example load -- --smoke      # CI: a few thousand events, checks counts only
+//! ```
+//! Every run uses a fresh database and fresh exchange/queue names and drops nothing it
+//! did not create. Traffic goes only to the local services named by the URLs.
+
+use clap::Parser;
+use futures_util::StreamExt;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
+    ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+};
+use lapin::types::FieldTable;
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use serde_json::json;
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{Executor, PgPool};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::process::{Child, Command};
+use tokio::sync::Semaphore;
+use toolcall_recovery::event::MessageId;
+use toolcall_recovery::recover::{recover_message, Source};
+
+type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+#[derive(Parser, Debug, Clone)]
+#[command(about = "Load harness for toolcall-recovery (see BENCHMARKS.md)")]
+struct Args {
+    /// Events per workload.
+    #[arg(long, default_value_t = 20_000)]
+    events: usize,
+    /// Share of events whose message holds a leak (0.0-1.0).
+    #[arg(long, default_value_t = 0.02)]
+    leak_share: f64,
+    /// Publish rate in events per second; 0 publishes as fast as confirms allow.
+    #[arg(long, default_value_t = 0)]
+    rate: u64,
+    /// Worker processes on the one queue.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Worker prefetch (also the forwarder's).
+    #[arg(long, default_value_t = 32)]
+    prefetch: u16,
+    /// Worker concurrency (also the forwarder's and the bare transaction's).
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// Which workloads: worker, forwarder, txn (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "worker,forwarder,txn")]
+    only: Vec<String>,
+    /// The worker binary.
+    #[arg(long, default_value = "target/release/toolcall-recovery")]
+    bin: String,
+    /// Server URL of PostgreSQL, without a database name.
+    #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432")]
+    pg: String,
+    /// RabbitMQ URL.
+    #[arg(long, default_value = "amqp://guest:guest@127.0.0.1:5672/%2f")]
+    amqp: String,
+    /// Smoke mode for CI: 3,000 events, 10% leaks, debug binary; checks exact counts.
+    #[arg(long)]
+    smoke: bool,
+}
+
+#[tokio::main]
+async fn main() -> Res<()> {
+    let mut args = Args::parse();
+    if args.smoke {
+        args.events = 3_000;
+        args.leak_share = 0.10;
+        args.rate = 0;
+        if args.bin == "target/release/toolcall-recovery" {
+            args.bin = "target/debug/toolcall-recovery".into();
+        }
+        args.only = vec!["worker".into()];
+    }
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    println!(
+        "events={} leak_share={} rate={} workers={} prefetch={} concurrency={} cores={cores}",
+        args.events, args.leak_share, args.rate, args.workers, args.prefetch, args.concurrency
+    );
+    println!("| workload | events/s | p50 ms | p95 ms | p99 ms | worker CPU s | worker peak RSS MB | db commits |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for what in args.only.clone() {
+        match what.as_str() {
+            "worker" => worker_case(&args).await?,
+            "forwarder" => forwarder_case(&args).await?,
+            "txn" => txn_case(&args).await?,
+            other => return Err(format!("unknown workload {other}").into()),
+        }
+    }
+    Ok(())
+}
+
+/// Names of one workload: nothing is shared between workloads or runs.
+struct Names {
+    tag: String,
+    db: String,
+    input: String,
+    queue: String,
+    moderation: String,
+}
+
+impl Names {
+    fn new(kind: &str) -> Names {
+        let tag = format!(
+            "tcrload_{kind}_{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        Names {
+            db: tag.clone(),
+            input: format!("{tag}.events"),
+            queue: format!("{tag}.finalized"),
+            moderation: format!("{tag}.moderation"),
+            tag,
+        }
+    }
+}
+
+/// A message to publish: its id, content, and whether it holds a leak.
+struct Seeded {
+    ids: Vec<(i64, bool)>,
+    contents: Vec<String>,
+}
+
+fn content(i: usize, leak: bool) -> String {
+    let prose = format!(
+        "Here is what I found about question {i}. The weather in Paris tomorrow looks mild, \
+         around 14 degrees with light wind; take a light jacket. Let me know if you want the \
+         week ahead as well."
+    );
+    if leak {
+        format!("{{success: true, memory_type: \"journal\", content: \"note {i}: user likes tea\"}}{prose}")
+    } else {
+        prose
+    }
+}
+
+async fn seed(args: &Args, names: &Names, leak_share: f64) -> Res<(PgPool, Seeded)> {
+    let admin = PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&format!("{}/postgres", args.pg))
+        .await?;
+    admin
+        .execute(format!("CREATE DATABASE \"{}\"", names.db).as_str())
+        .await?;
+    let pool = PgPoolOptions::new()
+        .max_connections(args.concurrency as u32 + 2)
+        .connect(&format!("{}/{}", args.pg, names.db))
+        .await?;
+    toolcall_recovery::store::migrate(&pool).await?;
+    sqlx::query("INSERT INTO agents (id, name, enabled_tools) VALUES (1, 'load', '{save_memory}')")
+        .execute(&pool)
+        .await?;
+    sqlx::query("INSERT INTO chats (id) SELECT g FROM generate_series(1, 100) g")
+        .execute(&pool)
+        .await?;
+    let every = if leak_share > 0.0 {
+        (1.0 / leak_share).round().max(1.0) as usize
+    } else {
+        usize::MAX
+    };
+    let mut ids = Vec::with_capacity(args.events);
+    let mut contents = Vec::with_capacity(args.events);
+    for chunk in (0..args.events).collect::<Vec<_>>().chunks(5_000) {
+        let (mut id, mut chat, mut text) = (vec![], vec![], vec![]);
+        for &i in chunk {
+            let leak = i % every == 0;
+            let c = content(i, leak);
+            id.push(i as i64 + 1);
+            chat.push((i % 100) as i64 + 1);
+            text.push(c.clone());
+            ids.push((i as i64 + 1, leak));
+            contents.push(c);
+        }
+        sqlx::query(
+            "INSERT INTO messages (id, chat_id, agent_id, role, content) \
+             SELECT u.id, u.chat_id, 1, 'assistant', u.content \
+             FROM UNNEST($1::bigint[], $2::bigint[], $3::text[]) AS u(id, chat_id, content)",
+        )
+        .bind(&id)
+        .bind(&chat)
+        .bind(&text)
+        .execute(&pool)
+        .await?;
+    }
+    // Ids were given explicitly: move the identity past them so the worker's own inserts
+    // (role='tool' messages) get fresh ids, as they would in the app's database.
+    sqlx::query(
+        "SELECT setval(pg_get_serial_sequence('messages', 'id'), (SELECT max(id) FROM messages))",
+    )
+    .execute(&pool)
+    .await?;
+    Ok((pool, Seeded { ids, contents }))
+}
+
+async fn channel(url: &str) -> Res<(Connection, Channel)> {
+    let conn = Connection::connect(url, ConnectionProperties::default()).await?;
+    let ch = conn.create_channel().await?;
+    ch.confirm_select(ConfirmSelectOptions::default()).await?;
+    Ok((conn, ch))
+}
+
+async fn declare_exchange(ch: &Channel, name: &str) -> Res<()> {
+    let opts = ExchangeDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    ch.exchange_declare(name, ExchangeKind::Topic, opts, FieldTable::default())
+        .await?;
+    Ok(())
+}
+
+/// Publishes every seeded message as an event, at `rate` per second (0: as fast as the
+/// broker confirms, in windows of 256 outstanding confirms).
+async fn publish_all(ch: &Channel, exchange: &str, seeded: &Seeded, rate: u64) -> Res<()> {
+    let start = Instant::now();
+    let mut pending = Vec::with_capacity(256);
+    for (n, ((id, _), content)) in seeded.ids.iter().zip(&seeded.contents).enumerate() {
+        if rate > 0 {
+            let due = start + Duration::from_secs_f64(n as f64 / rate as f64);
+            tokio::time::sleep_until(due.into()).await;
+        }
+        let body = json!({
+            "event_id": uuid::Uuid::new_v4(),
+            "type": "message.finalized",
+            "occurred_at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true),
+            "message": {"id": id, "chat_id": (id - 1) % 100 + 1, "agent_id": 1, "role": "assistant",
+                        "content": content, "tools_used": [], "model_id": "load"}
+        });
+        let bytes = serde_json::to_vec(&body)?;
+        let props = BasicProperties::default()
+            .with_delivery_mode(2)
+            .with_content_type("application/json".into());
+        pending.push(
+            ch.basic_publish(
+                exchange,
+                "message.finalized",
+                BasicPublishOptions::default(),
+                &bytes,
+                props,
+            )
+            .await?,
+        );
+        if pending.len() >= 256 {
+            for p in pending.drain(..) {
+                p.await?;
+            }
+        }
+    }
+    for p in pending {
+        p.await?;
+    }
+    Ok(())
+}
+
+/// Latencies from `occurred_at` to arrival, until `expected` moderation messages arrived.
+async fn collect(ch: &Channel, queue: &str, expected: usize, timeout: Duration) -> Res<Vec<f64>> {
+    let mut consumer = ch
+        .basic_consume(
+            queue,
+            "load-collector",
+            BasicConsumeOptions {
+                no_ack: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+    let mut lat = Vec::with_capacity(expected);
+    let deadline = tokio::time::Instant::now() + timeout;
+    while lat.len() < expected {
+        let next = tokio::time::timeout_at(deadline, consumer.next()).await;
+        let Ok(Some(Ok(delivery))) = next else {
+            return Err(format!(
+                "only {} of {expected} moderation messages arrived",
+                lat.len()
+            )
+            .into());
+        };
+        let v: serde_json::Value = serde_json::from_slice(&delivery.data)?;
+        let sent = v["occurred_at"]
+            .as_str()
+            .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok());
+        if let Some(sent) = sent {
+            let ms = (chrono::Utc::now() - sent.with_timezone(&chrono::Utc))
+                .num_microseconds()
+                .unwrap_or(0) as f64
+                / 1000.0;
+            lat.push(ms);
+        }
+    }
+    Ok(lat)
+}
+
+async fn moderation_queue(ch: &Channel, names: &Names) -> Res<String> {
+    declare_exchange(ch, &names.moderation).await?;
+    let q = format!("{}.collector", names.tag);
+    ch.queue_declare(
+        &q,
+        QueueDeclareOptions {
+            exclusive: true,
+            auto_delete: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await?;
+    ch.queue_bind(
+        &q,
+        &names.moderation,
+        "message.ready",
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await?;
+    Ok(q)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// `(cpu seconds, peak RSS MB)` of a process, from /proc.
+fn proc_usage(pid: u32) -> (f64, f64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let ticks: f64 = fields
+        .get(11)
+        .and_then(|u| u.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        + fields
+            .get(12)
+            .and_then(|s| s.parse::<f64>().ok())
+            .unwrap_or(0.0);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let hwm_kb: f64 = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    (ticks / 100.0, hwm_kb / 1024.0)
+}
+
+/// Drops the workload's database (and the connections left on it).
+async fn drop_database(args: &Args, pool: PgPool, db: &str) -> Res<()> {
+    pool.close().await;
+    let admin = PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&format!("{}/postgres", args.pg))
+        .await?;
+    admin
+        .execute(format!("DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)").as_str())
+        .await?;
+    Ok(())
+}
+
+/// Deletes the workload's queues and exchanges.
+async fn drop_broker_names(ch: &Channel, names: &Names) {
+    use lapin::options::{ExchangeDeleteOptions, QueueDeleteOptions};
+    for q in [names.queue.clone(), format!("{}.dead", names.tag)] {
+        let _ = ch.queue_delete(&q, QueueDeleteOptions::default()).await;
+    }
+    for e in [
+        names.input.clone(),
+        names.moderation.clone(),
+        format!("{}.dlx", names.tag),
+        format!("{}.tool_calls", names.tag),
+    ] {
+        let _ = ch
+            .exchange_delete(&e, ExchangeDeleteOptions::default())
+            .await;
+    }
+}
+
+async fn commits(pool: &PgPool, db: &str) -> i64 {
+    sqlx::query_scalar("SELECT xact_commit FROM pg_stat_database WHERE datname = $1")
+        .bind(db)
+        .fetch_one(pool)
+        .await
+        .unwrap_or(0)
+}
+
+fn report(
+    name: &str,
+    n: usize,
+    elapsed: Duration,
+    mut lat: Vec<f64>,
+    cpu: Option<(f64, f64)>,
+    commits: i64,
+) {
+    lat.sort_by(|a, b| a.total_cmp(b));
+    let rate = n as f64 / elapsed.as_secs_f64();
+    let (cpu_s, rss) = cpu.map_or(("-".into(), "-".into()), |(c, r)| {
+        (format!("{c:.2}"), format!("{r:.1}"))
+    });
+    println!(
+        "| {name} | {rate:.0} | {:.1} | {:.1} | {:.1} | {cpu_s} | {rss} | {commits} |",
+        percentile(&lat, 0.5),
+        percentile(&lat, 0.95),
+        percentile(&lat, 0.99)
+    );
+}
+
+async fn spawn_worker(args: &Args, names: &Names, i: usize) -> Res<Child> {
+    let child = Command::new(&args.bin)
+        .arg("run")
+        .env("DATABASE_URL", format!("{}/{}", args.pg, names.db))
+        .env("AMQP_URL", &args.amqp)
+        .env("TCR_INPUT_EXCHANGE", &names.input)
+        .env("TCR_QUEUE", &names.queue)
+        .env("TCR_DEAD_LETTER_EXCHANGE", format!("{}.dlx", names.tag))
+        .env("TCR_DEAD_LETTER_QUEUE", format!("{}.dead", names.tag))
+        .env("TCR_MODERATION_EXCHANGE", &names.moderation)
+        .env(
+            "TCR_TOOL_CALLS_EXCHANGE",
+            format!("{}.tool_calls", names.tag),
+        )
+        .env("TCR_CONNECTION_NAME", format!("{}-{i}", names.tag))
+        .env("TCR_HTTP_ADDR", "127.0.0.1:0")
+        .env("TCR_PREFETCH", args.prefetch.to_string())
+        .env("TCR_CONCURRENCY", args.concurrency.to_string())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()?;
+    Ok(child)
+}
+
+/// Waits until `n` consumers are on the queue (the workers declared it and subscribed).
+/// A passive declare of a missing queue closes its channel, so each try opens a new one.
+async fn wait_for_consumers(conn: &Connection, queue: &str, n: u32) -> Res<()> {
+    for _ in 0..300 {
+        let ch = conn.create_channel().await?;
+        let opts = QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        };
+        if let Ok(q) = ch.queue_declare(queue, opts, FieldTable::default()).await {
+            if q.consumer_count() >= n {
+                let _ = ch.close(200, "ok").await;
+                return Ok(());
+            }
+            let _ = ch.close(200, "ok").await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(format!("workers did not start consuming {queue}").into())
+}
+
+async fn worker_case(args: &Args) -> Res<()> {
+    let names = Names::new("worker");
+    let (pool, seeded) = seed(args, &names, args.leak_share).await?;
+    let (_c1, ch) = channel(&args.amqp).await?;
+    let collector = moderation_queue(&ch, &names).await?;
+    let mut workers: Vec<Child> = Vec::new();
+    for i in 0..args.workers {
+        workers.push(spawn_worker(args, &names, i).await?);
+    }
+    let (probe, _) = channel(&args.amqp).await?;
+    wait_for_consumers(&probe, &names.queue, args.workers as u32).await?;
+    let commits_before = commits(&pool, &names.db).await;
+    let started = Instant::now();
+    let (_c3, pubch) = channel(&args.amqp).await?;
+    let expected = seeded.ids.len();
+    let collect_task = {
+        let ch = ch.clone();
+        tokio::spawn(async move {
+            collect(&ch, &collector, expected, Duration::from_secs(600))
+                .await
+                .map_err(|e| e.to_string())
+        })
+    };
+    publish_all(&pubch, &names.input, &seeded, args.rate).await?;
+    let lat = collect_task.await??;
+    let elapsed = started.elapsed();
+    // PostgreSQL publishes a backend's counters up to a second after its transactions.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let commits_after = commits(&pool, &names.db).await;
+    let usage: Vec<(f64, f64)> = workers
+        .iter()
+        .filter_map(|w| w.id())
+        .map(proc_usage)
+        .collect();
+    let cpu = usage.iter().map(|u| u.0).sum::<f64>();
+    let rss = usage.iter().map(|u| u.1).fold(0.0, f64::max);
+    let label = format!(
+        "worker x{} ({}% leaks{})",
+        args.workers,
+        (args.leak_share * 100.0).round(),
+        if args.rate > 0 {
+            format!(", {} ev/s offered", args.rate)
+        } else {
+            String::new()
+        }
+    );
+    report(
+        &label,
+        expected,
+        elapsed,
+        lat,
+        Some((cpu, rss)),
+        commits_after - commits_before,
+    );
+    // Exact effects: one memory per leaked message, every leak cleaned.
+    let leaks = seeded.ids.iter().filter(|(_, l)| *l).count() as i64;
+    let memories: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_memories")
+        .fetch_one(&pool)
+        .await?;
+    let dirty: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM messages WHERE role = 'assistant' AND content LIKE '{success%'",
+    )
+    .fetch_one(&pool)
+    .await?;
+    println!("  effects: leaked messages {leaks}, memories {memories}, still dirty {dirty}");
+    for mut w in workers {
+        let _ = w.start_kill();
+        let _ = w.wait().await;
+    }
+    drop_broker_names(&ch, &names).await;
+    drop_database(args, pool, &names.db).await?;
+    if memories != leaks || dirty != 0 {
+        return Err(
+            format!("effects wrong: {memories} memories for {leaks} leaks, {dirty} dirty").into(),
+        );
+    }
+    Ok(())
+}
+
+async fn forwarder_case(args: &Args) -> Res<()> {
+    let names = Names::new("fwd");
+    let (pool, seeded) = seed(args, &names, args.leak_share).await?;
+    let (_c1, ch) = channel(&args.amqp).await?;
+    let collector = moderation_queue(&ch, &names).await?;
+    declare_exchange(&ch, &names.input).await?;
+    let mut qargs = FieldTable::default();
+    qargs.insert(
+        "x-queue-type".into(),
+        lapin::types::AMQPValue::LongString("quorum".into()),
+    );
+    ch.queue_declare(
+        &names.queue,
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        qargs,
+    )
+    .await?;
+    ch.queue_bind(
+        &names.queue,
+        &names.input,
+        "message.finalized",
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await?;
+    // The forwarder: same prefetch, same concurrency, publish with confirm, then ack.
+    let (_c2, fwd) = channel(&args.amqp).await?;
+    fwd.basic_qos(args.prefetch, BasicQosOptions::default())
+        .await?;
+    let mut consumer = fwd
+        .basic_consume(
+            &names.queue,
+            "forwarder",
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+    let limit = Arc::new(Semaphore::new(args.concurrency));
+    let moderation = names.moderation.clone();
+    let forwarder = tokio::spawn(async move {
+        while let Some(Ok(d)) = consumer.next().await {
+            let Ok(permit) = limit.clone().acquire_owned().await else {
+                break;
+            };
+            let fwd = fwd.clone();
+            let moderation = moderation.clone();
+            tokio::spawn(async move {
+                let props = BasicProperties::default().with_delivery_mode(2);
+                if let Ok(confirm) = fwd
+                    .basic_publish(
+                        &moderation,
+                        "message.ready",
+                        BasicPublishOptions::default(),
+                        &d.data,
+                        props,
+                    )
+                    .await
+                {
+                    if confirm.await.is_ok() {
+                        let _ = d.ack(BasicAckOptions::default()).await;
+                    }
+                }
+                drop(permit);
+            });
+        }
+    });
+    let started = Instant::now();
+    let (_c3, pubch) = channel(&args.amqp).await?;
+    let expected = seeded.ids.len();
+    let collect_task = {
+        let ch = ch.clone();
+        tokio::spawn(async move {
+            collect(&ch, &collector, expected, Duration::from_secs(600))
+                .await
+                .map_err(|e| e.to_string())
+        })
+    };
+    publish_all(&pubch, &names.input, &seeded, args.rate).await?;
+    let lat = collect_task.await??;
+    let elapsed = started.elapsed();
+    forwarder.abort();
+    drop_broker_names(&ch, &names).await;
+    let (cpu, rss) = proc_usage(std::process::id());
+    report(
+        "ceiling: broker-only forwarder (in the harness process)",
+        expected,
+        elapsed,
+        lat,
+        Some((cpu, rss)),
+        0,
+    );
+    drop_database(args, pool, &names.db).await?;
+    Ok(())
+}
+
+async fn txn_case(args: &Args) -> Res<()> {
+    let names = Names::new("txn");
+    // Every message dirty: this is the dirty-path ceiling.
+    let (pool, seeded) = seed(args, &names, 1.0).await?;
+    let config = toolcall_detect::Config::default();
+    let commits_before = commits(&pool, &names.db).await;
+    let limit = Arc::new(Semaphore::new(args.concurrency));
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(seeded.ids.len());
+    let mut lat = Vec::with_capacity(seeded.ids.len());
+    for (id, _) in &seeded.ids {
+        let permit = limit.clone().acquire_owned().await?;
+        let pool = pool.clone();
+        let config = config.clone();
+        let id = *id;
+        tasks.push(tokio::spawn(async move {
+            let t = Instant::now();
+            let r = recover_message(&pool, MessageId::new(id), &config, Source::Backfill).await;
+            drop(permit);
+            r.map(|_| t.elapsed().as_secs_f64() * 1000.0)
+                .map_err(|e| e.to_string())
+        }));
+    }
+    for t in tasks {
+        lat.push(t.await??);
+    }
+    let elapsed = started.elapsed();
+    let commits_after = commits(&pool, &names.db).await;
+    report(
+        "ceiling: recovery transaction alone (100% leaks)",
+        seeded.ids.len(),
+        elapsed,
+        lat,
+        None,
+        commits_after - commits_before,
+    );
+    drop_database(args, pool, &names.db).await?;
+    Ok(())
+}
