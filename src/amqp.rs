@@ -121,7 +121,11 @@ pub async fn open(settings: &Settings) -> Result<(Session, Consumer), Error> {
 /// Declares exchanges, the quorum queue with its dead-lettering, and the dead-letter
 /// queue. Idempotent; fails (PRECONDITION_FAILED) when an existing queue was declared with
 /// other arguments.
-pub async fn declare_topology(ch: &Channel, names: &Names, delivery_limit: u32) -> Result<(), Error> {
+pub async fn declare_topology(
+    ch: &Channel,
+    names: &Names,
+    delivery_limit: u32,
+) -> Result<(), Error> {
     let durable = ExchangeDeclareOptions {
         durable: true,
         ..Default::default()
@@ -131,8 +135,13 @@ pub async fn declare_topology(ch: &Channel, names: &Names, delivery_limit: u32) 
         &names.moderation_exchange,
         &names.tool_calls_exchange,
     ] {
-        ch.exchange_declare(exchange, ExchangeKind::Topic, durable, FieldTable::default())
-            .await?;
+        ch.exchange_declare(
+            exchange,
+            ExchangeKind::Topic,
+            durable,
+            FieldTable::default(),
+        )
+        .await?;
     }
     ch.exchange_declare(
         &names.dead_letter_exchange,

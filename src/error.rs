@@ -84,9 +84,9 @@ pub enum Error {
     /// The broker refused a publish (negative confirm).
     #[error("broker did not confirm the publish to {0:?}")]
     NotConfirmed(String),
-    /// The worker is shutting down; the unit of work was abandoned, not acked.
-    #[error("shutting down")]
-    ShuttingDown,
+    /// An operation on a dependency took too long.
+    #[error("timed out: {0}")]
+    Timeout(&'static str),
     /// Startup cannot go on (pending migrations, unusable configuration, port in use).
     #[error("{0}")]
     Startup(String),
@@ -100,9 +100,7 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Poison(_) => ErrorKind::Poison,
-            Error::Broker(_) | Error::NotConfirmed(_) | Error::ShuttingDown => {
-                ErrorKind::Transient
-            }
+            Error::Broker(_) | Error::NotConfirmed(_) | Error::Timeout(_) => ErrorKind::Transient,
             Error::Database(e) => classify_sqlx(e),
             Error::Migrate(_) | Error::Startup(_) | Error::Bug(_) => ErrorKind::Bug,
         }
@@ -123,17 +121,20 @@ impl Error {
     }
 }
 
-/// SQLSTATE classes: 08 connection, 40 transaction rollback (serialization, deadlock),
-/// 53 insufficient resources, 57 operator intervention (admin shutdown,
-/// pg_terminate_backend), 58 system error: all retryable. 22 data exception and 23
-/// integrity violation: the data is refused. Anything else (42 syntax, ...) is our bug.
+/// SQLSTATE classes: 08 connection, 28 authorization (credentials being rotated), 3D
+/// database missing, 40 transaction rollback (serialization, deadlock), 53 insufficient
+/// resources, 55 prerequisite state (connections not allowed, lock not available), 57
+/// operator intervention (admin shutdown, pg_terminate_backend), 58 system error: all
+/// worth waiting out. 22 data exception and 23 integrity violation: the data is refused.
+/// Anything else (42 syntax or missing column, ...) is a bug of ours or a schema we do not
+/// expect: dead-lettered so it can be replayed after the fix.
 fn classify_sqlx(e: &sqlx::Error) -> ErrorKind {
     match e {
         sqlx::Error::Database(db) => {
             let code = db.code();
             let class = code.as_deref().and_then(|c| c.get(..2)).unwrap_or("");
             match class {
-                "08" | "40" | "53" | "57" | "58" => ErrorKind::Transient,
+                "08" | "28" | "3D" | "40" | "53" | "55" | "57" | "58" => ErrorKind::Transient,
                 "22" | "23" => ErrorKind::Poison,
                 _ => ErrorKind::Bug,
             }

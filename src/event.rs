@@ -263,7 +263,10 @@ mod tests {
             "invalid_event"
         );
         assert_eq!(
-            reason(GOOD.replace("message.finalized", "message.deleted").as_bytes()),
+            reason(
+                GOOD.replace("message.finalized", "message.deleted")
+                    .as_bytes()
+            ),
             "unknown_type"
         );
     }

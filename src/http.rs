@@ -1,6 +1,6 @@
 //! The HTTP surface on one port: `/metrics` (Prometheus text), `/healthz` (the process
 //! answers), `/readyz` (a broker session is consuming and the database answers). The admin
-//! API of a later issue goes here too.
+//! API (`admin`) is merged in by `startup`.
 //!
 //! May depend on: `metrics`, `axum`, `sqlx` (the readiness probe).
 

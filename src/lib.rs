@@ -11,9 +11,13 @@
 //! Around it: [`settings`] (all configuration), [`store`] (pool, migrations),
 //! [`http`] (`/metrics`, `/healthz`, `/readyz`), [`metrics`], [`telemetry`] (logs),
 //! [`shutdown`] and [`retry`], [`error`] (transient / poison / bug), and [`startup`],
-//! which wires them together for the binary and the integration tests.
+//! which wires them together for the binary and the integration tests. The other callers
+//! of the same recovery transaction are [`backfill`] (historical messages) and [`admin`]
+//! (the app's diagnosis and "fix" endpoints).
 
+pub mod admin;
 pub mod amqp;
+pub mod backfill;
 pub mod error;
 pub mod event;
 pub mod http;

@@ -4,7 +4,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use toolcall_recovery::scan;
 use toolcall_recovery::settings::{DatabaseSettings, LogFormat, Settings};
-use toolcall_recovery::{shutdown, startup, telemetry};
+use toolcall_recovery::{backfill, shutdown, startup, telemetry};
 
 #[derive(Parser)]
 #[command(name = "toolcall-recovery", version, about)]
@@ -21,6 +21,9 @@ enum Command {
     /// The worker: consumes finalized-message events, recovers leaked tool calls,
     /// republishes every message for moderation.
     Run(Box<Settings>),
+    /// Recovery for historical messages: walks the messages table, runs the recovery of
+    /// each leak, republishes what changed; `--dry-run` only reports. Resumable.
+    Backfill(Box<backfill::BackfillArgs>),
     /// Creates the database if missing and applies pending migrations.
     Migrate {
         /// The database.
@@ -50,6 +53,13 @@ fn main() -> ExitCode {
                 tokio::spawn(shutdown::on_signals(running.trigger()));
                 running.wait().await
             })
+        }
+        Command::Backfill(args) => {
+            telemetry::init(args.log_format);
+            block_on(
+                "backfill",
+                async move { backfill::run(*args).await.map(|_| ()) },
+            )
         }
         Command::Migrate {
             database,

@@ -20,7 +20,9 @@ pub fn policy() -> ExponentialBuilder {
 }
 
 /// A backon sleeper that returns early when shutdown begins.
-pub fn sleeper(shutdown: Shutdown) -> impl Fn(Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+pub fn sleeper(
+    shutdown: Shutdown,
+) -> impl Fn(Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> {
     move |d| {
         let mut s = shutdown.clone();
         Box::pin(async move {

@@ -219,7 +219,6 @@ impl Scanner<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write as _;
 
     fn args(files: Vec<PathBuf>, jsonl: bool) -> ScanArgs {
         ScanArgs {

@@ -2,7 +2,7 @@
 //! clap. Connection URLs are wrapped in [`SecretUrl`], whose `Debug` and `Display` mask
 //! the password, so settings can be logged whole.
 //!
-//! May depend on: `clap`. No I/O.
+//! May depend on: `clap`, `admin` (its settings type only). No I/O.
 
 use clap::{Args, ValueEnum};
 use std::fmt;
@@ -89,6 +89,7 @@ pub struct DatabaseSettings {
     #[arg(
         long,
         env = "DATABASE_URL",
+        hide_env_values = true,
         default_value = "postgres://postgres@127.0.0.1:5432/toolcall_recovery"
     )]
     pub database_url: SecretUrl,
@@ -105,7 +106,11 @@ pub struct Names {
     #[arg(long, env = "TCR_INPUT_EXCHANGE", default_value = "chat.events")]
     pub input_exchange: String,
     /// Routing key of finalized messages.
-    #[arg(long, env = "TCR_INPUT_ROUTING_KEY", default_value = "message.finalized")]
+    #[arg(
+        long,
+        env = "TCR_INPUT_ROUTING_KEY",
+        default_value = "message.finalized"
+    )]
     pub input_routing_key: String,
     /// Durable quorum queue the worker consumes.
     #[arg(long, env = "TCR_QUEUE", default_value = "toolcall-recovery.finalized")]
@@ -125,11 +130,19 @@ pub struct Names {
     )]
     pub dead_letter_queue: String,
     /// Topic exchange moderation messages are published to (routing key `message.ready`).
-    #[arg(long, env = "TCR_MODERATION_EXCHANGE", default_value = "chat.moderation")]
+    #[arg(
+        long,
+        env = "TCR_MODERATION_EXCHANGE",
+        default_value = "chat.moderation"
+    )]
     pub moderation_exchange: String,
     /// Topic exchange unrunnable calls are published to (routing key
     /// `tool_call.recovered`).
-    #[arg(long, env = "TCR_TOOL_CALLS_EXCHANGE", default_value = "chat.tool_calls")]
+    #[arg(
+        long,
+        env = "TCR_TOOL_CALLS_EXCHANGE",
+        default_value = "chat.tool_calls"
+    )]
     pub tool_calls_exchange: String,
 }
 
@@ -144,12 +157,13 @@ pub struct Settings {
     #[arg(
         long,
         env = "AMQP_URL",
+        hide_env_values = true,
         default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
     )]
     pub amqp_url: SecretUrl,
 
-    /// Name the worker's broker connections carry (shown by `rabbitmqctl list_connections
-    /// user_provided_name`).
+    /// Name the worker's broker connections carry (`connection_name` in `rabbitmqctl
+    /// list_connections client_properties`).
     #[arg(long, env = "TCR_CONNECTION_NAME", default_value = "toolcall-recovery")]
     pub connection_name: String,
 
@@ -198,6 +212,10 @@ pub struct Settings {
     /// Apply pending migrations on start instead of refusing to start.
     #[arg(long, env = "TCR_MIGRATE")]
     pub migrate: bool,
+
+    /// The admin API on the same port (off without a token).
+    #[command(flatten)]
+    pub admin: crate::admin::AdminSettings,
 }
 
 impl Settings {

@@ -7,6 +7,7 @@
 //!
 //! May depend on: every module.
 
+use crate::admin::{self, AdminState};
 use crate::error::Error;
 use crate::http::{self, AppState};
 use crate::metrics::Metrics;
@@ -17,6 +18,7 @@ use crate::worker::Worker;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::task::JoinHandle;
 
 /// A started service.
@@ -80,11 +82,18 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
         .map_err(|e| Error::Startup(format!("no local address: {e}")))?;
     let (trigger, shutdown) = shutdown::channel();
     let (http_stop, mut http_stopped) = shutdown::channel();
+    let admin = admin::router(AdminState::new(
+        pool.clone(),
+        &settings,
+        &settings.admin,
+        metrics.clone(),
+    ));
     let app = http::router(AppState {
         metrics: metrics.clone(),
         pool: pool.clone(),
         broker_ready: broker_ready.clone(),
-    });
+    })
+    .merge(admin);
     let server = tokio::spawn(async move {
         let r = axum::serve(listener, app)
             .with_graceful_shutdown(async move { http_stopped.wait().await })
@@ -97,7 +106,12 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
     let worker = Arc::new(Worker::new(settings, pool.clone(), metrics, broker_ready));
     let task = tokio::spawn(async move {
         worker.run(shutdown).await;
-        pool.close().await;
+        if tokio::time::timeout(Duration::from_secs(5), pool.close())
+            .await
+            .is_err()
+        {
+            tracing::warn!("closing the database pool timed out");
+        }
         http_stop.fire();
         let _ = server.await;
         tracing::info!("stopped");

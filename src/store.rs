@@ -69,10 +69,9 @@ pub async fn create_database_if_missing(opts: &PgConnectOptions) -> Result<(), E
 
 /// Versions and descriptions of the migrations not yet applied.
 pub async fn pending_migrations(pool: &PgPool) -> Result<Vec<String>, Error> {
-    let exists: bool =
-        sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
-            .fetch_one(pool)
-            .await?;
+    let exists: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
+        .fetch_one(pool)
+        .await?;
     let applied: Vec<i64> = if exists {
         sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
             .fetch_all(pool)

@@ -13,43 +13,39 @@
 //! May depend on: everything below it (`event`, `recover`, `amqp`, `metrics`, `retry`,
 //! `shutdown`, `settings`, `error`); nothing depends on it but `startup`.
 
+mod dead_letter;
+
 use crate::amqp::{self, Published, Session};
 use crate::error::{Error, ErrorKind};
-use crate::event::{self, FinalizedEvent, Role};
+use crate::event::{self, EventId, FinalizedEvent, MessageId, Role};
 use crate::metrics::Metrics;
 use crate::recover::{self, Outcome, Report, Source};
 use crate::retry;
 use crate::settings::Settings;
 use crate::shutdown::Shutdown;
 use backon::Retryable;
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use lapin::message::Delivery;
 use lapin::options::BasicAckOptions;
-use lapin::types::{AMQPValue, FieldTable};
+use lapin::types::FieldTable;
 use lapin::Consumer;
 use serde_json::{json, Value};
 use sqlx::PgPool;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use toolcall_detect::{Config, Family, Input};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
-
-/// Families whose detection does not depend on the agent's enabled tools: for these, a
-/// scan of the event's content with no tools decides. A marker of any other family sends
-/// the message to the database, where the agent's tools are known.
-const DECIDED_WITHOUT_TOOLS: &[Family] = &[
-    Family::ResultPrefix,
-    Family::ResultOnly,
-    Family::Hermes,
-    Family::Minimax,
-    Family::XmlInvoke,
-    Family::Mistral,
-];
+use toolcall_detect::{Config, Input};
 
 /// How long tasks of a broken session get to notice before they are dropped.
 const BROKEN_SESSION_GRACE: Duration = Duration::from_secs(5);
+
+/// How long opening a broker session (TCP, TLS, handshake, declarations) may take.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long closing a broker session may take before it is dropped.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The worker: settings, the pool, the detection policy, metrics, readiness.
 pub struct Worker {
@@ -104,7 +100,12 @@ impl Worker {
             self.broker_ready.store(true, Ordering::SeqCst);
             self.consume(session.clone(), consumer, &mut shutdown).await;
             self.broker_ready.store(false, Ordering::SeqCst);
-            session.close().await;
+            if tokio::time::timeout(CLOSE_TIMEOUT, session.close())
+                .await
+                .is_err()
+            {
+                tracing::warn!("closing the broker session timed out");
+            }
         }
         tracing::info!("worker stopped");
     }
@@ -112,7 +113,11 @@ impl Worker {
     async fn connect(&self, shutdown: &Shutdown) -> Option<(Session, Consumer)> {
         let metrics = self.metrics.clone();
         let stop = shutdown.clone();
-        let attempt = || amqp::open(&self.settings);
+        let attempt = || async {
+            tokio::time::timeout(OPEN_TIMEOUT, amqp::open(&self.settings))
+                .await
+                .map_err(|_| Error::Timeout("opening the broker session"))?
+        };
         let opened = attempt
             .retry(retry::policy())
             .sleep(retry::sleeper(shutdown.clone()))
@@ -128,7 +133,12 @@ impl Worker {
         }
     }
 
-    async fn consume(self: &Arc<Self>, session: Arc<Session>, mut consumer: Consumer, shutdown: &mut Shutdown) {
+    async fn consume(
+        self: &Arc<Self>,
+        session: Arc<Session>,
+        mut consumer: Consumer,
+        shutdown: &mut Shutdown,
+    ) {
         let permits = Arc::new(Semaphore::new(self.settings.concurrency.max(1)));
         let mut tasks = JoinSet::new();
         loop {
@@ -168,6 +178,9 @@ impl Worker {
                 }
             }
         }
+        while tasks.try_join_next().is_some() {}
+        // Not ready from here on: the session is draining or gone.
+        self.broker_ready.store(false, Ordering::SeqCst);
         let limit = if shutdown.is_shutdown() {
             session.cancel_consumer().await;
             tracing::info!(in_flight = tasks.len(), "draining in-flight deliveries");
@@ -175,10 +188,8 @@ impl Worker {
         } else {
             BROKEN_SESSION_GRACE
         };
-        let drained = tokio::time::timeout(limit, async {
-            while tasks.join_next().await.is_some() {}
-        })
-        .await;
+        let drained =
+            tokio::time::timeout(limit, async { while tasks.join_next().await.is_some() {} }).await;
         if drained.is_err() {
             tracing::warn!(
                 abandoned = tasks.len(),
@@ -191,21 +202,27 @@ impl Worker {
     async fn handle(&self, session: &Session, delivery: Delivery, shutdown: Shutdown) {
         let started = Instant::now();
         self.metrics.in_flight(1);
-        let (result, event_id, message_id) =
-            match event::decode(&delivery.data, self.settings.max_body_bytes) {
-                Ok(event) => {
-                    let r = self.process_with_retries(session, &event, &shutdown).await;
-                    (r, Some(event.event_id), Some(event.message.id))
-                }
-                Err((poison, event_id)) => (Err(Error::Poison(poison)), event_id, None),
-            };
+        // A panic (a bug in detection, say) must not leave the delivery unacked forever,
+        // holding a prefetch slot: it is caught here, where the delivery is still ours, and
+        // handled like any other bug.
+        let attempt = AssertUnwindSafe(self.decode_and_process(session, &delivery, &shutdown))
+            .catch_unwind()
+            .await;
+        let (result, event_id, message_id) = attempt.unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            (Err(Error::Bug(format!("panic: {what}"))), None, None)
+        });
         let result = match result {
             Err(e) if e.kind() != ErrorKind::Transient => {
                 let reason = e.dead_letter_reason();
                 if e.kind() == ErrorKind::Bug {
-                    tracing::error!(event_id = ?event_id.map(|i| i.to_string()), message_id = ?message_id.map(|i| i.get()), reason, error = %e, "bug while processing a delivery; dead-lettering it");
+                    tracing::error!(event_id = %show(event_id), message_id = %show(message_id), reason, error = %e, "bug while processing a delivery; dead-lettering it");
                 } else {
-                    tracing::warn!(event_id = ?event_id.map(|i| i.to_string()), message_id = ?message_id.map(|i| i.get()), reason, error = %truncate(&e.to_string(), 300), "poison delivery; dead-lettering it");
+                    tracing::warn!(event_id = %show(event_id), message_id = %show(message_id), reason, error = %truncate(&e.to_string(), 300), "poison delivery; dead-lettering it");
                 }
                 self.dead_letter_with_retries(session, &delivery, &e, event_id, &shutdown)
                     .await
@@ -221,20 +238,39 @@ impl Worker {
                 Ok(()) => {
                     if let Done::Processed(outcome) = done {
                         self.metrics.event(outcome.as_str());
-                        tracing::info!(event_id = ?event_id.map(|i| i.to_string()), message_id = ?message_id.map(|i| i.get()), outcome = outcome.as_str(), "event processed");
+                        if outcome == Outcome::Clean {
+                            tracing::debug!(event_id = %show(event_id), message_id = %show(message_id), outcome = outcome.as_str(), "event processed");
+                        } else {
+                            tracing::info!(event_id = %show(event_id), message_id = %show(message_id), outcome = outcome.as_str(), "event processed");
+                        }
                     }
                     self.metrics.processed_in(started.elapsed());
                 }
                 Err(e) => {
-                    tracing::warn!(event_id = ?event_id.map(|i| i.to_string()), error = %e, "ack failed; the broker will redeliver (idempotent)");
+                    tracing::warn!(event_id = %show(event_id), error = %e, "ack failed; the broker will redeliver (idempotent)");
                     session.health.mark_broken();
                 }
             },
             Err(e) => {
-                tracing::info!(event_id = ?event_id.map(|i| i.to_string()), error = %e, "delivery left unacked; the broker will redeliver it");
+                tracing::info!(event_id = %show(event_id), error = %e, "delivery left unacked; the broker will redeliver it");
             }
         }
         self.metrics.in_flight(-1);
+    }
+
+    async fn decode_and_process(
+        &self,
+        session: &Session,
+        delivery: &Delivery,
+        shutdown: &Shutdown,
+    ) -> (Result<Outcome, Error>, Option<EventId>, Option<MessageId>) {
+        match event::decode(&delivery.data, self.settings.max_body_bytes) {
+            Ok(event) => {
+                let r = self.process_with_retries(session, &event, shutdown).await;
+                (r, Some(event.event_id), Some(event.message.id))
+            }
+            Err((poison, event_id)) => (Err(Error::Poison(poison)), event_id, None),
+        }
     }
 
     /// [`Self::process`] with retries of transient failures, for as long as the session is
@@ -297,30 +333,35 @@ impl Worker {
             )
         };
         if let Some(report) = &report {
-            self.publish_tool_calls(session, event, report).await?;
+            self.publish_tool_calls(session, report, event.event_id)
+                .await?;
         }
         match content.as_deref() {
             Some(c) if !c.trim().is_empty() => {
                 let body = event::moderation_body(event, c, &tools_used, &summary);
                 let id = event.event_id.moderation_event_id().to_string();
-                self.publish(session, &self.settings.names.moderation_exchange, amqp::MODERATION_ROUTING_KEY, &body, &id)
-                    .await?;
+                self.publish(
+                    session,
+                    &self.settings.names.moderation_exchange,
+                    amqp::MODERATION_ROUTING_KEY,
+                    &body,
+                    &id,
+                )
+                .await?;
             }
             _ => {}
         }
         Ok(outcome)
     }
 
-    /// Whether the event's content may hold a leak (so the database must be consulted).
+    /// Whether the event's content may hold a leak, so the database must be consulted: a
+    /// leak found without knowing the agent's tools, or a verdict that consulted the tools
+    /// (then only the agent's real tools can decide).
     fn needs_recovery(&self, event: &FinalizedEvent) -> bool {
         let m = &event.message;
         let (Role::Assistant, Some(content)) = (&m.role, &m.content) else {
             return false;
         };
-        let seen = toolcall_detect::prefilter::scan(content);
-        if seen.is_empty() {
-            return false;
-        }
         let detection = toolcall_detect::detect(
             &Input {
                 content,
@@ -329,16 +370,16 @@ impl Worker {
             },
             &self.config,
         );
-        !detection.is_clean()
-            || Family::ALL
-                .iter()
-                .any(|f| seen.contains(*f) && !DECIDED_WITHOUT_TOOLS.contains(f))
+        !detection.is_clean() || detection.depends_on_tools
     }
 
     fn record_report(&self, report: &Report) {
         for call in &report.calls {
-            self.metrics
-                .call(call.family.as_str(), &call.tool_label, call.outcome.as_str());
+            self.metrics.call(
+                call.family.as_str(),
+                &call.tool_label,
+                call.outcome.as_str(),
+            );
         }
         for _ in 0..report.memories_created {
             self.metrics.memory_created();
@@ -348,22 +389,19 @@ impl Worker {
     async fn publish_tool_calls(
         &self,
         session: &Session,
-        event: &FinalizedEvent,
         report: &Report,
+        source: EventId,
     ) -> Result<(), Error> {
         for call in &report.forward {
-            let body = json!({
-                "event_id": call.event_id.to_string(),
-                "message_id": report.message_id.get(),
-                "chat_id": report.chat_id.get(),
-                "agent_id": report.agent_id.map(|a| a.get()),
-                "name": call.name,
-                "arguments": call.arguments,
-                "family": call.family,
-                "source_event_id": event.event_id.to_string(),
-            });
-            self.publish(session, &self.settings.names.tool_calls_exchange, amqp::TOOL_CALLS_ROUTING_KEY, &body, &call.event_id.to_string())
-                .await?;
+            let body = report.tool_call_body(call, source.get());
+            self.publish(
+                session,
+                &self.settings.names.tool_calls_exchange,
+                amqp::TOOL_CALLS_ROUTING_KEY,
+                &body,
+                &call.event_id.to_string(),
+            )
+            .await?;
         }
         Ok(())
     }
@@ -378,76 +416,32 @@ impl Worker {
     ) -> Result<(), Error> {
         let bytes = serde_json::to_vec(body).map_err(|e| Error::Bug(e.to_string()))?;
         match session
-            .publish(exchange, routing_key, &bytes, Some(id), FieldTable::default())
+            .publish(
+                exchange,
+                routing_key,
+                &bytes,
+                Some(id),
+                FieldTable::default(),
+            )
             .await?
         {
             Published::Routed => self.metrics.published(exchange),
             Published::Unroutable => {
                 self.metrics.published(exchange);
                 self.metrics.unroutable(exchange);
-                tracing::warn!(exchange, "published message was unroutable: no queue is bound");
+                tracing::warn!(
+                    exchange,
+                    "published message was unroutable: no queue is bound"
+                );
             }
         }
         Ok(())
     }
+}
 
-    async fn dead_letter_with_retries(
-        &self,
-        session: &Session,
-        delivery: &Delivery,
-        error: &Error,
-        event_id: Option<event::EventId>,
-        shutdown: &Shutdown,
-    ) -> Result<(), Error> {
-        let stop = shutdown.clone();
-        (|| self.dead_letter(session, delivery, error, event_id))
-            .retry(retry::policy())
-            .sleep(retry::sleeper(shutdown.clone()))
-            .when(|e: &Error| e.is_transient() && !session.health.is_broken() && !stop.is_shutdown())
-            .notify(|e: &Error, after| {
-                self.metrics.transient_error("broker");
-                tracing::warn!(error = %e, retry_in = ?after, "dead-lettering failed; retrying");
-            })
-            .await
-    }
-
-    /// Publishes the original body to the dead-letter exchange with the reason in headers.
-    async fn dead_letter(
-        &self,
-        session: &Session,
-        delivery: &Delivery,
-        error: &Error,
-        event_id: Option<event::EventId>,
-    ) -> Result<(), Error> {
-        let mut headers = delivery
-            .properties
-            .headers()
-            .clone()
-            .unwrap_or_default();
-        headers.insert("x-tcr-reason".into(), amqp::string_value(error.dead_letter_reason()));
-        headers.insert("x-tcr-error".into(), amqp::string_value(&truncate(&error.to_string(), 500)));
-        if let Some(id) = event_id {
-            headers.insert("x-tcr-event-id".into(), amqp::string_value(&id.to_string()));
-        }
-        headers.insert("x-tcr-original-exchange".into(), amqp::string_value(delivery.exchange.as_str()));
-        headers.insert("x-tcr-original-routing-key".into(), amqp::string_value(delivery.routing_key.as_str()));
-        headers.insert("x-tcr-dead-lettered-at".into(), amqp::string_value(&chrono::Utc::now().to_rfc3339()));
-        headers.insert("x-tcr-redelivered".into(), AMQPValue::Boolean(delivery.redelivered));
-        let names = &self.settings.names;
-        match session
-            .publish(&names.dead_letter_exchange, &names.dead_letter_queue, &delivery.data, None, headers)
-            .await?
-        {
-            Published::Routed => Ok(()),
-            Published::Unroutable => {
-                // Never ack what could not be kept: the dead-letter queue must exist.
-                Err(Error::Bug(format!(
-                    "dead-letter queue {} is not bound to {}",
-                    names.dead_letter_queue, names.dead_letter_exchange
-                )))
-            }
-        }
-    }
+/// An optional id for a log field: the id, or `-`.
+fn show<T: std::fmt::Display>(id: Option<T>) -> String {
+    id.map_or_else(|| "-".to_string(), |i| i.to_string())
 }
 
 fn truncate(s: &str, max: usize) -> String {

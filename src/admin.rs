@@ -1,0 +1,382 @@
+//! The admin API (contract §6), for the chat app's "fix" button and for operators:
+//!
+//! - `GET /v1/messages/{id}/diagnosis`: what recovery would do to the message now (the
+//!   recovery transaction run and rolled back, see [`crate::backfill::what_if`]), with what
+//!   detection sees in it. Writes nothing.
+//! - `POST /v1/messages/{id}/recover`: runs THE recovery transaction
+//!   ([`crate::recover::recover_message`], source `admin`), publishes the cleaned message
+//!   for moderation and the forwarded calls like the worker does, and says what it did:
+//!   200 done, 404 no such message, 409 nothing to recover, 422 a leak that cannot be
+//!   executed (no agent, tool not enabled, invalid arguments, a bare result object), the
+//!   removed text kept in the ledger wherever text was removed.
+//!
+//! Both sit behind `Authorization: Bearer <TCR_ADMIN_TOKEN>` (compared in constant time);
+//! without a configured token they answer 404, as if they did not exist. Errors are JSON,
+//! `{"error": {"code": ..., "message": ...}}`, mapped from [`ApiError`] in one place.
+//! Requests are limited in size and time ([`MAX_BODY_BYTES`], [`AdminState::timeout`]).
+//!
+//! [`router`] gives a `Router` to merge into the HTTP server of `http`; [`AdminSettings`]
+//! (the token, the time limit) is meant to be flattened into the worker's settings, and
+//! [`AdminState::new`] builds the state from both. The token lives in `auth`, the error
+//! mapping in `error`.
+//!
+//! May depend on: `recover`, `backfill` (`what_if`, `republish`), `metrics`, `event`,
+//! `settings`, `error`, `axum`, `sqlx`, `subtle`.
+
+mod auth;
+mod error;
+
+pub use auth::AdminToken;
+pub use error::ApiError;
+
+use crate::backfill::republish::{PublishTarget, PublishedCounts, Publisher};
+use crate::backfill::what_if;
+use crate::event::MessageId;
+use crate::metrics::Metrics;
+use crate::recover::{self, Outcome, Report, Source};
+use crate::settings::Settings;
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use error::json_response;
+use serde_json::{json, Value};
+use sqlx::PgPool;
+use std::sync::Arc;
+use std::time::Duration;
+use toolcall_detect::{Config, Detection, Input};
+
+/// Largest request accepted, in bytes (the endpoints take no body).
+pub const MAX_BODY_BYTES: usize = 4 * 1024;
+/// Characters of text shown in previews.
+const PREVIEW_CHARS: usize = 200;
+
+/// Settings of the admin API, to flatten into the worker's settings.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AdminSettings {
+    /// Bearer token of the admin API (prefer the environment); without one the API
+    /// answers 404.
+    #[arg(long, env = "TCR_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<AdminToken>,
+
+    /// Seconds an admin request may take before it is answered 503 `timeout`.
+    #[arg(long, env = "TCR_ADMIN_TIMEOUT_SECS", default_value_t = 10)]
+    pub admin_timeout_secs: u64,
+}
+
+/// What the handlers need.
+#[derive(Clone)]
+pub struct AdminState {
+    /// The database.
+    pub pool: PgPool,
+    /// The detection policy (as the worker's).
+    pub config: Arc<Config>,
+    /// The token; `None` disables the API.
+    pub token: Option<AdminToken>,
+    /// Where recovered messages are published; `None` publishes nothing.
+    pub publisher: Option<Arc<Publisher>>,
+    /// Calls, memories and publishes are counted like the worker's.
+    pub metrics: Arc<Metrics>,
+    /// Time limit of one request.
+    pub timeout: Duration,
+}
+
+impl AdminState {
+    /// The state of the admin API of a worker with these settings: its detection policy,
+    /// its exchanges (on a broker connection of its own, named `<connection-name>-admin`),
+    /// its metrics.
+    pub fn new(
+        pool: PgPool,
+        settings: &Settings,
+        admin: &AdminSettings,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let publisher = Publisher::new(PublishTarget {
+            amqp_url: settings.amqp_url.clone(),
+            connection_name: format!("{}-admin", settings.connection_name),
+            moderation_exchange: settings.names.moderation_exchange.clone(),
+            tool_calls_exchange: settings.names.tool_calls_exchange.clone(),
+        });
+        AdminState {
+            pool,
+            config: Arc::new(settings.detect_config()),
+            token: admin.admin_token.clone(),
+            publisher: Some(Arc::new(publisher)),
+            metrics,
+            timeout: Duration::from_secs(admin.admin_timeout_secs.max(1)),
+        }
+    }
+}
+
+/// The admin routes, with authentication, size and time limits.
+pub fn router(state: AdminState) -> Router {
+    Router::new()
+        .route("/v1/messages/{id}/diagnosis", get(diagnosis))
+        .route("/v1/messages/{id}/recover", post(recover_now))
+        .route_layer(middleware::from_fn_with_state(state.clone(), guard))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+/// Authentication, then the size limit, then the time limit.
+async fn guard(State(s): State<AdminState>, req: Request, next: Next) -> Response {
+    let Some(token) = &s.token else {
+        return ApiError::NotFound("not found".into()).into_response();
+    };
+    if !auth::authorized(req.headers(), token) {
+        return ApiError::Unauthorized.into_response();
+    }
+    if auth::declared_length(req.headers()).is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return ApiError::TooLarge.into_response();
+    }
+    match tokio::time::timeout(s.timeout, next.run(req)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::Timeout.into_response(),
+    }
+}
+
+fn parse_id(raw: &str) -> Result<MessageId, ApiError> {
+    match raw.parse::<i64>() {
+        Ok(id) if id > 0 => Ok(MessageId::new(id)),
+        _ => Err(ApiError::InvalidId(raw.chars().take(40).collect())),
+    }
+}
+
+async fn diagnosis(
+    State(s): State<AdminState>,
+    Path(raw): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = parse_id(&raw)?;
+    let detection = detect_now(&s.pool, id, &s.config).await?;
+    let report = what_if(&s.pool, id, &s.config, Source::Admin).await?;
+    let mut body = report_body(&report, None);
+    body["dry_run"] = json!(true);
+    body["leaks"] = leaks_body(&detection);
+    body["content_preview"] = json!(report.content.as_deref().map(preview));
+    body.as_object_mut().map(|o| o.remove("content"));
+    Ok(json_response(StatusCode::OK, &body))
+}
+
+async fn recover_now(
+    State(s): State<AdminState>,
+    Path(raw): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = parse_id(&raw)?;
+    let report = recover::recover_message(&s.pool, id, &s.config, Source::Admin).await?;
+    record(&s.metrics, &report);
+    match report.outcome {
+        Outcome::Clean => Err(ApiError::NothingToRecover(format!(
+            "message {id} holds no leaked tool call"
+        ))),
+        Outcome::AlreadyRecovered => Err(ApiError::NothingToRecover(format!(
+            "message {id} was already recovered (ledger row {})",
+            report.recovery_id.unwrap_or_default()
+        ))),
+        Outcome::NoAgent => Err(unprocessable(
+            &report,
+            "the message has no agent, so no tool can run; nothing was changed".into(),
+        )),
+        Outcome::NeedsReview => Err(unprocessable(
+            &report,
+            "the content is nothing but a tool result; it is left as it is and recorded \
+             for review"
+                .into(),
+        )),
+        Outcome::ToolNotEnabled | Outcome::InvalidArgs => {
+            let published = publish(&s, &report).await?;
+            let why = report
+                .calls
+                .iter()
+                .find(|c| c.outcome == report.outcome)
+                .and_then(|c| c.detail.clone())
+                .unwrap_or_else(|| report.outcome.as_str().to_string());
+            let mut e = unprocessable(
+                &report,
+                format!(
+                    "{why}; the markup was removed and kept in the ledger (row {})",
+                    report.recovery_id.unwrap_or_default()
+                ),
+            );
+            if let ApiError::Unprocessable { recovery, .. } = &mut e {
+                *recovery = report_body(&report, Some(published));
+            }
+            Err(e)
+        }
+        Outcome::Recovered | Outcome::StrippedOnly | Outcome::Forwarded => {
+            let published = publish(&s, &report).await?;
+            Ok(json_response(
+                StatusCode::OK,
+                &report_body(&report, Some(published)),
+            ))
+        }
+    }
+}
+
+fn unprocessable(report: &Report, message: String) -> ApiError {
+    ApiError::Unprocessable {
+        code: report.outcome.as_str(),
+        message,
+        recovery: report_body(report, None),
+    }
+}
+
+/// Publishes what the pass changed; counts it.
+async fn publish(s: &AdminState, report: &Report) -> Result<PublishedCounts, ApiError> {
+    let Some(publisher) = &s.publisher else {
+        return Ok(PublishedCounts::default());
+    };
+    match publisher.publish_report(report, "admin").await {
+        Ok(counts) => {
+            let (moderation, tool_calls) = publisher.exchanges();
+            for _ in 0..counts.moderation {
+                s.metrics.published(moderation);
+            }
+            for _ in 0..counts.tool_calls {
+                s.metrics.published(tool_calls);
+            }
+            Ok(counts)
+        }
+        Err(e) => {
+            tracing::error!(message_id = %report.message_id, recovery_id = ?report.recovery_id,
+                error = %e, "recovered through the admin API but not published");
+            Err(ApiError::PublishFailed {
+                message: format!(
+                    "the recovery was committed (ledger row {}), but publishing it failed: {e}",
+                    report.recovery_id.unwrap_or_default()
+                ),
+                recovery: report_body(report, None),
+            })
+        }
+    }
+}
+
+fn record(metrics: &Metrics, report: &Report) {
+    for call in &report.calls {
+        metrics.call(
+            call.family.as_str(),
+            &call.tool_label,
+            call.outcome.as_str(),
+        );
+    }
+    for _ in 0..report.memories_created {
+        metrics.memory_created();
+    }
+}
+
+/// What a pass did (or would do), as JSON.
+fn report_body(r: &Report, published: Option<PublishedCounts>) -> Value {
+    let calls: Vec<Value> = r
+        .calls
+        .iter()
+        .map(|c| {
+            json!({
+                "family": c.family.as_str(),
+                "name": c.name,
+                "arguments": c.arguments,
+                "outcome": c.outcome.as_str(),
+                "detail": c.detail,
+                "memory_id": c.memory_id,
+                "tool_message_id": c.tool_message_id,
+            })
+        })
+        .collect();
+    let mut families: Vec<&str> = r.calls.iter().map(|c| c.family.as_str()).collect();
+    families.dedup();
+    let forwarded: Vec<Value> = r
+        .forward
+        .iter()
+        .map(|f| json!({"event_id": f.event_id.to_string(), "name": f.name, "family": f.family}))
+        .collect();
+    let mut body = json!({
+        "message_id": r.message_id.get(),
+        "chat_id": r.chat_id.get(),
+        "agent_id": r.agent_id.map(|a| a.get()),
+        "outcome": r.outcome.as_str(),
+        "families": families,
+        "calls": calls,
+        "content": r.content,
+        "tools_used": r.tools_used,
+        "memories_created": r.memories_created,
+        "forwarded": forwarded,
+        "repaired_tool_messages": r.repaired_tool_messages,
+        "recovery_id": r.recovery_id,
+    });
+    if let Some(p) = published {
+        body["published"] = json!({"moderation": p.moderation, "tool_calls": p.tool_calls});
+    }
+    body
+}
+
+const CURRENT: &str = "SELECT m.role, m.content, m.tools_used, \
+       coalesce(a.enabled_tools, '{}') AS enabled_tools \
+     FROM messages m LEFT JOIN agents a ON a.id = m.agent_id WHERE m.id = $1";
+
+/// role, content, tools_used, the agent's enabled tools.
+type CurrentRow = (
+    String,
+    Option<String>,
+    sqlx::types::Json<Value>,
+    Vec<String>,
+);
+
+/// Detection on the message as stored, with its agent's tools (for the diagnosis).
+async fn detect_now(pool: &PgPool, id: MessageId, config: &Config) -> Result<Detection, ApiError> {
+    let row: Option<CurrentRow> = sqlx::query_as(CURRENT)
+        .bind(id.get())
+        .fetch_optional(pool)
+        .await?;
+    let Some((role, content, tools_used, enabled_tools)) = row else {
+        return Err(ApiError::NotFound(format!("message {id} not found")));
+    };
+    let (Some(content), "assistant") = (content, role.as_str()) else {
+        return Ok(Detection::default());
+    };
+    let tools_used: Vec<String> = tools_used
+        .0
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let input = Input {
+        content: &content,
+        tools_used: &tools_used,
+        enabled_tools: &enabled_tools,
+    };
+    Ok(toolcall_detect::detect(&input, config))
+}
+
+fn leaks_body(d: &Detection) -> Value {
+    d.leaks
+        .iter()
+        .map(|l| {
+            json!({
+                "family": l.family.as_str(),
+                "start": l.span.start,
+                "end": l.span.end,
+                "calls": l.calls.iter().map(|c| json!({"name": c.name, "arguments": c.arguments})).collect::<Vec<_>>(),
+                "results": l.results.iter().map(|r| r.value.clone()).collect::<Vec<_>>(),
+            })
+        })
+        .collect()
+}
+
+fn preview(s: &str) -> String {
+    crate::backfill::examine::preview(s, PREVIEW_CHARS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_must_be_positive_integers() {
+        assert!(parse_id("12").is_ok());
+        assert!(parse_id("0").is_err());
+        assert!(parse_id("x1").is_err());
+    }
+}

@@ -1,0 +1,141 @@
+//! The errors of the admin API and the one place that maps them to statuses and to the
+//! JSON body `{"error": {"code": ..., "message": ...}}` (plus `recovery`, what the pass
+//! did, where a pass ran).
+//!
+//! May depend on: `error`, `axum`.
+
+use super::MAX_BODY_BYTES;
+use crate::error::{Error, ErrorKind, Poison};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+
+/// Every failure of an admin request, and the one place that maps them to statuses.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// No such message, or the API is disabled.
+    #[error("{0}")]
+    NotFound(String),
+    /// Missing or wrong bearer token.
+    #[error("a valid bearer token is required")]
+    Unauthorized,
+    /// The id in the path is not a message id.
+    #[error("{0:?} is not a message id")]
+    InvalidId(String),
+    /// The request is larger than [`MAX_BODY_BYTES`].
+    #[error("the request is larger than {MAX_BODY_BYTES} bytes")]
+    TooLarge,
+    /// The request took longer than its limit.
+    #[error("the request took too long")]
+    Timeout,
+    /// Nothing to recover.
+    #[error("{0}")]
+    NothingToRecover(String),
+    /// A leak that cannot be executed.
+    #[error("{message}")]
+    Unprocessable {
+        /// The outcome label.
+        code: &'static str,
+        /// Why.
+        message: String,
+        /// What the pass did.
+        recovery: Value,
+    },
+    /// Recovered and committed, but the publish for moderation failed.
+    #[error("{message}")]
+    PublishFailed {
+        /// Why.
+        message: String,
+        /// What the pass did.
+        recovery: Value,
+    },
+    /// The database is unavailable; retry later.
+    #[error("the database is unavailable, retry later")]
+    Unavailable,
+    /// A bug of ours.
+    #[error("internal error")]
+    Internal,
+}
+
+impl ApiError {
+    fn status(&self) -> StatusCode {
+        match self {
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::InvalidId(_) => StatusCode::BAD_REQUEST,
+            ApiError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Timeout | ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::NothingToRecover(_) => StatusCode::CONFLICT,
+            ApiError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::PublishFailed { .. } => StatusCode::BAD_GATEWAY,
+            ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn code(&self) -> &'static str {
+        match self {
+            ApiError::NotFound(_) => "not_found",
+            ApiError::Unauthorized => "unauthorized",
+            ApiError::InvalidId(_) => "invalid_id",
+            ApiError::TooLarge => "payload_too_large",
+            ApiError::Timeout => "timeout",
+            ApiError::NothingToRecover(_) => "nothing_to_recover",
+            ApiError::Unprocessable { code, .. } => code,
+            ApiError::PublishFailed { .. } => "publish_failed",
+            ApiError::Unavailable => "unavailable",
+            ApiError::Internal => "internal",
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({"error": {"code": self.code(), "message": self.to_string()}});
+        if let ApiError::Unprocessable { recovery, .. } | ApiError::PublishFailed { recovery, .. } =
+            &self
+        {
+            body["recovery"] = recovery.clone();
+        }
+        let mut response = json_response(self.status(), &body);
+        if matches!(self, ApiError::Unauthorized) {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer realm=\"toolcall-recovery\""),
+            );
+        }
+        response
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        match &e {
+            Error::Poison(Poison::MissingMessage(id)) => {
+                ApiError::NotFound(format!("message {id} not found"))
+            }
+            _ if e.kind() == ErrorKind::Transient => {
+                tracing::warn!(error = %e, "admin request failed on a transient error");
+                ApiError::Unavailable
+            }
+            _ => {
+                tracing::error!(error = %e, "admin request failed");
+                ApiError::Internal
+            }
+        }
+    }
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(e: sqlx::Error) -> Self {
+        ApiError::from(Error::from(e))
+    }
+}
+
+pub(super) fn json_response(status: StatusCode, body: &Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}

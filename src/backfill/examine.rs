@@ -1,0 +1,289 @@
+//! One candidate message: a detection scan with the agent's tools decides whether the
+//! recovery transaction is needed at all (no database work for the many rows the SQL
+//! prefilter lets through that hold no leak); then [`recover::recover_message`] runs, or,
+//! in a dry run, the same transaction body rolled back ([`what_if`]). Nothing here decides
+//! what recovery does: that is `recover`'s alone.
+//!
+//! May depend on: `recover`, `metrics`, `retry`, `shutdown`, `error`, the sibling modules.
+
+use super::candidates::Candidate;
+use super::pace::Pacer;
+use super::republish::{self, PublishedCounts, Publisher};
+use crate::error::{Error, Poison};
+use crate::event::MessageId;
+use crate::metrics::Metrics;
+use crate::recover::{self, CallReport, Outcome, Report, Source};
+use crate::retry;
+use crate::shutdown::Shutdown;
+use backon::Retryable;
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::PgPool;
+use std::future::Future;
+use std::sync::Arc;
+use toolcall_detect::{Config, Detection, Input};
+
+/// Longest memory preview printed, in characters.
+pub const PREVIEW_CHARS: usize = 100;
+/// Attempts at a transient failure before the run gives up (its checkpoint keeps what
+/// was done).
+const ATTEMPTS: usize = 6;
+
+/// Outcome label of a message whose recovery failed for good (logged, counted, skipped).
+pub const FAILED: &str = "failed";
+/// Outcome label of a message deleted between the page read and its recovery.
+pub const MISSING: &str = "missing";
+
+/// What recovery does to a message without committing: the transaction body of
+/// [`recover::recover_message`] in a transaction that is rolled back. Row locks are held
+/// only for its length; identity values it drew are not given back (gaps in ids).
+pub async fn what_if(
+    pool: &PgPool,
+    id: MessageId,
+    config: &Config,
+    source: Source,
+) -> Result<Report, Error> {
+    let mut tx = pool.begin().await?;
+    let report = recover::recover_in(&mut tx, id, config, source).await;
+    tx.rollback().await?;
+    report
+}
+
+/// Detection with the agent's tools, when it finds a leak (only then does recovery have
+/// anything to do; a clean detection makes recovery a no-op).
+pub fn leaks(c: &Candidate, config: &Config) -> Option<Detection> {
+    if toolcall_detect::prefilter::scan(&c.content).is_empty() {
+        return None;
+    }
+    let input = Input {
+        content: &c.content,
+        tools_used: &c.tools_used,
+        enabled_tools: &c.enabled_tools,
+    };
+    Some(toolcall_detect::detect(&input, config)).filter(|d| !d.is_clean())
+}
+
+/// One call of an examined message, as printed.
+#[derive(Debug, Clone, Serialize)]
+pub struct CallLine {
+    /// The leak's family.
+    pub family: &'static str,
+    /// The call's name, or the known tool of a result object.
+    pub tool: Option<String>,
+    /// What recovery did (or would do) with it.
+    pub outcome: &'static str,
+    /// Why, for the error outcomes.
+    pub detail: Option<String>,
+}
+
+/// What happened (or would happen) to one message.
+#[derive(Debug, Clone, Serialize)]
+pub struct Examined {
+    /// The message.
+    pub message_id: i64,
+    /// Its agent.
+    pub agent_id: Option<i64>,
+    /// The message-level outcome label (or `failed`, `missing`).
+    pub outcome: &'static str,
+    /// Per call.
+    pub calls: Vec<CallLine>,
+    /// The memory a save_memory call creates, cut to [`PREVIEW_CHARS`] characters.
+    pub memory_preview: Option<String>,
+    /// Memories created (or that would be).
+    pub memories_created: usize,
+    /// Whether the content changed (or would).
+    pub changed: bool,
+    /// What was published for it.
+    #[serde(skip)]
+    pub published: PublishedCounts,
+    /// The error, for `failed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Examined {
+    fn bare(c: &Candidate, outcome: &'static str) -> Self {
+        Examined {
+            message_id: c.id,
+            agent_id: c.agent_id,
+            outcome,
+            calls: Vec::new(),
+            memory_preview: None,
+            memories_created: 0,
+            changed: false,
+            published: PublishedCounts::default(),
+            error: None,
+        }
+    }
+
+    fn from_report(c: &Candidate, report: &Report, detection: &Detection) -> Self {
+        let mut e = Examined::bare(c, report.outcome.as_str());
+        e.calls = report.calls.iter().map(call_line).collect();
+        if e.calls.is_empty() {
+            // `no_agent`, `already_recovered`: recovery ran no call; show what was seen.
+            e.calls = detected_lines(detection, report.outcome);
+        }
+        e.memory_preview = report.calls.iter().find_map(memory_preview);
+        e.memories_created = report.memories_created;
+        e.changed = republish::content_changed(report.outcome);
+        e
+    }
+}
+
+fn call_line(c: &CallReport) -> CallLine {
+    CallLine {
+        family: c.family.as_str(),
+        tool: c.name.clone().or_else(|| {
+            (c.tool_label != "none" && c.tool_label != "other").then(|| c.tool_label.clone())
+        }),
+        outcome: c.outcome.as_str(),
+        detail: c.detail.clone(),
+    }
+}
+
+fn detected_lines(d: &Detection, outcome: Outcome) -> Vec<CallLine> {
+    d.leaks
+        .iter()
+        .map(|l| CallLine {
+            family: l.family.as_str(),
+            tool: l.calls.first().map(|c| c.name.clone()),
+            outcome: outcome.as_str(),
+            detail: None,
+        })
+        .collect()
+}
+
+fn memory_preview(c: &CallReport) -> Option<String> {
+    if c.name.as_deref() != Some(recover::SAVE_MEMORY) {
+        return None;
+    }
+    let content = c
+        .arguments
+        .as_ref()?
+        .get("content")
+        .and_then(Value::as_str)?;
+    Some(preview(content.trim(), PREVIEW_CHARS))
+}
+
+/// `s` cut to at most `max` characters, an ellipsis marking the cut.
+pub fn preview(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// Everything examining a message needs.
+pub struct Examiner {
+    /// The backfill's own pool.
+    pub pool: PgPool,
+    /// The detection policy.
+    pub config: Config,
+    /// Roll back instead of committing, publish nothing.
+    pub dry_run: bool,
+    /// Where recovered messages are published (None: `--no-publish` or dry run).
+    pub publisher: Option<Arc<Publisher>>,
+    /// The run's metrics.
+    pub metrics: Arc<Metrics>,
+    /// The rate limit.
+    pub pacer: Pacer,
+    /// Cuts retry waits short on Ctrl-C.
+    pub stop: Shutdown,
+}
+
+impl Examiner {
+    /// Examines one candidate. An error is fatal for the run (a dependency stayed down
+    /// through the retries); a message that can never be recovered comes back as `failed`.
+    pub async fn examine(&self, c: Candidate) -> Result<Examined, Error> {
+        self.pacer.tick().await;
+        let Some(detection) = leaks(&c, &self.config) else {
+            return Ok(Examined::bare(&c, Outcome::Clean.as_str()));
+        };
+        let id = MessageId::new(c.id);
+        let report = match self.retrying(|| self.recover(id)).await {
+            Ok(r) => r,
+            Err(Error::Poison(Poison::MissingMessage(_))) => {
+                return Ok(Examined::bare(&c, MISSING));
+            }
+            Err(e) if e.is_transient() => return Err(e),
+            Err(e) => {
+                tracing::error!(message_id = c.id, error = %e, "recovery failed; message skipped");
+                let mut failed = Examined::bare(&c, FAILED);
+                failed.error = Some(e.to_string());
+                return Ok(failed);
+            }
+        };
+        let mut examined = Examined::from_report(&c, &report, &detection);
+        if !self.dry_run {
+            self.record(&report);
+            if let Some(publisher) = &self.publisher {
+                examined.published = self
+                    .retrying(|| publisher.publish_report(&report, "backfill"))
+                    .await
+                    .inspect_err(|e| {
+                        tracing::error!(message_id = c.id, recovery_id = ?report.recovery_id, error = %e,
+                            "recovered but not published for moderation");
+                    })?;
+                self.record_published(examined.published, publisher);
+            }
+        }
+        Ok(examined)
+    }
+
+    async fn recover(&self, id: MessageId) -> Result<Report, Error> {
+        if self.dry_run {
+            what_if(&self.pool, id, &self.config, Source::Backfill).await
+        } else {
+            recover::recover_message(&self.pool, id, &self.config, Source::Backfill).await
+        }
+    }
+
+    /// `f` with retries of transient failures, a few times, shortened by Ctrl-C.
+    pub async fn retrying<T, F, Fut>(&self, f: F) -> Result<T, Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        let stop = self.stop.clone();
+        f.retry(retry::policy().with_max_times(ATTEMPTS))
+            .sleep(retry::sleeper(self.stop.clone()))
+            .when(move |e: &Error| e.is_transient() && !stop.is_shutdown())
+            .notify(|e: &Error, after| {
+                self.metrics.transient_error(dependency(e));
+                tracing::warn!(error = %e, retry_in = ?after, "transient failure; retrying");
+            })
+            .await
+    }
+
+    fn record(&self, report: &Report) {
+        for call in &report.calls {
+            self.metrics.call(
+                call.family.as_str(),
+                &call.tool_label,
+                call.outcome.as_str(),
+            );
+        }
+        for _ in 0..report.memories_created {
+            self.metrics.memory_created();
+        }
+    }
+
+    fn record_published(&self, counts: PublishedCounts, publisher: &Publisher) {
+        let (moderation, tool_calls) = publisher.exchanges();
+        for _ in 0..counts.moderation {
+            self.metrics.published(moderation);
+        }
+        for _ in 0..counts.tool_calls {
+            self.metrics.published(tool_calls);
+        }
+    }
+}
+
+fn dependency(e: &Error) -> &'static str {
+    match e {
+        Error::Database(_) => "database",
+        _ => "broker",
+    }
+}

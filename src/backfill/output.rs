@@ -1,0 +1,259 @@
+//! What a backfill shows: one line per message that is not clean (text or JSON Lines on
+//! the output), a progress bar on a terminal (stderr) or a log line every few seconds
+//! otherwise, and the final [`Summary`].
+//!
+//! May depend on: `indicatif`, `tracing`, the sibling modules. No database, no broker.
+
+use super::examine::{Examined, FAILED};
+use super::transcripts::Repaired;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+/// How often progress is logged when there is no terminal.
+const LOG_EVERY: Duration = Duration::from_secs(10);
+/// Failed message ids kept in the summary.
+const FAILED_IDS_KEPT: usize = 100;
+
+/// What a run did (or, dry, would do).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Summary {
+    /// Nothing was written.
+    pub dry_run: bool,
+    /// Candidate messages examined.
+    pub examined: u64,
+    /// Messages by outcome label (`clean`, `recovered`, ..., `failed`, `missing`).
+    pub by_outcome: BTreeMap<String, u64>,
+    /// Messages whose content changed (or would).
+    pub changed: u64,
+    /// Memories created (or that would be).
+    pub memories_created: u64,
+    /// Moderation messages published and confirmed.
+    pub moderation_published: u64,
+    /// Forwarded calls published and confirmed.
+    pub tool_calls_published: u64,
+    /// The first and last message examined.
+    pub first_id: Option<i64>,
+    /// The last message examined; the checkpoint (real runs).
+    pub last_id: Option<i64>,
+    /// Ids of messages that failed (the first 100).
+    pub failed_ids: Vec<i64>,
+    /// Transcript repair (`--repair-transcripts`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transcripts: Option<Repaired>,
+    /// Reached the end of its range.
+    pub finished: bool,
+    /// Stopped by Ctrl-C / SIGTERM.
+    pub interrupted: bool,
+    /// Stopped by `--limit`.
+    pub limit_reached: bool,
+    /// Wall time, seconds.
+    pub elapsed_secs: f64,
+}
+
+impl Summary {
+    /// Counts one examined message.
+    pub fn add(&mut self, e: &Examined) {
+        self.examined += 1;
+        *self.by_outcome.entry(e.outcome.to_string()).or_default() += 1;
+        self.changed += u64::from(e.changed);
+        self.memories_created += e.memories_created as u64;
+        self.moderation_published += e.published.moderation;
+        self.tool_calls_published += e.published.tool_calls;
+        self.first_id.get_or_insert(e.message_id);
+        self.last_id = Some(e.message_id);
+        if e.outcome == FAILED && self.failed_ids.len() < FAILED_IDS_KEPT {
+            self.failed_ids.push(e.message_id);
+        }
+    }
+
+    /// Messages with this outcome label.
+    pub fn count(&self, outcome: &str) -> u64 {
+        self.by_outcome.get(outcome).copied().unwrap_or(0)
+    }
+}
+
+/// Writes the per-message lines and the summary, and shows progress.
+pub struct Reporter<'a> {
+    out: &'a mut (dyn Write + Send),
+    json: bool,
+    bar: Option<ProgressBar>,
+    from_id: i64,
+    last_log: Instant,
+}
+
+impl<'a> Reporter<'a> {
+    /// A reporter writing to `out`; a progress bar over ids `from_id..=to_id` when stderr is
+    /// a terminal.
+    pub fn new(out: &'a mut (dyn Write + Send), json: bool, from_id: i64, to_id: i64) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let len = u64::try_from(to_id.saturating_sub(from_id)).unwrap_or(0);
+            let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+            if let Ok(style) = ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {wide_bar} {percent}% of ids, eta {eta}  {msg}",
+            ) {
+                bar.set_style(style);
+            }
+            bar
+        });
+        Reporter {
+            out,
+            json,
+            bar,
+            from_id,
+            last_log: Instant::now(),
+        }
+    }
+
+    /// Prints a message that is not clean.
+    pub fn message(&mut self, e: &Examined) {
+        if e.outcome == "clean" {
+            return;
+        }
+        let line = if self.json {
+            serde_json::to_string(e).unwrap_or_default()
+        } else {
+            text_line(e)
+        };
+        self.write(&line);
+    }
+
+    /// Progress up to message `last_id`.
+    pub fn progress(&mut self, last_id: i64, s: &Summary) {
+        match &self.bar {
+            Some(bar) => {
+                bar.set_position(u64::try_from(last_id.saturating_sub(self.from_id)).unwrap_or(0));
+                bar.set_message(format!(
+                    "examined {}  changed {}  failed {}",
+                    s.examined,
+                    s.changed,
+                    s.count(FAILED)
+                ));
+            }
+            None if self.last_log.elapsed() >= LOG_EVERY => {
+                self.last_log = Instant::now();
+                tracing::info!(
+                    last_id,
+                    examined = s.examined,
+                    changed = s.changed,
+                    failed = s.count(FAILED),
+                    dry_run = s.dry_run,
+                    "backfill progress"
+                );
+            }
+            None => {}
+        }
+    }
+
+    /// Prints the summary and removes the bar.
+    pub fn finish(&mut self, s: &Summary) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+        tracing::info!(examined = s.examined, changed = s.changed, last_id = ?s.last_id,
+            finished = s.finished, interrupted = s.interrupted, dry_run = s.dry_run, "backfill done");
+        let text = if self.json {
+            serde_json::json!({ "summary": s }).to_string()
+        } else {
+            summary_text(s)
+        };
+        self.write(&text);
+        let _ = self.out.flush();
+    }
+
+    fn write(&mut self, line: &str) {
+        let out = &mut *self.out;
+        let mut print = || {
+            let _ = writeln!(out, "{line}");
+        };
+        match &self.bar {
+            Some(bar) => bar.suspend(print),
+            None => print(),
+        }
+    }
+}
+
+fn text_line(e: &Examined) -> String {
+    let mut families: Vec<&str> = e.calls.iter().map(|c| c.family).collect();
+    families.dedup();
+    let mut tools: Vec<&str> = e.calls.iter().filter_map(|c| c.tool.as_deref()).collect();
+    tools.dedup();
+    let mut line = format!(
+        "message {:>10}  agent {:>6}  {:<17} family={} tool={}",
+        e.message_id,
+        e.agent_id
+            .map_or_else(|| "-".to_string(), |a| a.to_string()),
+        e.outcome,
+        dash_if_empty(&families.join(",")),
+        dash_if_empty(&tools.join(",")),
+    );
+    if let Some(detail) = e.calls.iter().find_map(|c| c.detail.as_deref()) {
+        line.push_str(&format!(" detail={detail:?}"));
+    }
+    if let Some(p) = &e.memory_preview {
+        line.push_str(&format!(" memory={p:?}"));
+    }
+    if let Some(err) = &e.error {
+        line.push_str(&format!(" error={err:?}"));
+    }
+    line
+}
+
+fn dash_if_empty(s: &str) -> &str {
+    if s.is_empty() {
+        "-"
+    } else {
+        s
+    }
+}
+
+fn summary_text(s: &Summary) -> String {
+    let mut t = format!(
+        "backfill{}: examined {} message(s){} in {:.1}s{}\n",
+        if s.dry_run {
+            " (dry run, nothing written)"
+        } else {
+            ""
+        },
+        s.examined,
+        match (s.first_id, s.last_id) {
+            (Some(a), Some(b)) => format!(" (ids {a}..={b})"),
+            _ => String::new(),
+        },
+        s.elapsed_secs,
+        if s.interrupted {
+            ", interrupted: run again to resume"
+        } else if s.limit_reached {
+            ", stopped at --limit: run again to resume"
+        } else {
+            ""
+        },
+    );
+    for (outcome, n) in &s.by_outcome {
+        t.push_str(&format!("  {outcome:<18} {n}\n"));
+    }
+    let would = if s.dry_run { " (would be)" } else { "" };
+    t.push_str(&format!("  messages changed{would}: {}\n", s.changed));
+    t.push_str(&format!(
+        "  memories created{would}: {}\n",
+        s.memories_created
+    ));
+    if !s.dry_run {
+        t.push_str(&format!(
+            "  published: {} moderation message(s), {} tool call(s)\n",
+            s.moderation_published, s.tool_calls_published
+        ));
+    }
+    if let Some(r) = s.transcripts {
+        t.push_str(&format!(
+            "  transcripts repaired{would}: {} tool message(s) in {} chat(s)\n",
+            r.tool_messages, r.chats
+        ));
+    }
+    if !s.failed_ids.is_empty() {
+        t.push_str(&format!("  failed message ids: {:?}\n", s.failed_ids));
+    }
+    t.trim_end().to_string()
+}

@@ -1,0 +1,176 @@
+//! What a recovery pass reports: its source, the outcome labels, per-call reports, the
+//! calls to forward. Plain data, shared by the worker, the backfill and the admin API.
+//!
+//! May depend on: `event` (ids), `toolcall_detect` (families).
+
+use crate::event::{AgentId, ChatId, EventId, MessageId};
+use serde_json::Value;
+use toolcall_detect::Family;
+use uuid::Uuid;
+
+/// What asked for the recovery; recorded in the ledger.
+#[derive(Debug, Clone, Copy)]
+pub enum Source {
+    /// A `message.finalized` event.
+    Event(EventId),
+    /// The historical backfill.
+    Backfill,
+    /// The admin API (the app's "fix" button).
+    Admin,
+}
+
+impl Source {
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Source::Event(_) => "event",
+            Source::Backfill => "backfill",
+            Source::Admin => "admin",
+        }
+    }
+    pub(super) fn event_id(self) -> Option<Uuid> {
+        match self {
+            Source::Event(id) => Some(id.get()),
+            _ => None,
+        }
+    }
+}
+
+/// The outcome of a message (event level) or of one leaked call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// No leak.
+    Clean,
+    /// The tool did run; only the echoed markup was removed (also: a foreign tool's fake
+    /// result object, stripped with nothing to run).
+    StrippedOnly,
+    /// A leak on a message without an agent: nothing written.
+    NoAgent,
+    /// save_memory ran: memory created.
+    Recovered,
+    /// save_memory is not enabled for the agent.
+    ToolNotEnabled,
+    /// save_memory with arguments that cannot be saved.
+    InvalidArgs,
+    /// A call the worker cannot run, published for the app.
+    Forwarded,
+    /// Content that is nothing but a result object: left untouched, recorded for review.
+    NeedsReview,
+    /// A pass already did the work.
+    AlreadyRecovered,
+}
+
+impl Outcome {
+    /// The label used in metrics, the ledger and published messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Clean => "clean",
+            Outcome::StrippedOnly => "stripped_only",
+            Outcome::NoAgent => "no_agent",
+            Outcome::Recovered => "recovered",
+            Outcome::ToolNotEnabled => "tool_not_enabled",
+            Outcome::InvalidArgs => "invalid_args",
+            Outcome::Forwarded => "forwarded",
+            Outcome::NeedsReview => "needs_review",
+            Outcome::AlreadyRecovered => "already_recovered",
+        }
+    }
+
+    /// Which call outcome names the message: the one with the most consequence.
+    pub(super) fn rank(self) -> u8 {
+        match self {
+            Outcome::Recovered => 9,
+            Outcome::Forwarded => 8,
+            Outcome::ToolNotEnabled => 7,
+            Outcome::InvalidArgs => 6,
+            Outcome::NeedsReview => 5,
+            Outcome::StrippedOnly => 4,
+            Outcome::NoAgent => 3,
+            Outcome::AlreadyRecovered => 2,
+            Outcome::Clean => 1,
+        }
+    }
+}
+
+/// One leaked call or result object and what was done with it.
+#[derive(Debug, Clone)]
+pub struct CallReport {
+    /// Index of the leak in the message.
+    pub leak_index: usize,
+    /// The leak's family.
+    pub family: Family,
+    /// The call's name (None for a result object without a call).
+    pub name: Option<String>,
+    /// The tool as a metrics label: the name when it is save_memory or enabled for the
+    /// agent, the known tool of a result object, `other` otherwise (bounded cardinality).
+    pub tool_label: String,
+    /// The call's arguments.
+    pub arguments: Option<Value>,
+    /// What happened.
+    pub outcome: Outcome,
+    /// Why, for the error outcomes.
+    pub detail: Option<String>,
+    /// The memory created.
+    pub memory_id: Option<i64>,
+    /// The `role='tool'` message created.
+    pub tool_message_id: Option<i64>,
+}
+
+/// A call to publish on the tool-calls exchange.
+#[derive(Debug, Clone)]
+pub struct ForwardedCall {
+    /// Deterministic per ledger item, so a republish carries the same id.
+    pub event_id: Uuid,
+    /// The tool.
+    pub name: String,
+    /// Its arguments.
+    pub arguments: Value,
+    /// The family it leaked in.
+    pub family: String,
+}
+
+/// What one recovery pass did.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The message.
+    pub message_id: MessageId,
+    /// Its chat.
+    pub chat_id: ChatId,
+    /// Its agent.
+    pub agent_id: Option<AgentId>,
+    /// The message-level outcome.
+    pub outcome: Outcome,
+    /// Per call (empty for `clean`, `no_agent`, `already_recovered`).
+    pub calls: Vec<CallReport>,
+    /// The content as it is in the database after the pass.
+    pub content: Option<String>,
+    /// `tools_used` after the pass (string entries).
+    pub tools_used: Vec<String>,
+    /// The ledger row written, if any.
+    pub recovery_id: Option<i64>,
+    /// The `recovery` object of the moderation message (stored in the ledger, so a
+    /// redelivery republishes the same one).
+    pub summary: Value,
+    /// Calls to publish for the app to run.
+    pub forward: Vec<ForwardedCall>,
+    /// `role='tool'` messages whose empty tool_name was repaired.
+    pub repaired_tool_messages: Vec<i64>,
+    /// Memories created.
+    pub memories_created: usize,
+}
+
+impl Report {
+    /// The tool-calls message of one forwarded call (contract §5), identical wherever it is
+    /// published from; `source` is the event (or the stand-in event) it came with.
+    pub fn tool_call_body(&self, call: &ForwardedCall, source: Uuid) -> Value {
+        serde_json::json!({
+            "event_id": call.event_id.to_string(),
+            "message_id": self.message_id.get(),
+            "chat_id": self.chat_id.get(),
+            "agent_id": self.agent_id.map(|a| a.get()),
+            "name": call.name,
+            "arguments": call.arguments,
+            "family": call.family,
+            "source_event_id": source.to_string(),
+        })
+    }
+}

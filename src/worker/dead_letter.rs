@@ -1,0 +1,103 @@
+//! Dead-lettering a delivery that can never succeed: the original body, published to the
+//! dead-letter exchange with the reason in `x-tcr-reason` (and the error, the event id and
+//! the origin in other `x-tcr-*` headers), confirmed before the delivery is acked.
+//!
+//! May depend on: the parent `worker`, `amqp`, `error`, `retry`.
+
+use super::{truncate, Worker};
+use crate::amqp::{self, Published, Session};
+use crate::error::Error;
+use crate::event::EventId;
+use crate::retry;
+use crate::shutdown::Shutdown;
+use backon::Retryable;
+use lapin::message::Delivery;
+use lapin::types::AMQPValue;
+
+impl Worker {
+    /// Dead-letters with retries of transient failures while the session is usable.
+    pub(super) async fn dead_letter_with_retries(
+        &self,
+        session: &Session,
+        delivery: &Delivery,
+        error: &Error,
+        event_id: Option<EventId>,
+        shutdown: &Shutdown,
+    ) -> Result<(), Error> {
+        let stop = shutdown.clone();
+        (|| self.dead_letter(session, delivery, error, event_id))
+            .retry(retry::policy())
+            .sleep(retry::sleeper(shutdown.clone()))
+            .when(|e: &Error| {
+                e.is_transient() && !session.health.is_broken() && !stop.is_shutdown()
+            })
+            .notify(|e: &Error, after| {
+                self.metrics.transient_error("broker");
+                tracing::warn!(error = %e, retry_in = ?after, "dead-lettering failed; retrying");
+            })
+            .await
+    }
+
+    /// Publishes the original body to the dead-letter exchange with the reason in headers.
+    async fn dead_letter(
+        &self,
+        session: &Session,
+        delivery: &Delivery,
+        error: &Error,
+        event_id: Option<EventId>,
+    ) -> Result<(), Error> {
+        let mut headers = delivery.properties.headers().clone().unwrap_or_default();
+        headers.insert(
+            "x-tcr-reason".into(),
+            amqp::string_value(error.dead_letter_reason()),
+        );
+        headers.insert(
+            "x-tcr-error".into(),
+            amqp::string_value(&truncate(&error.to_string(), 500)),
+        );
+        if let Some(id) = event_id {
+            headers.insert("x-tcr-event-id".into(), amqp::string_value(&id.to_string()));
+        }
+        headers.insert(
+            "x-tcr-original-exchange".into(),
+            amqp::string_value(delivery.exchange.as_str()),
+        );
+        headers.insert(
+            "x-tcr-original-routing-key".into(),
+            amqp::string_value(delivery.routing_key.as_str()),
+        );
+        headers.insert(
+            "x-tcr-dead-lettered-at".into(),
+            amqp::string_value(&chrono::Utc::now().to_rfc3339()),
+        );
+        headers.insert(
+            "x-tcr-redelivered".into(),
+            AMQPValue::Boolean(delivery.redelivered),
+        );
+        let names = &self.settings.names;
+        match session
+            .publish(
+                &names.dead_letter_exchange,
+                &names.dead_letter_queue,
+                &delivery.data,
+                None,
+                headers,
+            )
+            .await?
+        {
+            Published::Routed => Ok(()),
+            Published::Unroutable => {
+                // Never ack what could not be kept. The dead-letter queue or its binding
+                // is gone: drop the session, so the next one declares the topology again
+                // and the broker redelivers this delivery.
+                tracing::error!(
+                    queue = %names.dead_letter_queue,
+                    exchange = %names.dead_letter_exchange,
+                    "dead letter unroutable; rebuilding the session to redeclare the topology"
+                );
+                session.health.mark_broken();
+                Err(Error::NotConfirmed(names.dead_letter_exchange.clone()))
+            }
+        }
+    }
+}

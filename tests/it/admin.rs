@@ -1,0 +1,403 @@
+//! The admin API, served from `admin::router` on a loopback port of its own: the bearer
+//! token (none configured: 404; missing or wrong: 401), the diagnosis (writes nothing),
+//! and every status of the recover endpoint (200, 404, 409, 422), with the moderation
+//! publish and the ledger checked.
+
+use crate::backfill::fingerprint;
+use crate::harness::*;
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use toolcall_recovery::admin::{self, AdminState, AdminToken};
+use toolcall_recovery::backfill::republish::{PublishTarget, Publisher};
+use toolcall_recovery::metrics::Metrics;
+use toolcall_recovery::settings::SecretUrl;
+
+const TOKEN: &str = "test-admin-token-0123456789";
+
+/// Serves the admin router for this test's database and exchanges.
+async fn serve(app: &TestApp, token: Option<&str>) -> SocketAddr {
+    serve_with(app, token, Duration::from_secs(10)).await
+}
+
+async fn serve_with(app: &TestApp, token: Option<&str>, timeout: Duration) -> SocketAddr {
+    let n = &app.settings.names;
+    let state = AdminState {
+        pool: app.pool.clone(),
+        config: Arc::new(app.settings.detect_config()),
+        token: token.map(AdminToken::new),
+        publisher: Some(Arc::new(Publisher::new(PublishTarget {
+            amqp_url: SecretUrl::new(AMQP_URL),
+            connection_name: "tcr-test-admin".into(),
+            moderation_exchange: n.moderation_exchange.clone(),
+            tool_calls_exchange: n.tool_calls_exchange.clone(),
+        }))),
+        metrics: Arc::new(Metrics::new()),
+        timeout,
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, admin::router(state)).await;
+    });
+    addr
+}
+
+/// One HTTP/1.1 request; the status and the JSON body.
+async fn request(addr: SocketAddr, method: &str, path: &str, auth: Option<&str>) -> (u16, Value) {
+    request_with_body(addr, method, path, auth, "").await
+}
+
+async fn request_with_body(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    auth: Option<&str>,
+    body: &str,
+) -> (u16, Value) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let auth = auth.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n{auth}\r\n{body}",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await.unwrap();
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let status = text.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+fn bearer() -> Option<&'static str> {
+    Some("Bearer test-admin-token-0123456789")
+}
+
+async fn diagnose(addr: SocketAddr, id: i64) -> (u16, Value) {
+    request(
+        addr,
+        "GET",
+        &format!("/v1/messages/{id}/diagnosis"),
+        bearer(),
+    )
+    .await
+}
+
+async fn recover(addr: SocketAddr, id: i64) -> (u16, Value) {
+    request(
+        addr,
+        "POST",
+        &format!("/v1/messages/{id}/recover"),
+        bearer(),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_token_the_api_does_not_exist() {
+    let app = TestApp::prepare().await;
+    let addr = serve(&app, None).await;
+    for (method, path) in [
+        ("GET", "/v1/messages/1/diagnosis"),
+        ("POST", "/v1/messages/1/recover"),
+    ] {
+        for auth in [None, bearer()] {
+            let (status, body) = request(addr, method, path, auth).await;
+            assert_eq!(status, 404, "{method} {path}");
+            assert_eq!(body["error"]["code"], json!("not_found"));
+        }
+    }
+    app.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_or_wrong_token_is_401() {
+    let app = TestApp::prepare().await;
+    let addr = serve(&app, Some(TOKEN)).await;
+    let chat = app.create_chat().await;
+    let id = app
+        .create_message(chat, None, "assistant", Some("Hi."), &[])
+        .await;
+    let path = format!("/v1/messages/{id}/diagnosis");
+    for auth in [
+        None,
+        Some("Bearer wrong"),
+        Some("Bearer test-admin-token-012345678"),
+        Some("Basic dGVzdA=="),
+        Some(TOKEN),
+    ] {
+        let (status, body) = request(addr, "GET", &path, auth).await;
+        assert_eq!(status, 401, "{auth:?}");
+        assert_eq!(body["error"]["code"], json!("unauthorized"));
+        assert!(body["error"]["message"].as_str().is_some());
+    }
+    let (status, _) = request(addr, "POST", &format!("/v1/messages/{id}/recover"), None).await;
+    assert_eq!(status, 401);
+    let (status, body) = diagnose(addr, id).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["outcome"], json!("clean"));
+    let (status, body) = request(addr, "GET", "/v1/messages/abc/diagnosis", bearer()).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (400, json!("invalid_id"))
+    );
+    app.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diagnosis_tells_what_recovery_would_do_and_writes_nothing() {
+    let app = TestApp::prepare().await;
+    let addr = serve(&app, Some(TOKEN)).await;
+    let chat = app.create_chat().await;
+    let agent = app.create_agent(&["save_memory"]).await;
+    let leak = result_prefix_leak("Prefers tea", "preference", "Got it, tea it is.");
+    let id = app
+        .create_message(chat, Some(agent), "assistant", Some(&leak), &[])
+        .await;
+    let before = fingerprint(&app).await;
+
+    let (status, body) = diagnose(addr, id).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["dry_run"], json!(true));
+    assert_eq!(body["outcome"], json!("recovered"));
+    assert_eq!(body["families"], json!(["result_prefix"]));
+    assert_eq!(body["calls"][0]["name"], json!("save_memory"));
+    assert_eq!(
+        body["calls"][0]["arguments"]["content"],
+        json!("Prefers tea")
+    );
+    assert_eq!(body["calls"][0]["outcome"], json!("recovered"));
+    assert_eq!(body["content_preview"], json!("Got it, tea it is."));
+    assert_eq!(body["leaks"][0]["family"], json!("result_prefix"));
+    assert_eq!(body["leaks"][0]["start"], json!(0));
+    assert_eq!(
+        fingerprint(&app).await,
+        before,
+        "a diagnosis writes nothing"
+    );
+
+    let (status, body) = diagnose(addr, id + 1000).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (404, json!("not_found"))
+    );
+    app.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recover_answers_200_404_409_and_422() {
+    let app = TestApp::prepare().await;
+    let addr = serve(&app, Some(TOKEN)).await;
+    let chat = app.create_chat().await;
+    let agent = app.create_agent(&["save_memory", "web_search"]).await;
+    let no_memory = app.create_agent(&["web_search"]).await;
+    let msg = |agent: Option<i64>, content: String| {
+        let app = &app;
+        async move {
+            app.create_message(chat, agent, "assistant", Some(&content), &[])
+                .await
+        }
+    };
+
+    // 200: recovered, published for moderation like the worker does.
+    let id = msg(
+        Some(agent),
+        result_prefix_leak("Prefers tea", "preference", "Tea it is."),
+    )
+    .await;
+    let (status, body) = recover(addr, id).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["outcome"], json!("recovered"));
+    assert_eq!(body["content"], json!("Tea it is."));
+    assert_eq!(body["memories_created"], json!(1));
+    assert_eq!(body["published"]["moderation"], json!(1));
+    assert_eq!(app.count("SELECT count(*) FROM agent_memories").await, 1);
+    assert_eq!(
+        app.count("SELECT count(*) FROM recoveries WHERE source = 'admin'")
+            .await,
+        1
+    );
+    let (m, _) = app
+        .get_one(&app.moderation_queue, Duration::from_secs(5))
+        .await
+        .expect("moderation message");
+    assert_eq!(m["message"]["id"], json!(id));
+    assert_eq!(m["message"]["content"], json!("Tea it is."));
+    assert_eq!(m["recovery"]["outcome"], json!("recovered"));
+    assert_eq!(m["origin"], json!("admin"));
+
+    // 409: nothing left to recover, the second press of the button included.
+    let (status, body) = recover(addr, id).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (409, json!("nothing_to_recover"))
+    );
+    let clean = msg(Some(agent), "All good {name}.".into()).await;
+    let (status, _) = recover(addr, clean).await;
+    assert_eq!(status, 409);
+
+    // 404.
+    let (status, body) = recover(addr, id + 1000).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (404, json!("not_found"))
+    );
+
+    // 200: a call the worker cannot run is forwarded to the app.
+    let fwd = msg(
+        Some(agent),
+        hermes_leak(
+            "web_search",
+            json!({"query": "tea shops"}),
+            "Searching. ",
+            "",
+        ),
+    )
+    .await;
+    let (status, body) = recover(addr, fwd).await;
+    assert_eq!((status, body["outcome"].clone()), (200, json!("forwarded")));
+    let (call, _) = app
+        .get_one(&app.tool_calls_queue, Duration::from_secs(5))
+        .await
+        .expect("tool call");
+    assert_eq!(call["name"], json!("web_search"));
+    assert_eq!(call["message_id"], json!(fwd));
+
+    // 422: no agent; nothing written.
+    let orphan_leak = result_prefix_leak("orphan", "fact", "Reply.");
+    let orphan = msg(None, orphan_leak.clone()).await;
+    let (status, body) = recover(addr, orphan).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (422, json!("no_agent")),
+        "{body}"
+    );
+    assert_eq!(app.message(orphan).await.0, Some(orphan_leak));
+
+    // 422: the tool is not enabled; the markup is removed and kept in the ledger.
+    let leak = hermes_leak(
+        "save_memory",
+        json!({"content": "x", "memory_type": "fact"}),
+        "",
+        "Sure.",
+    );
+    let not_enabled = msg(Some(no_memory), leak).await;
+    let (status, body) = recover(addr, not_enabled).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (422, json!("tool_not_enabled")),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not enabled"),
+        "{body}"
+    );
+    assert_eq!(body["recovery"]["content"], json!("Sure."));
+    let removed: String = sqlx::query_scalar(
+        "SELECT i.removed_text FROM recovery_items i JOIN recoveries r ON r.id = i.recovery_id \
+         WHERE r.message_id = $1",
+    )
+    .bind(not_enabled)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    assert!(removed.starts_with("<tool_call>"), "{removed}");
+
+    // 422: invalid arguments.
+    let leak = hermes_leak(
+        "save_memory",
+        json!({"content": "x", "memory_type": "bogus"}),
+        "",
+        "Ok.",
+    );
+    let invalid = msg(Some(agent), leak).await;
+    let (status, body) = recover(addr, invalid).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (422, json!("invalid_args")),
+        "{body}"
+    );
+    assert_eq!(app.message(invalid).await.0.as_deref(), Some("Ok."));
+
+    // 422: a bare result object is left for review.
+    let bare = msg(
+        Some(agent),
+        "{success: true, memory_type: \"journal\", content: \"only\"}".into(),
+    )
+    .await;
+    let (status, body) = recover(addr, bare).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (422, json!("needs_review")),
+        "{body}"
+    );
+    app.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_and_slow_requests_are_refused() {
+    let app = TestApp::prepare().await;
+    let addr = serve_with(&app, Some(TOKEN), Duration::from_millis(300)).await;
+    let chat = app.create_chat().await;
+    let agent = app.create_agent(&["save_memory"]).await;
+    let leak = result_prefix_leak("Prefers tea", "preference", "Tea it is.");
+    let id = app
+        .create_message(chat, Some(agent), "assistant", Some(&leak), &[])
+        .await;
+    let path = format!("/v1/messages/{id}/recover");
+
+    let big = "x".repeat(admin::MAX_BODY_BYTES + 1);
+    let (status, body) = request_with_body(addr, "POST", &path, bearer(), &big).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (413, json!("payload_too_large"))
+    );
+
+    // The row is locked by another transaction: the request runs out of time, and the
+    // recovery it started is rolled back.
+    let mut lock = app.pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM messages WHERE id = $1 FOR UPDATE")
+        .bind(id)
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let (status, body) = recover(addr, id).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (503, json!("timeout")),
+        "{body}"
+    );
+    lock.rollback().await.unwrap();
+    assert_eq!(app.message(id).await.0, Some(leak));
+    assert_eq!(app.count("SELECT count(*) FROM recoveries").await, 0);
+    app.cleanup().await;
+}
+
+/// The worker serves the admin API on its own HTTP port: a token given in its settings
+/// turns it on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_worker_serves_the_admin_api_on_its_port() {
+    let mut app = TestApp::prepare().await;
+    app.settings.admin.admin_token = Some(AdminToken::new("worker-token"));
+    app.start().await;
+    let addr = app.http_addr.expect("worker HTTP address");
+    let chat = app.create_chat().await;
+    let id = app
+        .create_message(chat, None, "assistant", Some("plain text"), &[])
+        .await;
+    let path = format!("/v1/messages/{id}/diagnosis");
+    let (status, _) = request(addr, "GET", &path, None).await;
+    assert_eq!(
+        status, 401,
+        "a token is configured: no header is unauthorized"
+    );
+    let (status, body) = request(addr, "GET", &path, Some("Bearer worker-token")).await;
+    assert_eq!(status, 200, "{body}");
+    app.cleanup().await;
+}

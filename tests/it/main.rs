@@ -1,0 +1,12 @@
+//! Integration tests: one binary, real PostgreSQL and RabbitMQ. See `harness` for how each
+//! test gets its own database and broker names.
+
+mod admin;
+mod backfill;
+mod faults;
+mod harness;
+mod idempotency;
+mod poison;
+mod process;
+mod recovery_table;
+mod startup;
