@@ -1,0 +1,465 @@
+#!/usr/bin/env python3
+"""Helpers of ci/deploy-checks.sh for the live observability checks.
+
+    obs.py free-port
+    obs.py wait-http URL [--timeout S] [--status 200]
+    obs.py publish AMQP_URL EXCHANGE ROUTING_KEY (--event-for MESSAGE_ID CHAT_ID AGENT_ID CONTENT | --raw TEXT)
+    obs.py wait-metric METRICS_URL SERIES_REGEX [--timeout S]       # polls a /metrics scrape
+    obs.py connection-pid CONNECTION_NAME                           # rabbitmqctl pid of a named connection
+    obs.py prom-expect PROM_URL EXPR VALUE [--timeout S]            # PromQL instant query through the HTTP API
+    obs.py prom-rules PROM_URL RULES_FILE [--expect-firing A,B]     # the rules are loaded and healthy
+    obs.py names METRICS_URL DASHBOARD RULES...                     # every metric named by PromQL is exported
+    obs.py run-dashboard PROM_URL DASHBOARD                         # every dashboard query executes
+    obs.py broker-delete AMQP_URL --exchange X ... --queue Q ...
+    obs.py log-clean LOG TEXT...                                    # no message text in a log
+    obs.py selftest                                                 # the PromQL name extractor on known cases
+
+Only the standard library and pika (pip) are used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+# ------------------------------------------------------------------ PromQL metric names
+
+# Functions, aggregations and keywords: identifiers that are not metric names.
+KEYWORDS = {
+    "by", "without", "on", "ignoring", "group_left", "group_right", "offset", "bool",
+    "and", "or", "unless", "atan2", "inf", "nan", "start", "end", "le",
+}
+TOKEN = re.compile(
+    r"""
+    (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)
+  | (?P<var>\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*|\[\[[^\]]*\]\])
+  | (?P<number>(?:0[xX][0-9a-fA-F]+|[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)(?:ms|s|m|h|d|w|y)*)
+  | (?P<ident>[A-Za-z_:][A-Za-z0-9_:]*)
+  | (?P<open>[({\[])
+  | (?P<close>[)}\]])
+  | (?P<other>\S)
+    """,
+    re.VERBOSE,
+)
+
+
+def metric_names(expr: str) -> set[str]:
+    """The metric names a PromQL expression selects (Grafana variables allowed).
+
+    Skips label names inside {...} and inside the (...) of by/without/on/ignoring/
+    group_left/group_right, everything inside [...] (ranges, subqueries' steps), string
+    literals, numbers and durations, and identifiers followed by '(' (functions and
+    aggregations). A `{__name__="x"}` selector also counts.
+    """
+    tokens = [(m.lastgroup, m.group()) for m in TOKEN.finditer(expr)]
+    names: set[str] = set()
+    stack: list[str] = []  # kinds of the open brackets: "label" ({ or by(...)), "range", "paren"
+    i = 0
+    while i < len(tokens):
+        kind, text = tokens[i]
+        nxt = tokens[i + 1] if i + 1 < len(tokens) else (None, "")
+        in_label = bool(stack) and stack[-1] in ("label", "range")
+        if kind == "open":
+            stack.append({"{": "label", "[": "range"}.get(text, "paren"))
+        elif kind == "close":
+            if stack:
+                stack.pop()
+        elif in_label:
+            if kind == "ident" and text == "__name__" and len(tokens) > i + 2 and tokens[i + 2][0] == "string":
+                names.add(tokens[i + 2][1][1:-1])
+        elif kind == "ident":
+            if text in ("by", "without", "on", "ignoring", "group_left", "group_right") and nxt == ("open", "("):
+                stack.append("label")
+                i += 1
+            elif nxt == ("open", "(") or text in KEYWORDS:
+                pass  # a function, or an aggregation with its clause after the parentheses
+            elif nxt in (("ident", "by"), ("ident", "without")):
+                pass  # an aggregation with its clause first: sum by (x) (...)
+            else:
+                names.add(text)
+        i += 1
+    return names
+
+
+def exported_names(scrape: str) -> set[str]:
+    """Metric names of a Prometheus text scrape, with the series names of histograms and
+    summaries (_bucket, _sum, _count) spelled out."""
+    names: set[str] = set()
+    for line in scrape.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, typ = line.split(None, 3)
+            names.add(name)
+            if typ in ("histogram", "summary"):
+                names.update({f"{name}_sum", f"{name}_count"} | ({f"{name}_bucket"} if typ == "histogram" else set()))
+        elif line and not line.startswith("#"):
+            names.add(re.split(r"[{\s]", line, maxsplit=1)[0])
+    return names
+
+
+def dashboard_exprs(path: str) -> list[tuple[str, str]]:
+    """(where, expr) of every PromQL query of a Grafana dashboard, variables included."""
+    with open(path, encoding="utf-8") as f:
+        dash = json.load(f)
+    out: list[tuple[str, str]] = []
+
+    def panels(ps: Iterable[dict[str, Any]]) -> Iterable[dict[str, Any]]:
+        for p in ps:
+            yield p
+            yield from panels(p.get("panels", []))
+
+    for p in panels(dash.get("panels", [])):
+        for t in p.get("targets", []):
+            if t.get("expr"):
+                out.append((f"panel '{p.get('title')}' {t.get('refId')}", t["expr"]))
+    for v in dash.get("templating", {}).get("list", []):
+        if v.get("type") == "query":
+            q = v.get("query")
+            q = q.get("query") if isinstance(q, dict) else q
+            m = re.match(r"^\s*label_values\((.*),\s*[A-Za-z_][A-Za-z0-9_]*\s*\)\s*$", q or "")
+            if m:
+                out.append((f"variable ${v['name']}", m.group(1)))
+            elif q:
+                out.append((f"variable ${v['name']}", q))
+    return out
+
+
+def rules_exprs(path: str) -> list[tuple[str, str]]:
+    import yaml  # pyyaml comes with yamllint
+
+    with open(path, encoding="utf-8") as f:
+        doc = yaml.safe_load(f)
+    return [(f"rule {r.get('alert') or r.get('record')}", r["expr"]) for g in doc["groups"] for r in g["rules"]]
+
+
+def grafana_to_promql(expr: str) -> str:
+    """Replaces the dashboard's Grafana variables so Prometheus can run the query."""
+    return (expr.replace("$__rate_interval", "1m").replace("$__interval", "15s").replace("$__range", "5m")
+            .replace('"$job"', '"toolcall-recovery"').replace('"$instance"', '".*"'))
+
+
+# ------------------------------------------------------------------------------ HTTP
+
+def http_get(url: str, timeout: float = 5) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace")
+
+
+def prom_query(prom: str, expr: str) -> dict[str, Any]:
+    status, body = http_get(f"{prom}/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
+    doc = json.loads(body)
+    if doc.get("status") != "success":
+        raise RuntimeError(f"query {expr!r} failed ({status}): {doc.get('errorType')}: {doc.get('error')}")
+    return doc["data"]
+
+
+# ------------------------------------------------------------------------ commands
+
+def cmd_free_port(_: argparse.Namespace) -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    print(s.getsockname()[1])
+    s.close()
+    return 0
+
+
+def cmd_wait_http(a: argparse.Namespace) -> int:
+    deadline = time.monotonic() + a.timeout
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            status, body = http_get(a.url, timeout=2)
+            if status == a.status:
+                return 0
+            last = f"{status} {body.strip()}"
+        except OSError as e:
+            last = str(e)
+        time.sleep(0.3)
+    print(f"{a.url} did not answer {a.status} within {a.timeout}s (last: {last})", file=sys.stderr)
+    return 1
+
+
+def amqp_channel(url: str):  # type: ignore[no-untyped-def]
+    import pika
+
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    return conn, conn.channel()
+
+
+def cmd_publish(a: argparse.Namespace) -> int:
+    import pika
+
+    if a.raw is not None:
+        body = a.raw.encode()
+    else:
+        mid, chat, agent, content = a.event_for
+        body = json.dumps({
+            "event_id": str(uuid.uuid4()),
+            "type": "message.finalized",
+            "occurred_at": datetime.now(timezone.utc).isoformat(),
+            "message": {"id": int(mid), "chat_id": int(chat), "agent_id": int(agent) if agent else None,
+                        "role": "assistant", "content": content, "tools_used": [], "model_id": "gemini-2.5-flash"},
+        }).encode()
+    conn, ch = amqp_channel(a.amqp_url)
+    ch.confirm_delivery()
+    ch.basic_publish(a.exchange, a.routing_key, body,
+                     pika.BasicProperties(content_type="application/json", delivery_mode=2), mandatory=True)
+    conn.close()
+    print(f"published {len(body)} bytes to {a.exchange} / {a.routing_key}")
+    return 0
+
+
+def cmd_wait_metric(a: argparse.Namespace) -> int:
+    pattern = re.compile(a.series)
+    deadline = time.monotonic() + a.timeout
+    while time.monotonic() < deadline:
+        try:
+            _, body = http_get(a.metrics_url)
+            for line in body.splitlines():
+                if not line.startswith("#") and pattern.search(line):
+                    print(f"  {line}")
+                    return 0
+        except OSError:
+            pass
+        time.sleep(0.25)
+    print(f"no series matching {a.series!r} in {a.metrics_url} within {a.timeout}s", file=sys.stderr)
+    return 1
+
+
+def cmd_connection_pid(a: argparse.Namespace) -> int:
+    # RabbitMQ 3.10 has no user_provided_name column: the name is in client_properties.
+    out = subprocess.run(["rabbitmqctl", "-q", "list_connections", "--no-table-headers", "pid", "client_properties"],
+                         check=True, capture_output=True, text=True).stdout
+    needle = '{"connection_name","%s"}' % a.name
+    for line in out.splitlines():
+        pid, _, props = line.partition("\t")
+        if needle in props:
+            print(pid)
+            return 0
+    print(f"no broker connection named {a.name}", file=sys.stderr)
+    return 1
+
+
+def cmd_prom_expect(a: argparse.Namespace) -> int:
+    deadline = time.monotonic() + a.timeout
+    got: Any = None
+    while time.monotonic() < deadline:
+        data = prom_query(a.prom, a.expr)
+        result = data["result"]
+        if data["resultType"] == "vector" and len(result) == 1:
+            got = float(result[0]["value"][1])
+        elif data["resultType"] == "scalar":
+            got = float(result[1])
+        else:
+            got = result
+        if got == a.value:
+            print(f"  PromQL {a.expr} = {got:g}")
+            return 0
+        time.sleep(0.5)
+    print(f"PromQL {a.expr} gave {got}, expected {a.value:g} within {a.timeout}s", file=sys.stderr)
+    return 1
+
+
+def cmd_prom_rules(a: argparse.Namespace) -> int:
+    import yaml
+
+    with open(a.rules_file, encoding="utf-8") as f:
+        want = {r.get("alert") or r.get("record") for g in yaml.safe_load(f)["groups"] for r in g["rules"]}
+    _, body = http_get(f"{a.prom}/api/v1/rules")
+    loaded = {r["name"]: r for g in json.loads(body)["data"]["groups"] for r in g["rules"]}
+    missing = want - set(loaded)
+    bad = {n: r.get("lastError") for n, r in loaded.items() if r.get("health") not in ("ok", "unknown")}
+    firing = sorted(n for n, r in loaded.items() if r.get("state") in ("firing", "pending"))
+    print(f"  Prometheus loaded {len(loaded)} rules, health ok; pending/firing now: {firing or 'none'}")
+    if missing or bad:
+        print(f"missing rules: {sorted(missing)}; unhealthy: {bad}", file=sys.stderr)
+        return 1
+    expected = set(a.expect_firing.split(",")) if a.expect_firing else set()
+    if not expected <= set(firing):
+        print(f"expected pending/firing: {sorted(expected)}, got {firing}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_names(a: argparse.Namespace) -> int:
+    _, scrape = http_get(a.metrics_url)
+    exported = exported_names(scrape) | {"up"}
+    exprs = dashboard_exprs(a.dashboard)
+    for r in a.rules:
+        exprs += rules_exprs(r)
+    used: dict[str, list[str]] = {}
+    for where, expr in exprs:
+        names = metric_names(expr)
+        if not names:
+            print(f"  FAIL  {where}: no metric name found in {expr!r}", file=sys.stderr)
+            return 1
+        for n in names:
+            used.setdefault(n, []).append(where)
+    unknown = {n: w for n, w in used.items() if n not in exported}
+    own = sorted(n for n in exported if n.startswith("toolcall_recovery_"))
+    print(f"  {len(exprs)} PromQL expressions (dashboard panels and variables, alert rules) name {len(used)} metrics")
+    print(f"  the worker's scrape exports {len(own)} toolcall_recovery_* series names")
+    for n in sorted(used):
+        print(f"    {'ok ' if n in exported else 'MISSING'} {n} ({len(used[n])} uses)")
+    histograms = {n[: -len("_bucket")] for n in own if n.endswith("_bucket")}
+    unused = sorted(set(own) - set(used) - histograms - {f"{h}_sum" for h in histograms})
+    if unused:
+        print(f"  exported but on no panel or alert: {unused}")
+    if unknown:
+        for n, w in sorted(unknown.items()):
+            print(f"  FAIL  {n} is not exported by the worker; used by {w}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_run_dashboard(a: argparse.Namespace) -> int:
+    failed = 0
+    exprs = dashboard_exprs(a.dashboard)
+    for where, expr in exprs:
+        try:
+            prom_query(a.prom, grafana_to_promql(expr))
+        except RuntimeError as e:
+            print(f"  FAIL  {where}: {e}", file=sys.stderr)
+            failed += 1
+    print(f"  {len(exprs) - failed}/{len(exprs)} dashboard queries execute on Prometheus")
+    return 1 if failed else 0
+
+
+def cmd_broker_delete(a: argparse.Namespace) -> int:
+    import pika
+
+    for q in a.queue or []:
+        try:
+            conn, ch = amqp_channel(a.amqp_url)
+            ch.queue_delete(q)
+            conn.close()
+        except pika.exceptions.AMQPError as e:
+            print(f"  could not delete queue {q}: {e!r}", file=sys.stderr)
+    for x in a.exchange or []:
+        try:
+            conn, ch = amqp_channel(a.amqp_url)
+            ch.exchange_delete(x)
+            conn.close()
+        except pika.exceptions.AMQPError as e:
+            print(f"  could not delete exchange {x}: {e!r}", file=sys.stderr)
+    return 0
+
+
+def cmd_log_clean(a: argparse.Namespace) -> int:
+    """The log holds none of the texts, neither as text nor as a Debug-printed byte array."""
+    with open(a.log, encoding="utf-8", errors="replace") as f:
+        log = f.read()
+    found = []
+    for text in a.texts:
+        as_bytes = ", ".join(str(b) for b in text.encode())
+        for form, needle in (("text", text), ("bytes", as_bytes)):
+            for line in log.splitlines():
+                if needle in line:
+                    found.append(f"{form} of {text!r} in: {line[:200]}")
+                    break
+    for f_ in found:
+        print(f"  FAIL  {f_}", file=sys.stderr)
+    if not found:
+        print(f"  the worker's log ({len(log.splitlines())} lines) carries none of the {len(a.texts)} message texts")
+    return 1 if found else 0
+
+
+def cmd_selftest(_: argparse.Namespace) -> int:
+    cases = {
+        'sum by (outcome) (rate(toolcall_recovery_events_total{job=~"$job", instance=~"$instance"}[$__rate_interval]))':
+            {"toolcall_recovery_events_total"},
+        'histogram_quantile(0.99, sum by (job, le) (rate(a_seconds_bucket{x="y"}[5m]))) > 2.5': {"a_seconds_bucket"},
+        'up{job="toolcall-recovery"} == 0': {"up"},
+        'absent(up{job="x"})': {"up"},
+        'a > 0 and on (job) b offset 15m or count without (reason) (c{reason!~"x|y"}) unless d[5m:1m]': {"a", "b", "c", "d"},
+        'sum(increase(x_total[$__range])) or vector(0)': {"x_total"},
+        '{__name__="named_metric", job="j"}': {"named_metric"},
+        'rate(m[1h30m]) * 1e3 / 0x10 + 2.5e-3': {"m"},
+        'sum by (le) (rate(h_bucket[${__rate_interval}]))': {"h_bucket"},
+        'a / ignoring (le) group_left (instance) b': {"a", "b"},
+        'toolcall_recovery_in_flight_deliveries{job=~"$job"}': {"toolcall_recovery_in_flight_deliveries"},
+    }
+    bad = 0
+    for expr, want in cases.items():
+        got = metric_names(expr)
+        if got != want:
+            print(f"  FAIL  metric_names({expr!r}) = {sorted(got)}, want {sorted(want)}", file=sys.stderr)
+            bad += 1
+    print(f"  PromQL name extractor: {len(cases) - bad}/{len(cases)} known cases right")
+    return 1 if bad else 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("free-port").set_defaults(fn=cmd_free_port)
+    s = sub.add_parser("wait-http")
+    s.add_argument("url")
+    s.add_argument("--timeout", type=float, default=60)
+    s.add_argument("--status", type=int, default=200)
+    s.set_defaults(fn=cmd_wait_http)
+    s = sub.add_parser("publish")
+    s.add_argument("amqp_url")
+    s.add_argument("exchange")
+    s.add_argument("routing_key")
+    g = s.add_mutually_exclusive_group(required=True)
+    g.add_argument("--event-for", nargs=4, metavar=("MESSAGE_ID", "CHAT_ID", "AGENT_ID", "CONTENT"))
+    g.add_argument("--raw")
+    s.set_defaults(fn=cmd_publish)
+    s = sub.add_parser("wait-metric")
+    s.add_argument("metrics_url")
+    s.add_argument("series")
+    s.add_argument("--timeout", type=float, default=30)
+    s.set_defaults(fn=cmd_wait_metric)
+    s = sub.add_parser("connection-pid")
+    s.add_argument("name")
+    s.set_defaults(fn=cmd_connection_pid)
+    s = sub.add_parser("prom-expect")
+    s.add_argument("prom")
+    s.add_argument("expr")
+    s.add_argument("value", type=float)
+    s.add_argument("--timeout", type=float, default=30)
+    s.set_defaults(fn=cmd_prom_expect)
+    s = sub.add_parser("prom-rules")
+    s.add_argument("prom")
+    s.add_argument("rules_file")
+    s.add_argument("--expect-firing", default="", help="comma-separated alerts that must be pending or firing")
+    s.set_defaults(fn=cmd_prom_rules)
+    s = sub.add_parser("names")
+    s.add_argument("metrics_url")
+    s.add_argument("dashboard")
+    s.add_argument("rules", nargs="+")
+    s.set_defaults(fn=cmd_names)
+    s = sub.add_parser("run-dashboard")
+    s.add_argument("prom")
+    s.add_argument("dashboard")
+    s.set_defaults(fn=cmd_run_dashboard)
+    s = sub.add_parser("broker-delete")
+    s.add_argument("amqp_url")
+    s.add_argument("--exchange", action="append")
+    s.add_argument("--queue", action="append")
+    s.set_defaults(fn=cmd_broker_delete)
+    s = sub.add_parser("log-clean")
+    s.add_argument("log")
+    s.add_argument("texts", nargs="+")
+    s.set_defaults(fn=cmd_log_clean)
+    sub.add_parser("selftest").set_defaults(fn=cmd_selftest)
+    a = p.parse_args()
+    return int(a.fn(a))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
