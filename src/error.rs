@@ -41,6 +41,19 @@ pub enum Poison {
     MissingMessage(MessageId),
 }
 
+/// Every dead-letter reason a delivery can carry ([`Poison::reason`] and
+/// [`Error::dead_letter_reason`]), so metrics can show each label from the start.
+pub const DEAD_LETTER_REASONS: &[&str] = &[
+    "oversized",
+    "invalid_utf8",
+    "malformed_json",
+    "invalid_event",
+    "unknown_type",
+    "missing_message",
+    "rejected_by_database",
+    "internal_error",
+];
+
 impl Poison {
     /// The stable label: dead-letter header `x-tcr-reason` and metrics label.
     pub fn reason(&self) -> &'static str {

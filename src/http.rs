@@ -36,6 +36,8 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn metrics(State(s): State<AppState>) -> Response {
+    s.metrics
+        .broker_consuming(s.broker_ready.load(Ordering::SeqCst));
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         s.metrics.render(),

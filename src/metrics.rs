@@ -26,6 +26,7 @@ pub struct Metrics {
     in_flight: IntGauge,
     recoveries: IntCounterVec,
     backfill_progress: IntGauge,
+    broker_consuming: IntGauge,
 }
 
 fn counter_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -123,6 +124,17 @@ impl Metrics {
         )
         .unwrap_or_else(|e| unreachable!("{e}"));
         register(&r, Box::new(backfill_progress.clone()));
+        let broker_consuming = IntGauge::new(
+            "toolcall_recovery_broker_consuming",
+            "1 while a broker session is consuming the input queue, 0 while it is being \
+             re-established (the process is up but takes no deliveries).",
+        )
+        .unwrap_or_else(|e| unreachable!("{e}"));
+        register(&r, Box::new(broker_consuming.clone()));
+        for dependency in ["database", "broker"] {
+            transient_errors.with_label_values(&[dependency]);
+            recoveries.with_label_values(&[dependency]);
+        }
         Metrics {
             registry: r,
             events,
@@ -136,7 +148,24 @@ impl Metrics {
             in_flight,
             recoveries,
             backfill_progress,
+            broker_consuming,
         }
+    }
+
+    /// Shows every label value that can occur at 0 from the start, so that `increase()`
+    /// and `rate()` see the first event instead of a series appearing at 1.
+    pub fn prime(&self, outcomes: &[&str], dead_letter_reasons: &[&str]) {
+        for o in outcomes {
+            self.events.with_label_values(&[o]);
+        }
+        for r in dead_letter_reasons {
+            self.dead_lettered.with_label_values(&[r]);
+        }
+    }
+
+    /// Whether a broker session is consuming (read at scrape time).
+    pub fn broker_consuming(&self, consuming: bool) {
+        self.broker_consuming.set(i64::from(consuming));
     }
 
     /// An event finished with this event-level outcome.
@@ -217,5 +246,17 @@ mod tests {
         let text = m.render();
         assert!(text.contains("toolcall_recovery_events_total{outcome=\"recovered\"} 1"));
         assert!(text.contains("# HELP toolcall_recovery_in_flight_deliveries"));
+    }
+
+    #[test]
+    fn primed_labels_show_at_zero() {
+        let m = Metrics::new();
+        m.prime(&["clean", "recovered"], &["malformed_json"]);
+        let text = m.render();
+        assert!(text.contains("toolcall_recovery_events_total{outcome=\"clean\"} 0"));
+        assert!(text.contains("toolcall_recovery_dead_lettered_total{reason=\"malformed_json\"} 0"));
+        assert!(
+            text.contains("toolcall_recovery_transient_errors_total{dependency=\"database\"} 0")
+        );
     }
 }

@@ -8,9 +8,10 @@
 //! May depend on: every module.
 
 use crate::admin::{self, AdminState};
-use crate::error::Error;
+use crate::error::{self, Error};
 use crate::http::{self, AppState};
 use crate::metrics::Metrics;
+use crate::recover;
 use crate::settings::{DatabaseSettings, Settings};
 use crate::shutdown::{self, Trigger};
 use crate::store;
@@ -73,6 +74,8 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
     let pool = store::connect(&settings.database).await?;
     store::ensure_migrated(&pool, settings.migrate).await?;
     let metrics = Arc::new(Metrics::new());
+    let outcomes = recover::Outcome::ALL.map(recover::Outcome::as_str);
+    metrics.prime(&outcomes, error::DEAD_LETTER_REASONS);
     let broker_ready = Arc::new(AtomicBool::new(false));
     let listener = tokio::net::TcpListener::bind(settings.http_addr)
         .await

@@ -60,6 +60,19 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome, so metrics can show each label from the start.
+    pub const ALL: [Outcome; 9] = [
+        Outcome::Clean,
+        Outcome::StrippedOnly,
+        Outcome::NoAgent,
+        Outcome::Recovered,
+        Outcome::ToolNotEnabled,
+        Outcome::InvalidArgs,
+        Outcome::Forwarded,
+        Outcome::NeedsReview,
+        Outcome::AlreadyRecovered,
+    ];
+
     /// The label used in metrics, the ledger and published messages.
     pub fn as_str(self) -> &'static str {
         match self {
