@@ -7,7 +7,7 @@
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
 use super::util::{call_from_object, find_from, json_value_at, skip_ws, MAX_CANDIDATES};
-use super::xml_invoke::kit::{
+use super::xml_kit::{
     at_lit, merge_pieces, parse_invoke_run, Finder, InvokeSyntax, Piece, ValueMode,
 };
 use crate::types::Family;

@@ -10,7 +10,7 @@
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
 use super::util::{find_from, is_tool_name, skip_ws, typed_param, MAX_CANDIDATES};
-use super::xml_invoke::kit::{at_lit, find_bounded, merge_pieces, Finder, Piece};
+use super::xml_kit::{at_lit, find_bounded, merge_pieces, Finder, Piece};
 use crate::types::Family;
 use crate::{Call, Ctx, Leak};
 use serde_json::{Map, Value};

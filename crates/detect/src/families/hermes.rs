@@ -9,7 +9,7 @@
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
 use super::util::{call_from_object, find_from, json_value_at, skip_ws, MAX_CANDIDATES};
-use super::xml_invoke::kit::{merge_pieces, rest_is_blank, Finder, Piece};
+use super::xml_kit::{merge_pieces, rest_is_blank, Finder, Piece};
 use crate::types::Family;
 use crate::{Ctx, Leak};
 

@@ -4,7 +4,7 @@
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
-use super::xml_invoke::kit::merge_pieces;
+use super::xml_kit::merge_pieces;
 use crate::types::Family;
 use crate::{Ctx, Leak};
 

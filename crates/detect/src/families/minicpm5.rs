@@ -8,7 +8,7 @@
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
 use super::util::{find_from, skip_ws, MAX_CANDIDATES};
-use super::xml_invoke::kit::{
+use super::xml_kit::{
     merge_pieces, parse_invoke, preceded_by, Finder, InvokeSyntax, Piece, ValueMode,
 };
 use crate::types::Family;

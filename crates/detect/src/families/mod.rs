@@ -43,6 +43,7 @@ mod step3;
 pub mod util;
 mod xlam;
 mod xml_invoke;
+mod xml_kit;
 
 use crate::types::Family;
 use crate::{Ctx, Leak};

@@ -9,7 +9,7 @@
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
 use super::util::{find_from, is_tool_name, skip_ws, MAX_CANDIDATES};
-use super::xml_invoke::kit::{
+use super::xml_kit::{
     at_lit, find_bounded, merge_pieces, parse_invoke, rest_is_blank, Finder, InvokeSyntax, Piece,
     ValueMode,
 };

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Backfill throughput on N seeded messages, next to a plain COPY of the same rows, in the
+# same run on the same database (BENCHMARKS.md).
+#
+#   scripts/bench-backfill.sh [N=1000000] [DIRTY_PERCENT=1] [BIN=target/release/toolcall-recovery]
+#
+# Seeds a fresh database: N assistant messages of one agent, DIRTY_PERCENT of them leaked
+# save_memory results, 30% of the clean ones with a markdown link (so they pass the SQL
+# prefilter and cost a detection), the rest plain prose. Drops the database at the end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-1000000}
+DIRTY=${2:-1}
+BIN=${3:-target/release/toolcall-recovery}
+DB="tcr_bench_backfill_$(date +%s)"
+PG="postgres://postgres@127.0.0.1:5432"
+export DATABASE_URL="$PG/$DB"
+cleanup() { psql -q "$PG/postgres" -c "DROP DATABASE IF EXISTS \"$DB\" WITH (FORCE)" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+
+"$BIN" migrate --log-format pretty 2>/dev/null
+psql -q "$DATABASE_URL" <<SQL
+INSERT INTO agents (id, name, enabled_tools) VALUES (1, 'bench', '{save_memory}');
+INSERT INTO chats (id) SELECT g FROM generate_series(1, 1000) g;
+INSERT INTO messages (id, chat_id, agent_id, role, content)
+SELECT g, g % 1000 + 1, 1, 'assistant',
+  CASE
+    WHEN g % 100 < $DIRTY THEN '{success: true, memory_type: "journal", content: "note ' || g || '"}You saw right through me.'
+    WHEN g % 10 < 3 THEN 'See [the docs](https://example.com/' || g || ') for the details of step ' || g || '. It takes about five minutes and needs nothing else.'
+    ELSE 'The weather in Paris tomorrow looks mild, around 14 degrees with light wind; message ' || g || '.'
+  END
+FROM generate_series(1, $N) g;
+SELECT setval(pg_get_serial_sequence('messages', 'id'), $N);
+ANALYZE messages;
+SQL
+echo "seeded $N messages, ${DIRTY}% dirty, in $DB"
+
+t0=$(date +%s.%N)
+psql -q "$DATABASE_URL" -c "\\copy (SELECT id, chat_id, agent_id, role, content, tools_used FROM messages WHERE role = 'assistant' AND agent_id IS NOT NULL ORDER BY id) TO '/dev/null'"
+t1=$(date +%s.%N)
+copy_s=$(echo "$t1 - $t0" | bc -l)
+
+t0=$(date +%s.%N)
+"$BIN" backfill --rate 0 --concurrency 4 --batch-size 5000 --no-publish --log-format json >/tmp/tcr-bench-backfill.out 2>/dev/null
+t1=$(date +%s.%N)
+bf_s=$(echo "$t1 - $t0" | bc -l)
+fixed=$(psql -tAq "$DATABASE_URL" -c "SELECT count(*) FROM agent_memories")
+left=$(psql -tAq "$DATABASE_URL" -c "SELECT count(*) FROM messages WHERE role = 'assistant' AND content LIKE '{success%'")
+
+printf '| workload | rows | seconds | rows/s |\n|---|---|---|---|\n'
+printf '| COPY of the same rows (ceiling) | %d | %.2f | %.0f |\n' "$N" "$copy_s" "$(echo "$N / $copy_s" | bc -l)"
+printf '| backfill (concurrency 4, no publish) | %d | %.2f | %.0f |\n' "$N" "$bf_s" "$(echo "$N / $bf_s" | bc -l)"
+printf 'ratio backfill/COPY: %.2f; memories created %s, dirty rows left %s\n' "$(echo "$copy_s / $bf_s" | bc -l)" "$fixed" "$left"
+tail -n 15 /tmp/tcr-bench-backfill.out | grep -v '^{"message_id' | head -5 || true
