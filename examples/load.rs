@@ -68,6 +68,10 @@ struct Args {
     /// RabbitMQ URL.
     #[arg(long, default_value = "amqp://guest:guest@127.0.0.1:5672/%2f")]
     amqp: String,
+    /// Print the workers' resident memory every this many seconds (0: never), to see it
+    /// stay flat over a soak.
+    #[arg(long, default_value_t = 0)]
+    sample_rss_secs: u64,
     /// Smoke mode for CI: 3,000 events, 10% leaks, debug binary; checks exact counts.
     #[arg(long)]
     smoke: bool,
@@ -176,7 +180,7 @@ async fn seed(args: &Args, names: &Names, leak_share: f64) -> Res<(PgPool, Seede
     for chunk in (0..args.events).collect::<Vec<_>>().chunks(5_000) {
         let (mut id, mut chat, mut text) = (vec![], vec![], vec![]);
         for &i in chunk {
-            let leak = i % every == 0;
+            let leak = leak_share > 0.0 && i % every == 0;
             let c = content(i, leak);
             id.push(i as i64 + 1);
             chat.push((i % 100) as i64 + 1);
@@ -293,6 +297,11 @@ async fn collect(ch: &Channel, queue: &str, expected: usize, timeout: Duration) 
         let sent = v["occurred_at"]
             .as_str()
             .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok());
+        if v["recovery"]["outcome"] != "clean" && std::env::var_os("LOAD_DEBUG").is_some() {
+            let ms = sent
+                .map(|s| (chrono::Utc::now() - s.with_timezone(&chrono::Utc)).num_milliseconds());
+            eprintln!("leaked message latency {ms:?} ms");
+        }
         if let Some(sent) = sent {
             let ms = (chrono::Utc::now() - sent.with_timezone(&chrono::Utc))
                 .num_microseconds()
@@ -333,6 +342,18 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
         return f64::NAN;
     }
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Resident memory of a process now, in MB, from /proc.
+fn current_rss_mb(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        / 1024.0
 }
 
 /// `(cpu seconds, peak RSS MB)` of a process, from /proc.
@@ -484,10 +505,29 @@ async fn worker_case(args: &Args) -> Res<()> {
     let started = Instant::now();
     let (_c3, pubch) = channel(&args.amqp).await?;
     let expected = seeded.ids.len();
+    let sampler = (args.sample_rss_secs > 0).then(|| {
+        let pids: Vec<u32> = workers.iter().filter_map(|w| w.id()).collect();
+        let every = Duration::from_secs(args.sample_rss_secs);
+        tokio::spawn(async move {
+            let t0 = Instant::now();
+            loop {
+                tokio::time::sleep(every).await;
+                let rss: Vec<String> = pids
+                    .iter()
+                    .map(|&p| format!("{:.1}", current_rss_mb(p)))
+                    .collect();
+                println!(
+                    "  t={:>4}s worker RSS MB: {}",
+                    t0.elapsed().as_secs(),
+                    rss.join(" ")
+                );
+            }
+        })
+    });
     let collect_task = {
         let ch = ch.clone();
         tokio::spawn(async move {
-            collect(&ch, &collector, expected, Duration::from_secs(600))
+            collect(&ch, &collector, expected, Duration::from_secs(1800))
                 .await
                 .map_err(|e| e.to_string())
         })
@@ -495,6 +535,9 @@ async fn worker_case(args: &Args) -> Res<()> {
     publish_all(&pubch, &names.input, &seeded, args.rate).await?;
     let lat = collect_task.await??;
     let elapsed = started.elapsed();
+    if let Some(s) = sampler {
+        s.abort();
+    }
     // PostgreSQL publishes a backend's counters up to a second after its transactions.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let commits_after = commits(&pool, &names.db).await;
@@ -623,7 +666,7 @@ async fn forwarder_case(args: &Args) -> Res<()> {
     let collect_task = {
         let ch = ch.clone();
         tokio::spawn(async move {
-            collect(&ch, &collector, expected, Duration::from_secs(600))
+            collect(&ch, &collector, expected, Duration::from_secs(1800))
                 .await
                 .map_err(|e| e.to_string())
         })

@@ -2,15 +2,15 @@
 # Backfill throughput on N seeded messages, next to a plain COPY of the same rows, in the
 # same run on the same database (BENCHMARKS.md).
 #
-#   scripts/bench-backfill.sh [N=1000000] [DIRTY_PERCENT=1] [BIN=target/release/toolcall-recovery]
+#   scripts/bench-backfill.sh [N=1000000] [DIRTY_PER_MILLE=10] [BIN=target/release/toolcall-recovery]
 #
-# Seeds a fresh database: N assistant messages of one agent, DIRTY_PERCENT of them leaked
+# Seeds a fresh database: N assistant messages of one agent, DIRTY_PER_MILLE of every 1000 leaked
 # save_memory results, 30% of the clean ones with a markdown link (so they pass the SQL
 # prefilter and cost a detection), the rest plain prose. Drops the database at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1000000}
-DIRTY=${2:-1}
+DIRTY=${2:-10}
 BIN=${3:-target/release/toolcall-recovery}
 DB="tcr_bench_backfill_$(date +%s)"
 PG="postgres://postgres@127.0.0.1:5432"
@@ -25,7 +25,7 @@ INSERT INTO chats (id) SELECT g FROM generate_series(1, 1000) g;
 INSERT INTO messages (id, chat_id, agent_id, role, content)
 SELECT g, g % 1000 + 1, 1, 'assistant',
   CASE
-    WHEN g % 100 < $DIRTY THEN '{success: true, memory_type: "journal", content: "note ' || g || '"}You saw right through me.'
+    WHEN g % 1000 < $DIRTY THEN '{success: true, memory_type: "journal", content: "note ' || g || '"}You saw right through me.'
     WHEN g % 10 < 3 THEN 'See [the docs](https://example.com/' || g || ') for the details of step ' || g || '. It takes about five minutes and needs nothing else.'
     ELSE 'The weather in Paris tomorrow looks mild, around 14 degrees with light wind; message ' || g || '.'
   END
@@ -33,7 +33,7 @@ FROM generate_series(1, $N) g;
 SELECT setval(pg_get_serial_sequence('messages', 'id'), $N);
 ANALYZE messages;
 SQL
-echo "seeded $N messages, ${DIRTY}% dirty, in $DB"
+echo "seeded $N messages, ${DIRTY} per mille dirty, in $DB"
 
 t0=$(date +%s.%N)
 psql -q "$DATABASE_URL" -c "\\copy (SELECT id, chat_id, agent_id, role, content, tools_used FROM messages WHERE role = 'assistant' AND agent_id IS NOT NULL ORDER BY id) TO '/dev/null'"

@@ -165,7 +165,8 @@ async fn recover_now(
 ) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
     let report = recover::recover_message(&s.pool, id, &s.config, Source::Admin).await?;
-    record(&s.metrics, &report);
+    s.metrics
+        .recovery_pass(report.call_labels(), report.memories_created);
     match report.outcome {
         Outcome::Clean => Err(ApiError::NothingToRecover(format!(
             "message {id} holds no leaked tool call"
@@ -249,19 +250,6 @@ async fn publish(s: &AdminState, report: &Report) -> Result<PublishedCounts, Api
                 recovery: report_body(report, None),
             })
         }
-    }
-}
-
-fn record(metrics: &Metrics, report: &Report) {
-    for call in &report.calls {
-        metrics.call(
-            call.family.as_str(),
-            &call.tool_label,
-            call.outcome.as_str(),
-        );
-    }
-    for _ in 0..report.memories_created {
-        metrics.memory_created();
     }
 }
 

@@ -197,10 +197,44 @@ pub fn string_value(s: &str) -> AMQPValue {
     AMQPValue::LongString(LongString::from(s.to_string()))
 }
 
+/// Publishes a persistent JSON message with the mandatory flag on `channel` (in confirm
+/// mode) and waits for the broker's confirm. A negative confirm is an error (retry); a
+/// returned (unroutable) message is reported, not an error. The one publish of the crate:
+/// the worker's session and the backfill/admin publisher both use it.
+pub async fn publish_confirmed(
+    channel: &Channel,
+    exchange: &str,
+    routing_key: &str,
+    body: &[u8],
+    message_id: Option<&str>,
+    headers: FieldTable,
+) -> Result<Published, Error> {
+    let mut props = BasicProperties::default()
+        .with_delivery_mode(2)
+        .with_content_type(ShortString::from("application/json"))
+        .with_app_id(ShortString::from("toolcall-recovery"))
+        .with_headers(headers);
+    if let Some(id) = message_id {
+        props = props.with_message_id(ShortString::from(id.to_string()));
+    }
+    let options = BasicPublishOptions {
+        mandatory: true,
+        ..Default::default()
+    };
+    let confirmation = channel
+        .basic_publish(exchange, routing_key, options, body, props)
+        .await?
+        .await?;
+    match confirmation {
+        Confirmation::Ack(None) | Confirmation::NotRequested => Ok(Published::Routed),
+        Confirmation::Ack(Some(_)) => Ok(Published::Unroutable),
+        Confirmation::Nack(_) => Err(Error::NotConfirmed(exchange.to_string())),
+    }
+}
+
 impl Session {
-    /// Publishes a persistent JSON message with the mandatory flag and waits for the
-    /// broker's confirm. A negative confirm is an error (retry); a returned (unroutable)
-    /// message is reported, not an error.
+    /// [`publish_confirmed`] on this session's publishing channel; a channel or connection
+    /// error marks the session broken.
     pub async fn publish(
         &self,
         exchange: &str,
@@ -209,39 +243,19 @@ impl Session {
         message_id: Option<&str>,
         headers: FieldTable,
     ) -> Result<Published, Error> {
-        let mut props = BasicProperties::default()
-            .with_delivery_mode(2)
-            .with_content_type(ShortString::from("application/json"))
-            .with_app_id(ShortString::from("toolcall-recovery"))
-            .with_headers(headers);
-        if let Some(id) = message_id {
-            props = props.with_message_id(ShortString::from(id.to_string()));
-        }
-        let result = async {
-            self.publish
-                .basic_publish(
-                    exchange,
-                    routing_key,
-                    BasicPublishOptions {
-                        mandatory: true,
-                        ..Default::default()
-                    },
-                    body,
-                    props,
-                )
-                .await?
-                .await
-        }
+        let result = publish_confirmed(
+            &self.publish,
+            exchange,
+            routing_key,
+            body,
+            message_id,
+            headers,
+        )
         .await;
-        match result {
-            Ok(Confirmation::Ack(None)) | Ok(Confirmation::NotRequested) => Ok(Published::Routed),
-            Ok(Confirmation::Ack(Some(_))) => Ok(Published::Unroutable),
-            Ok(Confirmation::Nack(_)) => Err(Error::NotConfirmed(exchange.to_string())),
-            Err(e) => {
-                self.health.mark_broken();
-                Err(e.into())
-            }
+        if matches!(&result, Err(Error::Broker(_))) {
+            self.health.mark_broken();
         }
+        result
     }
 
     /// Whether both channels are open.

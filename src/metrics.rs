@@ -183,6 +183,19 @@ impl Metrics {
         self.memories.inc();
     }
 
+    /// A recovery pass (worker, backfill or admin) handled these calls, as `(family, tool,
+    /// outcome)` labels, and created `memories` memories.
+    pub fn recovery_pass<'a>(
+        &self,
+        calls: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>,
+        memories: usize,
+    ) {
+        for (family, tool, outcome) in calls {
+            self.call(family, tool, outcome);
+        }
+        self.memories.inc_by(memories as u64);
+    }
+
     /// A publish to `exchange` was confirmed.
     pub fn published(&self, exchange: &str) {
         self.published.with_label_values(&[exchange]).inc();

@@ -315,7 +315,8 @@ impl Worker {
                 Source::Event(event.event_id),
             )
             .await?;
-            self.record_report(&report);
+            self.metrics
+                .recovery_pass(report.call_labels(), report.memories_created);
             (
                 report.content.clone(),
                 report.tools_used.clone(),
@@ -371,19 +372,6 @@ impl Worker {
             &self.config,
         );
         !detection.is_clean() || detection.depends_on_tools
-    }
-
-    fn record_report(&self, report: &Report) {
-        for call in &report.calls {
-            self.metrics.call(
-                call.family.as_str(),
-                &call.tool_label,
-                call.outcome.as_str(),
-            );
-        }
-        for _ in 0..report.memories_created {
-            self.metrics.memory_created();
-        }
     }
 
     async fn publish_tool_calls(

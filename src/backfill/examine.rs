@@ -217,7 +217,8 @@ impl Examiner {
         };
         let mut examined = Examined::from_report(&c, &report, &detection);
         if !self.dry_run {
-            self.record(&report);
+            self.metrics
+                .recovery_pass(report.call_labels(), report.memories_created);
             if let Some(publisher) = &self.publisher {
                 examined.published = self
                     .retrying(|| publisher.publish_report(&report, "backfill"))
@@ -255,19 +256,6 @@ impl Examiner {
                 tracing::warn!(error = %e, retry_in = ?after, "transient failure; retrying");
             })
             .await
-    }
-
-    fn record(&self, report: &Report) {
-        for call in &report.calls {
-            self.metrics.call(
-                call.family.as_str(),
-                &call.tool_label,
-                call.outcome.as_str(),
-            );
-        }
-        for _ in 0..report.memories_created {
-            self.metrics.memory_created();
-        }
     }
 
     fn record_published(&self, counts: PublishedCounts, publisher: &Publisher) {

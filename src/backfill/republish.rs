@@ -18,10 +18,9 @@ use crate::error::Error;
 use crate::event::{self, EventId, EventMessage, FinalizedEvent, Role, ID_NAMESPACE};
 use crate::recover::{Outcome, Report};
 use crate::settings::SecretUrl;
-use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions};
-use lapin::publisher_confirm::Confirmation;
-use lapin::types::{FieldTable, LongString, ShortString};
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use lapin::options::{ConfirmSelectOptions, ExchangeDeclareOptions};
+use lapin::types::{FieldTable, LongString};
+use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 use uuid::Uuid;
@@ -237,8 +236,9 @@ impl Publisher {
         })
     }
 
-    /// One persistent, mandatory publish, waiting for the broker's confirm. A returned
-    /// (unroutable) message is logged, not an error: nobody has bound a queue yet.
+    /// One persistent, mandatory publish, waiting for the broker's confirm
+    /// ([`amqp::publish_confirmed`]). A returned (unroutable) message is logged, not an
+    /// error: nobody has bound a queue yet.
     async fn publish(
         &self,
         exchange: &str,
@@ -248,36 +248,30 @@ impl Publisher {
     ) -> Result<(), Error> {
         let bytes = serde_json::to_vec(body).map_err(|e| Error::Bug(e.to_string()))?;
         let channel = self.channel().await?;
-        let props = BasicProperties::default()
-            .with_delivery_mode(2)
-            .with_content_type(ShortString::from("application/json"))
-            .with_app_id(ShortString::from("toolcall-recovery"))
-            .with_message_id(ShortString::from(id.to_string()));
-        let options = BasicPublishOptions {
-            mandatory: true,
-            ..Default::default()
-        };
-        let confirmation = async {
-            channel
-                .basic_publish(exchange, routing_key, options, &bytes, props)
-                .await?
-                .await
-        }
+        let published = amqp::publish_confirmed(
+            &channel,
+            exchange,
+            routing_key,
+            &bytes,
+            Some(id),
+            FieldTable::default(),
+        )
         .await;
-        match confirmation {
-            Ok(Confirmation::Ack(None)) | Ok(Confirmation::NotRequested) => Ok(()),
-            Ok(Confirmation::Ack(Some(_))) => {
+        match published {
+            Ok(amqp::Published::Routed) => Ok(()),
+            Ok(amqp::Published::Unroutable) => {
                 tracing::warn!(
                     exchange,
                     "published message was unroutable: no queue is bound"
                 );
                 Ok(())
             }
-            Ok(Confirmation::Nack(_)) => Err(Error::NotConfirmed(exchange.to_string())),
             Err(e) => {
-                // Drop the link so the next publish reconnects.
-                self.link.lock().await.take();
-                Err(e.into())
+                if matches!(e, Error::Broker(_)) {
+                    // Drop the link so the next publish reconnects.
+                    self.link.lock().await.take();
+                }
+                Err(e)
             }
         }
     }

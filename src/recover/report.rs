@@ -172,6 +172,13 @@ pub struct Report {
 }
 
 impl Report {
+    /// The `(family, tool, outcome)` metric labels of each call of the pass.
+    pub fn call_labels(&self) -> impl Iterator<Item = (&str, &str, &str)> + '_ {
+        self.calls
+            .iter()
+            .map(|c| (c.family.as_str(), c.tool_label.as_str(), c.outcome.as_str()))
+    }
+
     /// The tool-calls message of one forwarded call (contract §5), identical wherever it is
     /// published from; `source` is the event (or the stand-in event) it came with.
     pub fn tool_call_body(&self, call: &ForwardedCall, source: Uuid) -> Value {

@@ -110,6 +110,15 @@ async fn migrate_command_leaves_existing_app_tables_alone() {
     .await
     .unwrap();
     assert_eq!(indexes, 0, "existing table not altered");
+    // The one object added to an app table: the partial index transcript repair needs.
+    let repair_index: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_indexes WHERE tablename = 'messages' \
+         AND indexname = 'tcr_messages_unnamed_tool_idx'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(repair_index, 1, "transcript-repair index added");
     for table in [
         "agents",
         "chats",
