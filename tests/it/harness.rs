@@ -16,7 +16,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use toolcall_recovery::settings::{DatabaseSettings, SecretUrl, Settings};
+use toolcall_recovery::settings::{DatabaseSettings, Names, SecretUrl, Settings};
 use toolcall_recovery::startup::{self, Running};
 use toolcall_recovery::store;
 use uuid::Uuid;
@@ -90,6 +90,34 @@ pub fn test_settings(suffix: &str, db_url: &str) -> Settings {
         "--log-format=pretty".into(),
     ];
     P::parse_from(args).s
+}
+
+/// Deletes the queues and exchanges a worker with these names declares, so that tests
+/// leave nothing on the broker (quorum queues are not free: each is a Raft group).
+pub async fn delete_topology(channel: &Channel, n: &Names) {
+    for q in [&n.queue, &n.dead_letter_queue] {
+        let _ = channel.queue_delete(q, QueueDeleteOptions::default()).await;
+    }
+    for e in [
+        &n.input_exchange,
+        &n.dead_letter_exchange,
+        &n.moderation_exchange,
+        &n.tool_calls_exchange,
+    ] {
+        let _ = channel
+            .exchange_delete(e, ExchangeDeleteOptions::default())
+            .await;
+    }
+}
+
+/// [`delete_topology`] on a connection of its own.
+pub async fn delete_topology_of(n: &Names) {
+    if let Ok(conn) = Connection::connect(AMQP_URL, ConnectionProperties::default()).await {
+        if let Ok(channel) = conn.create_channel().await {
+            delete_topology(&channel, n).await;
+        }
+        let _ = conn.close(200, "done").await;
+    }
 }
 
 impl TestApp {
@@ -252,27 +280,11 @@ impl TestApp {
     /// Stops the worker, deletes the test's queues, exchanges and database.
     pub async fn cleanup(mut self) {
         self.stop().await;
-        let n = &self.settings.names;
-        for q in [
-            &n.queue,
-            &n.dead_letter_queue,
-            &self.moderation_queue,
-            &self.tool_calls_queue,
-        ] {
+        delete_topology(&self.channel, &self.settings.names).await;
+        for q in [&self.moderation_queue, &self.tool_calls_queue] {
             let _ = self
                 .channel
                 .queue_delete(q, QueueDeleteOptions::default())
-                .await;
-        }
-        for e in [
-            &n.input_exchange,
-            &n.dead_letter_exchange,
-            &n.moderation_exchange,
-            &n.tool_calls_exchange,
-        ] {
-            let _ = self
-                .channel
-                .exchange_delete(e, ExchangeDeleteOptions::default())
                 .await;
         }
         let _ = self.amqp.close(200, "done").await;
