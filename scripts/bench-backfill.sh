@@ -41,7 +41,7 @@ t1=$(date +%s.%N)
 copy_s=$(echo "$t1 - $t0" | bc -l)
 
 t0=$(date +%s.%N)
-"$BIN" backfill --rate 0 --concurrency 4 --batch-size 5000 --no-publish --log-format json >/tmp/tcr-bench-backfill.out 2>/dev/null
+"$BIN" backfill --rate 0 --concurrency ${CONCURRENCY:-4} --batch-size 5000 --no-publish --log-format json >/tmp/tcr-bench-backfill.out 2>/dev/null
 t1=$(date +%s.%N)
 bf_s=$(echo "$t1 - $t0" | bc -l)
 fixed=$(psql -tAq "$DATABASE_URL" -c "SELECT count(*) FROM agent_memories")
@@ -49,6 +49,6 @@ left=$(psql -tAq "$DATABASE_URL" -c "SELECT count(*) FROM messages WHERE role = 
 
 printf '| workload | rows | seconds | rows/s |\n|---|---|---|---|\n'
 printf '| COPY of the same rows (ceiling) | %d | %.2f | %.0f |\n' "$N" "$copy_s" "$(echo "$N / $copy_s" | bc -l)"
-printf '| backfill (concurrency 4, no publish) | %d | %.2f | %.0f |\n' "$N" "$bf_s" "$(echo "$N / $bf_s" | bc -l)"
+printf '| backfill (concurrency %s, no publish) | %d | %.2f | %.0f |\n' "${CONCURRENCY:-4}" "$N" "$bf_s" "$(echo "$N / $bf_s" | bc -l)"
 printf 'ratio backfill/COPY: %.2f; memories created %s, dirty rows left %s\n' "$(echo "$copy_s / $bf_s" | bc -l)" "$fixed" "$left"
 tail -n 15 /tmp/tcr-bench-backfill.out | grep -v '^{"message_id' | head -5 || true
