@@ -46,6 +46,7 @@ use std::str::FromStr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
 
 /// `application_name` of the backfill's database connections (tell them apart from the
 /// worker's in `pg_stat_activity`).
@@ -234,6 +235,12 @@ pub async fn run_with(
     result
 }
 
+/// Candidates examined ahead of the oldest unfinished one. Output and checkpoint stay in id
+/// order (`buffered`); recoveries are bounded separately by `--concurrency`. With a window
+/// of `--concurrency` alone, leaks a few hundred candidates apart were recovered one after
+/// the other, each stalling the walk for a transaction.
+const EXAMINE_AHEAD: usize = 1024;
+
 /// The backfill's own small pool, named so its connections are told apart.
 async fn connect(settings: &DatabaseSettings, wanted: u32) -> Result<PgPool, Error> {
     let opts = PgConnectOptions::from_str(settings.database_url.expose())
@@ -325,6 +332,7 @@ async fn walk(
         candidates::last_id(pool, until).await?,
     );
     let examiner = Examiner {
+        recoveries: Arc::new(Semaphore::new(args.concurrency.max(1) as usize)),
         pool: pool.clone(),
         config: args.detect_config(),
         dry_run: args.dry_run,
@@ -338,6 +346,10 @@ async fn walk(
         ..Summary::default()
     };
     let mut remaining = args.limit.unwrap_or(u64::MAX);
+    let batch = u64::from(args.batch_size);
+    // The next page is read while this one's recoveries run: a page with a few leaks would
+    // otherwise pay their transaction latencies and the next read one after the other.
+    let mut prefetched: Option<Result<Vec<candidates::Candidate>, Error>> = None;
     let result = loop {
         if stop.is_shutdown() {
             summary.interrupted = true;
@@ -347,11 +359,16 @@ async fn walk(
             summary.limit_reached = true;
             break Ok(());
         }
-        let want = remaining.min(u64::from(args.batch_size)) as i64;
-        let page = match examiner
-            .retrying(|| candidates::page(pool, after, until, want))
-            .await
-        {
+        let want = remaining.min(batch) as i64;
+        let page = match prefetched.take() {
+            Some(page) => page,
+            None => {
+                examiner
+                    .retrying(|| candidates::page(pool, after, until, want))
+                    .await
+            }
+        };
+        let page = match page {
             Ok(page) => page,
             Err(e) => break Err(e),
         };
@@ -360,8 +377,21 @@ async fn walk(
             break Ok(());
         }
         let read = page.len();
-        let (step, fatal) =
-            examine_page(&examiner, page, args, &stop, &mut summary, &mut reporter).await;
+        let next_after = page.last().map_or(after, |c| c.id);
+        let next_want = remaining.saturating_sub(read as u64).min(batch) as i64;
+        let examine = examine_page(&examiner, page, args, &stop, &mut summary, &mut reporter);
+        let read_next = async {
+            if next_want == 0 {
+                return None;
+            }
+            Some(
+                examiner
+                    .retrying(|| candidates::page(pool, next_after, until, next_want))
+                    .await,
+            )
+        };
+        let ((step, fatal), next) = tokio::join!(examine, read_next);
+        prefetched = next;
         if step.examined > 0 {
             after = step.last_message_id;
             if !args.dry_run {
@@ -412,7 +442,7 @@ async fn examine_page(
     let mut results = stream::iter(page)
         .take_until(Box::pin(async move { stopped.wait().await }))
         .map(|c| examiner.examine(c))
-        .buffered(args.concurrency.max(1) as usize);
+        .buffered(EXAMINE_AHEAD.max(args.concurrency as usize));
     while let Some(r) = results.next().await {
         match r {
             Ok(e) => {

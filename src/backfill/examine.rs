@@ -21,6 +21,7 @@ use serde_json::Value;
 use sqlx::PgPool;
 use std::future::Future;
 use std::sync::Arc;
+use tokio::sync::Semaphore;
 use toolcall_detect::{Config, Detection, Input};
 
 /// Longest memory preview printed, in characters.
@@ -191,6 +192,9 @@ pub struct Examiner {
     pub pacer: Pacer,
     /// Cuts retry waits short on Ctrl-C.
     pub stop: Shutdown,
+    /// Recoveries running at once (`--concurrency`): the window of candidates examined
+    /// ahead is wider, since most candidates cost a detection scan and no database work.
+    pub recoveries: Arc<Semaphore>,
 }
 
 impl Examiner {
@@ -202,6 +206,9 @@ impl Examiner {
             return Ok(Examined::bare(&c, Outcome::Clean.as_str()));
         };
         let id = MessageId::new(c.id);
+        // Held for the recovery and its publish; a closed semaphore cannot happen (it is
+        // never closed), and would only mean running without the bound.
+        let _permit = self.recoveries.acquire().await.ok();
         let report = match self.retrying(|| self.recover(id)).await {
             Ok(r) => r,
             Err(Error::Poison(Poison::MissingMessage(_))) => {
