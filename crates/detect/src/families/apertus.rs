@@ -110,42 +110,11 @@ fn parse_block(text: &str, pos: usize) -> Option<(Vec<Call>, usize)> {
 
 #[cfg(test)]
 mod tests {
-    use crate::code::CodeRegions;
-    use crate::{Config, Ctx, Leak};
 
-    /// This family's leaks alone (other families are not run) and the text they leave.
-    struct Out {
-        leaks: Vec<Leak>,
-        cleaned: Option<String>,
-    }
-
-    impl Out {
-        fn is_clean(&self) -> bool {
-            self.leaks.is_empty()
-        }
-    }
+    use super::super::testing::{run_family, Out};
 
     fn run_with(text: &str, tools: &[&str]) -> Out {
-        let tools: Vec<String> = tools.iter().map(|s| s.to_string()).collect();
-        let config = Config::default();
-        let code = CodeRegions::find(text);
-        let reasoning = crate::code::Reasoning::find(text);
-        let ctx = Ctx::new(&config, &tools, &code, &reasoning);
-        let mut leaks = Vec::new();
-        super::find(text, &ctx, &mut leaks);
-        leaks.sort_by_key(|l| l.span.start);
-        let cleaned = (!leaks.is_empty()).then(|| {
-            let mut s = String::new();
-            let mut at = 0;
-            for l in &leaks {
-                assert!(l.span.start >= at, "overlapping leaks");
-                s.push_str(&text[at..l.span.start]);
-                at = l.span.end;
-            }
-            s.push_str(&text[at..]);
-            s.trim().to_string()
-        });
-        Out { leaks, cleaned }
+        run_family(super::find, text, tools)
     }
     use serde_json::json;
 

@@ -287,3 +287,51 @@ pub static REGISTRY: &[FamilyDef] = &[
 pub fn allowed_in_code(family: Family) -> bool {
     matches!(family, Family::JsonFence)
 }
+
+/// Test support: one family's `find` run alone on a text, as the driver would run it
+/// (code and reasoning mapped), without the other families or overlap resolution.
+#[cfg(test)]
+pub(crate) mod testing {
+    use crate::code::{CodeRegions, Reasoning};
+    use crate::{Config, Ctx, Leak};
+
+    /// One family's leaks alone and the text they leave.
+    pub(crate) struct Out {
+        pub leaks: Vec<Leak>,
+        pub cleaned: Option<String>,
+    }
+
+    impl Out {
+        pub fn is_clean(&self) -> bool {
+            self.leaks.is_empty()
+        }
+    }
+
+    /// Runs `find` on `text` with these enabled tools; panics on overlapping leaks.
+    pub(crate) fn run_family(
+        find: fn(&str, &Ctx<'_>, &mut Vec<Leak>),
+        text: &str,
+        tools: &[&str],
+    ) -> Out {
+        let tools: Vec<String> = tools.iter().map(|s| s.to_string()).collect();
+        let config = Config::default();
+        let code = CodeRegions::find(text);
+        let reasoning = Reasoning::find(text);
+        let ctx = Ctx::new(&config, &tools, &code, &reasoning);
+        let mut leaks = Vec::new();
+        find(text, &ctx, &mut leaks);
+        leaks.sort_by_key(|l| l.span.start);
+        let cleaned = (!leaks.is_empty()).then(|| {
+            let mut s = String::new();
+            let mut at = 0;
+            for l in &leaks {
+                assert!(l.span.start >= at, "overlapping leaks");
+                s.push_str(&text[at..l.span.start]);
+                at = l.span.end;
+            }
+            s.push_str(&text[at..]);
+            s.trim().to_string()
+        });
+        Out { leaks, cleaned }
+    }
+}
