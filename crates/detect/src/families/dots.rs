@@ -80,18 +80,9 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
 
 #[cfg(test)]
 mod tests {
-    use crate::{detect, Config, Input};
 
     fn run(text: &str, enabled: &[&str]) -> crate::Detection {
-        let enabled: Vec<String> = enabled.iter().map(|s| s.to_string()).collect();
-        detect(
-            &Input {
-                content: text,
-                tools_used: &[],
-                enabled_tools: &enabled,
-            },
-            &Config::default(),
-        )
+        super::super::testing::detect_with(text, enabled)
     }
 
     #[test]

@@ -102,19 +102,10 @@ fn parse_body(text: &str, body: usize, close: usize) -> Option<Call> {
 
 #[cfg(test)]
 mod tests {
-    use crate::{detect, Config, Input};
     use serde_json::json;
 
     fn run(text: &str, enabled: &[&str]) -> crate::Detection {
-        let enabled: Vec<String> = enabled.iter().map(|s| s.to_string()).collect();
-        detect(
-            &Input {
-                content: text,
-                tools_used: &[],
-                enabled_tools: &enabled,
-            },
-            &Config::default(),
-        )
+        super::super::testing::detect_with(text, enabled)
     }
 
     #[test]

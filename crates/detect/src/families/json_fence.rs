@@ -181,19 +181,10 @@ fn is_schema(args: &Value) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use crate::{detect, Config, Input};
     use serde_json::json;
 
     fn run(text: &str, tools: &[&str]) -> crate::Detection {
-        let tools: Vec<String> = tools.iter().map(|s| s.to_string()).collect();
-        detect(
-            &Input {
-                content: text,
-                tools_used: &[],
-                enabled_tools: &tools,
-            },
-            &Config::default(),
-        )
+        super::super::testing::detect_with(text, tools)
     }
 
     #[test]

@@ -61,18 +61,10 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
 
 #[cfg(test)]
 mod tests {
-    use crate::{detect, Config, Input};
     use serde_json::json;
 
     fn run(text: &str) -> crate::Detection {
-        detect(
-            &Input {
-                content: text,
-                tools_used: &[],
-                enabled_tools: &[],
-            },
-            &Config::default(),
-        )
+        super::super::testing::detect_with(text, &[])
     }
 
     #[test]

@@ -22,17 +22,9 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
 
 #[cfg(test)]
 mod tests {
-    use crate::{detect, Config, Input};
 
     fn run(text: &str) -> crate::Detection {
-        detect(
-            &Input {
-                content: text,
-                tools_used: &[],
-                enabled_tools: &[],
-            },
-            &Config::default(),
-        )
+        super::super::testing::detect_with(text, &[])
     }
 
     #[test]

@@ -147,18 +147,10 @@ fn name_len(s: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use crate::{detect, Config, Input};
     use serde_json::json;
 
     fn run(text: &str) -> crate::Detection {
-        detect(
-            &Input {
-                content: text,
-                tools_used: &[],
-                enabled_tools: &[],
-            },
-            &Config::default(),
-        )
+        super::super::testing::detect_with(text, &[])
     }
 
     #[test]

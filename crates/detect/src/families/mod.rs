@@ -307,6 +307,20 @@ pub(crate) mod testing {
         }
     }
 
+    /// The whole of `detect` on `text`, default policy, nothing in `tools_used`, these
+    /// enabled tools.
+    pub(crate) fn detect_with(text: &str, enabled: &[&str]) -> crate::Detection {
+        let enabled: Vec<String> = enabled.iter().map(|s| s.to_string()).collect();
+        crate::detect(
+            &crate::Input {
+                content: text,
+                tools_used: &[],
+                enabled_tools: &enabled,
+            },
+            &Config::default(),
+        )
+    }
+
     /// Runs `find` on `text` with these enabled tools; panics on overlapping leaks.
     pub(crate) fn run_family(
         find: fn(&str, &Ctx<'_>, &mut Vec<Leak>),

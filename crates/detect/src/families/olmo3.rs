@@ -65,18 +65,10 @@ fn body(text: &str, from: usize) -> Option<(Vec<Call>, usize)> {
 
 #[cfg(test)]
 mod tests {
-    use crate::{detect, Config, Input};
     use serde_json::json;
 
     fn run(text: &str) -> crate::Detection {
-        detect(
-            &Input {
-                content: text,
-                tools_used: &[],
-                enabled_tools: &[],
-            },
-            &Config::default(),
-        )
+        super::super::testing::detect_with(text, &[])
     }
 
     #[test]

@@ -114,17 +114,9 @@ fn parse_block(text: &str, pos: usize, close: &mut Finder<'_>) -> Option<Piece> 
 
 #[cfg(test)]
 mod tests {
-    use crate::{detect, Config, Input};
 
     fn run(text: &str) -> crate::Detection {
-        detect(
-            &Input {
-                content: text,
-                tools_used: &[],
-                enabled_tools: &[],
-            },
-            &Config::default(),
-        )
+        super::super::testing::detect_with(text, &[])
     }
 
     #[test]

@@ -54,18 +54,9 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
 
 #[cfg(test)]
 mod tests {
-    use crate::{detect, Config, Input};
 
     fn run(text: &str, tools: &[&str]) -> crate::Detection {
-        let tools: Vec<String> = tools.iter().map(|s| s.to_string()).collect();
-        detect(
-            &Input {
-                content: text,
-                tools_used: &[],
-                enabled_tools: &tools,
-            },
-            &Config::default(),
-        )
+        super::super::testing::detect_with(text, tools)
     }
 
     #[test]
