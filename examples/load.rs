@@ -693,7 +693,7 @@ async fn txn_case(args: &Args) -> Res<()> {
     let names = Names::new("txn");
     // Every message dirty: this is the dirty-path ceiling.
     let (pool, seeded) = seed(args, &names, 1.0).await?;
-    let config = toolcall_detect::Config::default();
+    let config = toolcall_recovery::recover::Policy::default();
     let commits_before = commits(&pool, &names.db).await;
     let limit = Arc::new(Semaphore::new(args.concurrency));
     let started = Instant::now();

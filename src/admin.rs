@@ -8,7 +8,13 @@
 //!   for moderation and the forwarded calls like the worker does, and says what it did:
 //!   200 done, 404 no such message, 409 nothing to recover, 422 a leak that cannot be
 //!   executed (no agent, tool not enabled, invalid arguments, a bare result object), the
-//!   removed text kept in the ledger wherever text was removed.
+//!   removed text kept in the ledger wherever text was removed. In observe mode the pass
+//!   only records what it would do (`"mode": "observe"` in the answer) and publishes
+//!   nothing.
+//! - `POST /v1/messages/{id}/revert` (`?dry_run=true` to only see what it would do): puts
+//!   the message back as it was before its latest recovery ([`recover::revert`]) and
+//!   publishes the restored message for moderation: 200 reverted (or already reverted),
+//!   404 no such message, 409 `nothing_to_revert` or `conflict` (changed since).
 //!
 //! Both sit behind `Authorization: Bearer <TCR_ADMIN_TOKEN>` (compared in constant time);
 //! without a configured token they answer 404, as if they did not exist. Errors are JSON,
@@ -33,15 +39,17 @@ use crate::backfill::republish::{PublishTarget, PublishedCounts, Publisher};
 use crate::backfill::what_if;
 use crate::event::MessageId;
 use crate::metrics::Metrics;
-use crate::recover::{self, Outcome, Report, Source};
+use crate::recover::revert::{self, RevertOutcome, RevertedBy};
+use crate::recover::{self, Outcome, Policy, Report, Source};
 use crate::settings::Settings;
-use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use error::json_response;
+use serde::Deserialize;
 use serde_json::{json, Value};
 use sqlx::PgPool;
 use std::sync::Arc;
@@ -71,8 +79,8 @@ pub struct AdminSettings {
 pub struct AdminState {
     /// The database.
     pub pool: PgPool,
-    /// The detection policy (as the worker's).
-    pub config: Arc<Config>,
+    /// The recovery policy (as the worker's).
+    pub policy: Arc<Policy>,
     /// The token; `None` disables the API.
     pub token: Option<AdminToken>,
     /// Where recovered messages are published; `None` publishes nothing.
@@ -101,7 +109,7 @@ impl AdminState {
         });
         AdminState {
             pool,
-            config: Arc::new(settings.detect_config()),
+            policy: Arc::new(settings.policy()),
             token: admin.admin_token.clone(),
             publisher: Some(Arc::new(publisher)),
             metrics,
@@ -115,6 +123,7 @@ pub fn router(state: AdminState) -> Router {
     Router::new()
         .route("/v1/messages/{id}/diagnosis", get(diagnosis))
         .route("/v1/messages/{id}/recover", post(recover_now))
+        .route("/v1/messages/{id}/revert", post(revert_now))
         .route_layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
@@ -149,8 +158,8 @@ async fn diagnosis(
     Path(raw): Path<String>,
 ) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
-    let detection = detect_now(&s.pool, id, &s.config).await?;
-    let report = what_if(&s.pool, id, &s.config, Source::Admin).await?;
+    let detection = detect_now(&s.pool, id, &s.policy.detect).await?;
+    let report = what_if(&s.pool, id, &s.policy, Source::Admin).await?;
     let mut body = report_body(&report, None);
     body["dry_run"] = json!(true);
     body["leaks"] = leaks_body(&detection);
@@ -164,16 +173,27 @@ async fn recover_now(
     Path(raw): Path<String>,
 ) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
-    let report = recover::recover_message(&s.pool, id, &s.config, Source::Admin).await?;
-    s.metrics
-        .recovery_pass(report.call_labels(), report.memories_created);
+    let report = recover::recover_message(&s.pool, id, &s.policy, Source::Admin).await?;
+    s.metrics.recovery_pass(
+        report.mode.as_str(),
+        report.call_labels(),
+        report.memories_created,
+    );
     match report.outcome {
         Outcome::Clean => Err(ApiError::NothingToRecover(format!(
             "message {id} holds no leaked tool call"
         ))),
         Outcome::AlreadyRecovered => Err(ApiError::NothingToRecover(format!(
-            "message {id} was already recovered (ledger row {})",
+            "message {id} was already {} (ledger row {})",
+            match report.mode {
+                recover::Mode::Recover => "recovered",
+                recover::Mode::Observe => "observed",
+            },
             report.recovery_id.unwrap_or_default()
+        ))),
+        // Admin passes are never held back by a revert; kept for completeness.
+        Outcome::Reverted => Err(ApiError::NothingToRecover(format!(
+            "message {id} was reverted"
         ))),
         Outcome::NoAgent => Err(unprocessable(
             &report,
@@ -212,6 +232,61 @@ async fn recover_now(
                 &report_body(&report, Some(published)),
             ))
         }
+    }
+}
+
+/// Query of the revert endpoint.
+#[derive(Debug, Deserialize)]
+struct RevertQuery {
+    #[serde(default)]
+    dry_run: bool,
+}
+
+async fn revert_now(
+    State(s): State<AdminState>,
+    Path(raw): Path<String>,
+    Query(q): Query<RevertQuery>,
+) -> Result<Response, ApiError> {
+    let id = parse_id(&raw)?;
+    let report = revert::revert_message(&s.pool, id, RevertedBy::Admin, q.dry_run).await?;
+    if !q.dry_run {
+        s.metrics.revert(report.outcome.as_str());
+    }
+    let mut body = serde_json::to_value(&report).map_err(|e| {
+        tracing::error!(error = %e, "revert report is not serialisable");
+        ApiError::Internal
+    })?;
+    match report.outcome {
+        RevertOutcome::Reverted | RevertOutcome::AlreadyReverted => {
+            if let Some(publisher) = s.publisher.as_ref().filter(|_| !report.dry_run) {
+                let published =
+                    publisher
+                        .publish_restored(&report, "admin")
+                        .await
+                        .map_err(|e| {
+                            tracing::error!(message_id = %id, recovery_id = ?report.recovery_id,
+                            error = %e, "reverted through the admin API but not published");
+                            ApiError::PublishFailed {
+                                message: format!(
+                                    "the revert was committed (ledger row {}), but publishing the \
+                                 restored message failed: {e}",
+                                    report.recovery_id.unwrap_or_default()
+                                ),
+                                recovery: body.clone(),
+                            }
+                        })?;
+                for _ in 0..published.moderation {
+                    s.metrics.published(publisher.exchanges().0);
+                }
+                body["published"] = json!({"moderation": published.moderation});
+            }
+            Ok(json_response(StatusCode::OK, &body))
+        }
+        RevertOutcome::NothingToRevert | RevertOutcome::Conflict => Err(ApiError::Refused {
+            code: report.outcome.as_str(),
+            message: report.reason.clone().unwrap_or_default(),
+            recovery: body,
+        }),
     }
 }
 
@@ -282,6 +357,7 @@ fn report_body(r: &Report, published: Option<PublishedCounts>) -> Value {
         "chat_id": r.chat_id.get(),
         "agent_id": r.agent_id.map(|a| a.get()),
         "outcome": r.outcome.as_str(),
+        "mode": r.mode.as_str(),
         "families": families,
         "calls": calls,
         "content": r.content,

@@ -23,6 +23,7 @@ pub mod examine;
 pub mod output;
 pub mod pace;
 pub mod republish;
+pub mod revisit;
 pub mod transcripts;
 
 pub use examine::what_if;
@@ -30,7 +31,8 @@ pub use output::Summary;
 
 use crate::error::Error;
 use crate::metrics::Metrics;
-use crate::settings::{DatabaseSettings, LogFormat, SecretUrl};
+use crate::recover::{Mode, Policy};
+use crate::settings::{DatabaseSettings, LogFormat, PolicySettings, SecretUrl};
 use crate::shutdown::{self, Shutdown};
 use crate::{http, store};
 use checkpoint::Step;
@@ -89,14 +91,10 @@ pub struct BackfillArgs {
     #[arg(long, default_value = "toolcall-recovery-backfill")]
     pub connection_name: String,
 
-    /// Memory types save_memory accepts, comma-separated (as for `run`).
-    #[arg(
-        long,
-        env = "TCR_MEMORY_TYPES",
-        value_delimiter = ',',
-        default_value = "journal,core,fact,preference,goal,relationship"
-    )]
-    pub memory_types: Vec<String>,
+    /// The recovery policy, as for `run`: memory types, `--mode` (an observe-mode backfill
+    /// records what it would do and changes nothing else), family switches.
+    #[command(flatten)]
+    pub policy: PolicySettings,
 
     /// Report what would happen; write nothing, publish nothing, keep the checkpoint.
     #[arg(long)]
@@ -180,9 +178,9 @@ impl BackfillArgs {
         }
     }
 
-    /// The detection policy.
-    pub fn detect_config(&self) -> toolcall_detect::Config {
-        toolcall_detect::Config::default().with_memory_types(&self.memory_types)
+    /// The recovery policy.
+    pub fn policy(&self) -> Policy {
+        self.policy.policy()
     }
 }
 
@@ -334,7 +332,7 @@ async fn walk(
     let examiner = Examiner {
         recoveries: Arc::new(Semaphore::new(args.concurrency.max(1) as usize)),
         pool: pool.clone(),
-        config: args.detect_config(),
+        policy: args.policy(),
         dry_run: args.dry_run,
         publisher,
         metrics: metrics.clone(),
@@ -345,6 +343,19 @@ async fn walk(
         dry_run: args.dry_run,
         ..Summary::default()
     };
+    let floor = args.since_id.map_or(0, |s| s.saturating_sub(1));
+    if examiner.policy.mode == Mode::Recover && after > floor {
+        revisit::observed(
+            &examiner,
+            pool,
+            (floor, after.min(until)),
+            args.concurrency as usize,
+            &stop,
+            &mut summary,
+            &mut reporter,
+        )
+        .await?;
+    }
     let mut remaining = args.limit.unwrap_or(u64::MAX);
     let batch = u64::from(args.batch_size);
     // The next page is read while this one's recoveries run: a page with a few leaks would

@@ -25,7 +25,8 @@ pub const ID_NAMESPACE: Uuid = Uuid::from_u128(0x6f1c_2d1e_8a4b_4c3e_9f2a_7b5d_0
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+        #[serde(transparent)]
         pub struct $name(i64);
 
         impl $name {

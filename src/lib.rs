@@ -13,7 +13,8 @@
 //! [`shutdown`] and [`retry`], [`error`] (transient / poison / bug), and [`startup`],
 //! which wires them together for the binary and the integration tests. The other callers
 //! of the same recovery transaction are [`backfill`] (historical messages) and [`admin`]
-//! (the app's diagnosis and "fix" endpoints).
+//! (the app's diagnosis, "fix" and revert endpoints); [`revert`] is the command that
+//! undoes a recovery ([`recover::revert`]).
 
 pub mod admin;
 pub mod amqp;
@@ -24,6 +25,7 @@ pub mod http;
 pub mod metrics;
 pub mod recover;
 pub mod retry;
+pub mod revert;
 pub mod scan;
 pub mod settings;
 pub mod shutdown;

@@ -4,7 +4,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use toolcall_recovery::scan;
 use toolcall_recovery::settings::{DatabaseSettings, LogFormat, Settings};
-use toolcall_recovery::{backfill, shutdown, startup, telemetry};
+use toolcall_recovery::{backfill, revert, shutdown, startup, telemetry};
 
 #[derive(Parser)]
 #[command(name = "toolcall-recovery", version, about)]
@@ -24,6 +24,11 @@ enum Command {
     /// Recovery for historical messages: walks the messages table, runs the recovery of
     /// each leak, republishes what changed; `--dry-run` only reports. Resumable.
     Backfill(Box<backfill::BackfillArgs>),
+    /// Puts messages back as they were before their latest recovery (from the ledger),
+    /// deletes what that recovery created, republishes them for moderation. Exit 0 when
+    /// every message is reverted (now or before), 3 when any was refused (changed since
+    /// recovery, nothing to revert, not found), 1 on error.
+    Revert(Box<revert::RevertArgs>),
     /// Creates the database if missing and applies pending migrations.
     Migrate {
         /// The database.
@@ -60,6 +65,20 @@ fn main() -> ExitCode {
                 "backfill",
                 async move { backfill::run(*args).await.map(|_| ()) },
             )
+        }
+        Command::Revert(args) => {
+            telemetry::init(args.log_format);
+            let mut refused = false;
+            let code = block_on("revert", async {
+                let summary = revert::run(&args, &mut std::io::stdout()).await?;
+                refused = summary.refused > 0;
+                Ok(())
+            });
+            if code == ExitCode::SUCCESS && refused {
+                ExitCode::from(3)
+            } else {
+                code
+            }
         }
         Command::Migrate {
             database,

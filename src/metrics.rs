@@ -7,17 +7,29 @@
 //! May depend on: `prometheus`. No I/O.
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
     TextEncoder,
 };
 use std::time::Duration;
+
+/// The label values shown at 0 from the start ([`Metrics::prime`]).
+pub struct Prime<'a> {
+    /// Event-level outcomes.
+    pub outcomes: &'a [&'a str],
+    /// Recovery modes.
+    pub modes: &'a [&'a str],
+    /// Dead-letter reasons.
+    pub dead_letter_reasons: &'a [&'a str],
+    /// Revert results.
+    pub revert_results: &'a [&'a str],
+}
 
 /// The worker's metrics.
 pub struct Metrics {
     registry: Registry,
     events: IntCounterVec,
     calls: IntCounterVec,
-    memories: IntCounter,
+    memories: IntCounterVec,
     published: IntCounterVec,
     unroutable: IntCounterVec,
     dead_lettered: IntCounterVec,
@@ -27,6 +39,9 @@ pub struct Metrics {
     recoveries: IntCounterVec,
     backfill_progress: IntGauge,
     broker_consuming: IntGauge,
+    reverts: IntCounterVec,
+    mode: IntGaugeVec,
+    family_mode: IntGaugeVec,
 }
 
 fn counter_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -34,6 +49,13 @@ fn counter_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCoun
         .unwrap_or_else(|e| unreachable!("metric {name} is well-formed: {e}"));
     register(r, Box::new(c.clone()));
     c
+}
+
+fn gauge_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let g = IntGaugeVec::new(Opts::new(name, help), labels)
+        .unwrap_or_else(|e| unreachable!("metric {name} is well-formed: {e}"));
+    register(r, Box::new(g.clone()));
+    g
 }
 
 fn register(r: &Registry, c: Box<dyn prometheus::core::Collector>) {
@@ -54,22 +76,25 @@ impl Metrics {
         let events = counter_vec(
             &r,
             "toolcall_recovery_events_total",
-            "Finalized-message events processed, by event-level outcome.",
-            &["outcome"],
+            "Finalized-message events processed, by event-level outcome and the mode of \
+             the pass (`observe`: the outcome recovery would have had; nothing changed).",
+            &["outcome", "mode"],
         );
         let calls = counter_vec(
             &r,
             "toolcall_recovery_calls_total",
-            "Leaked calls and result objects handled, by family, tool and outcome. Tool \
-             names not enabled for the agent are reported as `other`.",
-            &["family", "tool", "outcome"],
+            "Leaked calls and result objects handled, by family, tool, outcome and mode \
+             (`observe`: would-be outcome). Tool names not enabled for the agent are \
+             reported as `other`.",
+            &["family", "tool", "outcome", "mode"],
         );
-        let memories = IntCounter::new(
+        let memories = counter_vec(
+            &r,
             "toolcall_recovery_memories_created_total",
-            "agent_memories rows created by recovered save_memory calls.",
-        )
-        .unwrap_or_else(|e| unreachable!("{e}"));
-        register(&r, Box::new(memories.clone()));
+            "agent_memories rows created by recovered save_memory calls, by mode \
+             (`observe`: memories that would have been created).",
+            &["mode"],
+        );
         let published = counter_vec(
             &r,
             "toolcall_recovery_messages_published_total",
@@ -131,6 +156,26 @@ impl Metrics {
         )
         .unwrap_or_else(|e| unreachable!("{e}"));
         register(&r, Box::new(broker_consuming.clone()));
+        let reverts = counter_vec(
+            &r,
+            "toolcall_recovery_reverts_total",
+            "Reverts asked through the admin API, by result (reverted, already_reverted, \
+             nothing_to_revert, conflict).",
+            &["result"],
+        );
+        let mode = gauge_vec(
+            &r,
+            "toolcall_recovery_mode",
+            "1 for the configured recovery mode (recover or observe), 0 for the other.",
+            &["mode"],
+        );
+        let family_mode = gauge_vec(
+            &r,
+            "toolcall_recovery_family_mode",
+            "One series per detection family, value 1, labelled with what the policy does \
+             with it: recover, observe, or disabled.",
+            &["family", "mode"],
+        );
         for dependency in ["database", "broker"] {
             transient_errors.with_label_values(&[dependency]);
             recoveries.with_label_values(&[dependency]);
@@ -149,17 +194,44 @@ impl Metrics {
             recoveries,
             backfill_progress,
             broker_consuming,
+            reverts,
+            mode,
+            family_mode,
         }
     }
 
     /// Shows every label value that can occur at 0 from the start, so that `increase()`
     /// and `rate()` see the first event instead of a series appearing at 1.
-    pub fn prime(&self, outcomes: &[&str], dead_letter_reasons: &[&str]) {
-        for o in outcomes {
-            self.events.with_label_values(&[o]);
+    pub fn prime(&self, labels: &Prime<'_>) {
+        for m in labels.modes {
+            for o in labels.outcomes {
+                self.events.with_label_values(&[o, m]);
+            }
+            self.memories.with_label_values(&[m]);
         }
-        for r in dead_letter_reasons {
+        for r in labels.dead_letter_reasons {
             self.dead_lettered.with_label_values(&[r]);
+        }
+        for r in labels.revert_results {
+            self.reverts.with_label_values(&[r]);
+        }
+    }
+
+    /// The policy in force: the global mode among `modes`, and each family's mode.
+    pub fn policy<'a>(
+        &self,
+        mode: &str,
+        modes: &[&str],
+        families: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) {
+        for m in modes {
+            self.mode.with_label_values(&[m]).set(i64::from(*m == mode));
+        }
+        self.family_mode.reset();
+        for (family, family_mode) in families {
+            self.family_mode
+                .with_label_values(&[family, family_mode])
+                .set(1);
         }
     }
 
@@ -168,32 +240,33 @@ impl Metrics {
         self.broker_consuming.set(i64::from(consuming));
     }
 
-    /// An event finished with this event-level outcome.
-    pub fn event(&self, outcome: &str) {
-        self.events.with_label_values(&[outcome]).inc();
+    /// An event finished with this event-level outcome, in this mode.
+    pub fn event(&self, outcome: &str, mode: &str) {
+        self.events.with_label_values(&[outcome, mode]).inc();
     }
 
-    /// A leaked call (or result object) was handled.
-    pub fn call(&self, family: &str, tool: &str, outcome: &str) {
-        self.calls.with_label_values(&[family, tool, outcome]).inc();
-    }
-
-    /// A memory was created.
-    pub fn memory_created(&self) {
-        self.memories.inc();
-    }
-
-    /// A recovery pass (worker, backfill or admin) handled these calls, as `(family, tool,
-    /// outcome)` labels, and created `memories` memories.
+    /// A recovery pass (worker, backfill or admin) in `mode` handled these calls, as
+    /// `(family, tool, outcome)` labels, and created (observe: would have created)
+    /// `memories` memories.
     pub fn recovery_pass<'a>(
         &self,
+        mode: &str,
         calls: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>,
         memories: usize,
     ) {
         for (family, tool, outcome) in calls {
-            self.call(family, tool, outcome);
+            self.calls
+                .with_label_values(&[family, tool, outcome, mode])
+                .inc();
         }
-        self.memories.inc_by(memories as u64);
+        self.memories
+            .with_label_values(&[mode])
+            .inc_by(memories as u64);
+    }
+
+    /// A revert through the admin API came to `result`.
+    pub fn revert(&self, result: &str) {
+        self.reverts.with_label_values(&[result]).inc();
     }
 
     /// A publish to `exchange` was confirmed.
@@ -254,22 +327,50 @@ mod tests {
     #[test]
     fn renders_recorded_values() {
         let m = Metrics::new();
-        m.event("recovered");
-        m.call("hermes", "save_memory", "recovered");
+        m.event("recovered", "recover");
+        m.recovery_pass("observe", [("hermes", "save_memory", "recovered")], 1);
         let text = m.render();
-        assert!(text.contains("toolcall_recovery_events_total{outcome=\"recovered\"} 1"));
+        assert!(text
+            .contains("toolcall_recovery_events_total{mode=\"recover\",outcome=\"recovered\"} 1"));
+        assert!(text.contains(
+            "toolcall_recovery_calls_total{family=\"hermes\",mode=\"observe\",outcome=\"recovered\",tool=\"save_memory\"} 1"
+        ));
+        assert!(text.contains("toolcall_recovery_memories_created_total{mode=\"observe\"} 1"));
         assert!(text.contains("# HELP toolcall_recovery_in_flight_deliveries"));
     }
 
     #[test]
     fn primed_labels_show_at_zero() {
         let m = Metrics::new();
-        m.prime(&["clean", "recovered"], &["malformed_json"]);
+        m.prime(&Prime {
+            outcomes: &["clean", "recovered"],
+            modes: &["recover", "observe"],
+            dead_letter_reasons: &["malformed_json"],
+            revert_results: &["conflict"],
+        });
         let text = m.render();
-        assert!(text.contains("toolcall_recovery_events_total{outcome=\"clean\"} 0"));
+        assert!(
+            text.contains("toolcall_recovery_events_total{mode=\"observe\",outcome=\"clean\"} 0")
+        );
         assert!(text.contains("toolcall_recovery_dead_lettered_total{reason=\"malformed_json\"} 0"));
+        assert!(text.contains("toolcall_recovery_reverts_total{result=\"conflict\"} 0"));
+        assert!(text.contains("toolcall_recovery_memories_created_total{mode=\"recover\"} 0"));
         assert!(
             text.contains("toolcall_recovery_transient_errors_total{dependency=\"database\"} 0")
         );
+    }
+
+    #[test]
+    fn policy_gauges_name_the_mode_and_each_family_once() {
+        let m = Metrics::new();
+        m.policy("observe", &["recover", "observe"], [("hermes", "observe")]);
+        m.policy("recover", &["recover", "observe"], [("hermes", "disabled")]);
+        let text = m.render();
+        assert!(text.contains("toolcall_recovery_mode{mode=\"recover\"} 1"));
+        assert!(text.contains("toolcall_recovery_mode{mode=\"observe\"} 0"));
+        assert!(
+            text.contains("toolcall_recovery_family_mode{family=\"hermes\",mode=\"disabled\"} 1")
+        );
+        assert!(!text.contains("toolcall_recovery_family_mode{family=\"hermes\",mode=\"observe\"}"));
     }
 }

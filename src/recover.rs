@@ -7,16 +7,24 @@
 //!
 //! Idempotency rests on the row lock plus re-detection: a second pass on the same message
 //! waits for the first to commit, then sees cleaned content and does nothing
-//! (`already_recovered`); a message left untouched for review is recognised by its ledger
-//! row and not recorded twice.
+//! (`already_recovered`); a message left untouched (for review, or by an observe-mode
+//! pass) is recognised by its ledger row and not recorded twice.
+//!
+//! The [`Policy`] decides the mode of each pass. An observe-mode pass runs exactly the
+//! same effects inside a savepoint, rolls them back, and records what they were: the
+//! would-be outcome is the real decision, not a second implementation of it. A message
+//! whose latest ledger row was reverted ([`revert`]) is left alone except by the admin API.
 //!
 //! May depend on: `event` (ids), `error`, `toolcall_detect`, `sqlx`. No broker, no HTTP.
 
 mod ledger;
+mod policy;
 mod report;
+pub mod revert;
 mod save_memory;
 
 pub use ledger::tool_call_event_id;
+pub use policy::{FamilyMode, Mode, Policy};
 pub use report::{CallReport, ForwardedCall, Outcome, Report, Source};
 
 use crate::error::{Error, Poison};
@@ -24,8 +32,8 @@ use crate::event::{AgentId, ChatId, MessageId};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use sqlx::types::Json;
-use sqlx::{PgConnection, PgPool, Row};
-use toolcall_detect::{Call, Config, Detection, Family, Input, Leak, ResultKind};
+use sqlx::{Connection, PgConnection, PgPool, Row};
+use toolcall_detect::{Call, Detection, Family, Input, Leak, ResultKind};
 
 /// The tool the worker can run itself.
 pub const SAVE_MEMORY: &str = "save_memory";
@@ -59,6 +67,12 @@ const REPAIR_TRANSCRIPT: &str = "UPDATE messages t SET tool_name = COALESCE(( \
        ORDER BY a.id LIMIT 1), 'unknown'), updated_at = now() \
      WHERE t.chat_id = $1 AND t.role = 'tool' AND coalesce(t.tool_name, '') = '' \
      RETURNING t.id";
+/// The `recovery` object of a moderation message for a pass that handled no call (a clean
+/// message the worker never took to the database, say).
+pub fn empty_summary(outcome: Outcome, mode: Mode) -> Value {
+    ledger::summary_of(outcome, mode, &[], 0)
+}
+
 /// Runs the recovery of one message in one transaction and commits it.
 ///
 /// Errors: [`Poison::MissingMessage`] when the row does not exist; database errors
@@ -67,21 +81,21 @@ const REPAIR_TRANSCRIPT: &str = "UPDATE messages t SET tool_name = COALESCE(( \
 pub async fn recover_message(
     pool: &PgPool,
     message_id: MessageId,
-    config: &Config,
+    policy: &Policy,
     source: Source,
 ) -> Result<Report, Error> {
     let mut tx = pool.begin().await?;
-    let report = recover_in(&mut tx, message_id, config, source).await?;
+    let report = recover_in(&mut tx, message_id, policy, source).await?;
     tx.commit().await?;
     Ok(report)
 }
 
 /// The body of [`recover_message`] on a connection already inside a transaction (for
-/// callers that compose it with their own writes).
+/// callers that compose it with their own writes, or roll it back).
 pub async fn recover_in(
     conn: &mut PgConnection,
     message_id: MessageId,
-    config: &Config,
+    policy: &Policy,
     source: Source,
 ) -> Result<Report, Error> {
     let row = lock_message(conn, message_id).await?;
@@ -91,11 +105,12 @@ pub async fn recover_in(
         chat_id: ChatId::new(row.chat_id),
         agent_id: row.agent_id.map(AgentId::new),
         outcome: Outcome::Clean,
+        mode: policy.mode,
         calls: Vec::new(),
         content: row.content.clone(),
         tools_used: tools_used.clone(),
         recovery_id: None,
-        summary: ledger::summary_of(Outcome::Clean, &[], 0),
+        summary: ledger::summary_of(Outcome::Clean, policy.mode, &[], 0),
         forward: Vec::new(),
         repaired_tool_messages: Vec::new(),
         memories_created: 0,
@@ -118,36 +133,59 @@ pub async fn recover_in(
             tools_used: &tools_used,
             enabled_tools: &enabled_tools,
         },
-        config,
+        &policy.detect,
     );
-    if detection.is_clean() || detection.cleaned.is_none() {
-        if let Some(prev) = ledger::latest_recovery(conn, message_id).await? {
-            let already = detection.is_clean() || prev.content_after.as_deref() == Some(&content);
-            if already {
-                return already_recovered(conn, report, prev, source).await;
-            }
-        }
-        if detection.is_clean() {
+    let prev = ledger::latest_recovery(conn, message_id).await?;
+    if detection.is_clean() {
+        return match prev.filter(|p| p.applied()) {
+            Some(prev) => already_recovered(conn, report, prev, source).await,
+            None => Ok(report),
+        };
+    }
+    if let Some(prev) = &prev {
+        if prev.reverted && !matches!(source, Source::Admin) {
+            report.outcome = Outcome::Reverted;
+            report.summary = ledger::summary_of(Outcome::Reverted, policy.mode, &[], 0);
             return Ok(report);
+        }
+    }
+    let mode = policy.pass_mode(&detection);
+    report.mode = mode;
+    report.summary = ledger::summary_of(Outcome::Clean, mode, &[], 0);
+    // The content is exactly what a pass left (cleaned text, a message kept for review),
+    // or what an observe-mode pass already recorded: nothing new to do or to record.
+    if let Some(prev) = prev {
+        let left_by_applied = prev.applied() && prev.content_after.as_deref() == Some(&content);
+        let seen_by_observer = mode == Mode::Observe
+            && prev.mode == Mode::Observe
+            && !prev.reverted
+            && prev.content_before.as_deref() == Some(&content);
+        if left_by_applied || seen_by_observer {
+            return already_recovered(conn, report, prev, source).await;
         }
     }
     if !detection.strip_only && row.agent_id.is_none() {
         report.outcome = Outcome::NoAgent;
-        report.summary = ledger::summary_of(Outcome::NoAgent, &[], 0);
+        report.summary = ledger::summary_of(Outcome::NoAgent, mode, &[], 0);
         return Ok(report);
     }
-    apply(
-        conn,
-        &row,
+    let call = save_memory::CallCtx {
+        row: &row,
         message_id,
-        &content,
-        &detection,
-        &enabled_tools,
-        config,
-        source,
-        report,
-    )
-    .await
+        enabled_tools: &enabled_tools,
+        config: &policy.detect,
+    };
+    let pass = match mode {
+        Mode::Recover => run_pass(conn, &call, &content, &detection).await?,
+        Mode::Observe => {
+            // The same effects, undone: the would-be outcome is the real decision.
+            let mut savepoint = conn.begin().await?;
+            let pass = run_pass(&mut savepoint, &call, &content, &detection).await;
+            savepoint.rollback().await?;
+            pass?.forget_effects()
+        }
+    };
+    record(conn, &row, &content, &detection, pass, mode, source, report).await
 }
 
 async fn lock_message(conn: &mut PgConnection, id: MessageId) -> Result<MessageRow, Error> {
@@ -175,12 +213,15 @@ async fn already_recovered(
     source: Source,
 ) -> Result<Report, Error> {
     report.outcome = Outcome::AlreadyRecovered;
+    report.mode = prev.mode;
     report.recovery_id = Some(prev.id);
     report.summary = match (prev.event_id, source.event_id()) {
         (Some(a), Some(b)) if a == b => prev.summary,
-        _ => ledger::summary_of(Outcome::AlreadyRecovered, &[], 0),
+        _ => ledger::summary_of(Outcome::AlreadyRecovered, prev.mode, &[], 0),
     };
-    report.forward = ledger::forwarded_calls(conn, prev.id).await?;
+    if prev.mode == Mode::Recover {
+        report.forward = ledger::forwarded_calls(conn, prev.id).await?;
+    }
     Ok(report)
 }
 
@@ -193,34 +234,46 @@ struct Item {
     tool_call_id: Option<String>,
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn apply(
+/// What the effects of a pass were (or, observed, would have been).
+struct Pass {
+    items: Vec<Item>,
+    content_after: String,
+    tools_used_after: Value,
+    repaired: Vec<i64>,
+}
+
+impl Pass {
+    /// An observed pass: its effects were rolled back, so no id it drew exists.
+    fn forget_effects(mut self) -> Self {
+        for item in &mut self.items {
+            item.report.memory_id = None;
+            item.report.tool_message_id = None;
+            item.tool_call_id = None;
+        }
+        self.repaired.clear();
+        self
+    }
+}
+
+/// The effects of the recovery table (contract §3) on the locked message: save_memory run
+/// or refused, the message cleaned, the chat's transcript repaired. No ledger writes.
+async fn run_pass(
     conn: &mut PgConnection,
-    row: &MessageRow,
-    message_id: MessageId,
+    ctx: &save_memory::CallCtx<'_>,
     content: &str,
     detection: &Detection,
-    enabled_tools: &[String],
-    config: &Config,
-    source: Source,
-    mut report: Report,
-) -> Result<Report, Error> {
+) -> Result<Pass, Error> {
+    let row = ctx.row;
     let mut tools_used_after = row.tools_used.clone();
     let mut items = Vec::new();
     let mut ordinal = 0usize;
-    let ctx = save_memory::CallCtx {
-        row,
-        message_id,
-        enabled_tools,
-        config,
-    };
     for (li, leak) in detection.leaks.iter().enumerate() {
         let mut leak_items = Vec::new();
-        if leak.family == Family::ResultOnly && !config.result_only_recover {
+        if leak.family == Family::ResultOnly && !ctx.config.result_only_recover {
             leak_items.push(bare_item(leak, Outcome::NeedsReview, None));
         } else if detection.strip_only {
             for call in &leak.calls {
-                leak_items.push(stripped_call(leak, call, enabled_tools));
+                leak_items.push(stripped_call(leak, call, ctx.enabled_tools));
             }
             if leak.calls.is_empty() {
                 leak_items.push(bare_item(leak, Outcome::StrippedOnly, None));
@@ -267,44 +320,64 @@ async fn apply(
         .cleaned
         .clone()
         .unwrap_or_else(|| content.to_string());
-    let changed = content_after != content || tools_used_after != row.tools_used;
-    if changed {
+    if content_after != content || tools_used_after != row.tools_used {
         sqlx::query(UPDATE_MESSAGE)
-            .bind(message_id.get())
+            .bind(ctx.message_id.get())
             .bind(&content_after)
             .bind(Json(&tools_used_after))
             .execute(&mut *conn)
             .await?;
     }
     let repaired = repair_transcript(&mut *conn, row.chat_id).await?;
+    Ok(Pass {
+        items,
+        content_after,
+        tools_used_after,
+        repaired,
+    })
+}
 
-    let calls: Vec<CallReport> = items.iter().map(|i| i.report.clone()).collect();
+/// Writes the ledger of a pass and completes its report.
+#[allow(clippy::too_many_arguments)]
+async fn record(
+    conn: &mut PgConnection,
+    row: &MessageRow,
+    content: &str,
+    detection: &Detection,
+    pass: Pass,
+    mode: Mode,
+    source: Source,
+    mut report: Report,
+) -> Result<Report, Error> {
+    let calls: Vec<CallReport> = pass.items.iter().map(|i| i.report.clone()).collect();
     let outcome = calls
         .iter()
         .map(|c| c.outcome)
         .max_by_key(|o| o.rank())
         .unwrap_or(Outcome::StrippedOnly);
     let bytes_removed = detection.bytes_removed(content);
-    let summary = ledger::summary_of(outcome, &calls, bytes_removed);
+    let summary = ledger::summary_of(outcome, mode, &calls, bytes_removed);
     let recovery_id = ledger::insert_recovery(
         conn,
         &ledger::NewRecovery {
-            message_id,
+            message_id: report.message_id,
             row,
             source,
+            mode,
             outcome,
             content_before: content,
-            content_after: &content_after,
-            tools_used_after: &tools_used_after,
-            repaired: &repaired,
+            content_after: &pass.content_after,
+            tools_used_after: &pass.tools_used_after,
+            repaired: &pass.repaired,
             summary: &summary,
         },
     )
     .await?;
-    for item in &items {
+    for item in &pass.items {
         let leak = &detection.leaks[item.leak_index];
         let item_id = ledger::insert_item(conn, recovery_id, item, leak, content).await?;
-        if item.report.outcome == Outcome::Forwarded {
+        // Observed calls are not forwarded: the app would run them.
+        if item.report.outcome == Outcome::Forwarded && mode == Mode::Recover {
             report.forward.push(ForwardedCall {
                 event_id: ledger::tool_call_event_id(item_id),
                 name: item.report.name.clone().unwrap_or_default(),
@@ -319,12 +392,15 @@ async fn apply(
         .filter(|c| c.outcome == Outcome::Recovered)
         .count();
     report.outcome = outcome;
+    report.mode = mode;
     report.calls = calls;
-    report.content = Some(content_after);
-    report.tools_used = string_entries(&tools_used_after);
+    if mode == Mode::Recover {
+        report.content = Some(pass.content_after);
+        report.tools_used = string_entries(&pass.tools_used_after);
+    }
     report.recovery_id = Some(recovery_id);
     report.summary = summary;
-    report.repaired_tool_messages = repaired;
+    report.repaired_tool_messages = pass.repaired;
     Ok(report)
 }
 

@@ -24,14 +24,9 @@ pub struct ScanArgs {
     /// Enabled tools for plain-text input (and JSONL lines without `enabled_tools`).
     #[arg(long, value_delimiter = ',', default_value = "save_memory")]
     pub enabled_tools: Vec<String>,
-    /// Allowed memory types.
-    #[arg(
-        long,
-        env = "TCR_MEMORY_TYPES",
-        value_delimiter = ',',
-        default_value = "journal,core,fact,preference,goal,relationship"
-    )]
-    pub memory_types: Vec<String>,
+    /// Allowed memory types and families switched off (as for `run`).
+    #[command(flatten)]
+    pub detect: crate::settings::DetectSettings,
     /// Print only messages with a leak.
     #[arg(long)]
     pub leaks_only: bool,
@@ -62,7 +57,7 @@ struct Line {
 /// Runs the scan, writing JSON lines to `out` and problems with the input to stderr.
 /// Errors only when `out` cannot be written; unreadable inputs are counted in the summary.
 pub fn run(args: &ScanArgs, out: &mut dyn Write) -> std::io::Result<Summary> {
-    let config = Config::default().with_memory_types(&args.memory_types);
+    let config = args.detect.config();
     let mut scanner = Scanner {
         args,
         config,
@@ -225,7 +220,10 @@ mod tests {
             files,
             jsonl,
             enabled_tools: vec!["save_memory".into()],
-            memory_types: vec!["journal".into(), "fact".into()],
+            detect: crate::settings::DetectSettings {
+                memory_types: vec!["journal".into(), "fact".into()],
+                families_disabled: Vec::new(),
+            },
             leaks_only: false,
         }
     }

@@ -2,8 +2,10 @@
 //! clap. Connection URLs are wrapped in [`SecretUrl`], whose `Debug` and `Display` mask
 //! the password, so settings can be logged whole.
 //!
-//! May depend on: `clap`, `admin` (its settings type only). No I/O.
+//! May depend on: `clap`, `admin` (its settings type only), `recover` (the policy type),
+//! `toolcall_detect` (family names). No I/O.
 
+use crate::recover::{Mode, Policy};
 use clap::{Args, ValueEnum};
 use std::fmt;
 use std::net::SocketAddr;
@@ -80,6 +82,117 @@ pub enum LogFormat {
     Json,
     /// Human-readable (development).
     Pretty,
+}
+
+/// What detection looks for: shared by `scan`, `run` and `backfill`.
+#[derive(Debug, Clone, Args)]
+pub struct DetectSettings {
+    /// Memory types save_memory accepts, comma-separated.
+    #[arg(
+        long,
+        env = "TCR_MEMORY_TYPES",
+        value_delimiter = ',',
+        default_value = "journal,core,fact,preference,goal,relationship"
+    )]
+    pub memory_types: Vec<String>,
+
+    /// Detection families switched off, comma-separated (e.g. `pythonic,llama3_json`): their
+    /// leaks are not detected, and their markup is left as it is.
+    #[arg(
+        long,
+        env = "TCR_FAMILIES_DISABLED",
+        value_delimiter = ',',
+        value_parser = parse_family
+    )]
+    pub families_disabled: Vec<toolcall_detect::Family>,
+}
+
+impl DetectSettings {
+    /// The detection config these settings describe.
+    pub fn config(&self) -> toolcall_detect::Config {
+        self.families_disabled.iter().fold(
+            toolcall_detect::Config::default().with_memory_types(&self.memory_types),
+            |c, f| c.disable(*f),
+        )
+    }
+}
+
+/// The recovery policy: detection, the mode, the families held in observe mode. Shared by
+/// `run` (worker and admin API) and `backfill`.
+#[derive(Debug, Clone, Args)]
+pub struct PolicySettings {
+    /// Detection.
+    #[command(flatten)]
+    pub detect: DetectSettings,
+
+    /// `recover` changes messages; `observe` records in the ledger and the metrics what
+    /// recovery would do and changes nothing else.
+    #[arg(long, env = "TCR_MODE", value_enum, default_value_t = Mode::Recover)]
+    pub mode: Mode,
+
+    /// Families held in observe mode whatever `--mode` says, comma-separated (e.g.
+    /// `json_fence`): a message with a leak of one of them is only observed. A family that
+    /// is also disabled stays disabled.
+    #[arg(
+        long,
+        env = "TCR_FAMILIES_OBSERVE",
+        value_delimiter = ',',
+        value_parser = parse_family
+    )]
+    pub families_observe: Vec<toolcall_detect::Family>,
+}
+
+impl PolicySettings {
+    /// The policy these settings describe.
+    pub fn policy(&self) -> Policy {
+        self.families_observe.iter().fold(
+            Policy::new(self.detect.config()).with_mode(self.mode),
+            |p, f| p.observe(*f),
+        )
+    }
+}
+
+/// A family name, or an error listing the valid ones.
+fn parse_family(s: &str) -> Result<toolcall_detect::Family, String> {
+    toolcall_detect::Family::from_name(s.trim()).ok_or_else(|| {
+        let names: Vec<&str> = toolcall_detect::Family::ALL
+            .iter()
+            .map(|f| f.as_str())
+            .collect();
+        format!("unknown family {s:?}; families are: {}", names.join(", "))
+    })
+}
+
+/// Where a one-off command (backfill, revert) publishes: the broker and the two
+/// exchanges the worker publishes to, on a connection of its own.
+#[derive(Debug, Clone, Args)]
+pub struct PublishSettings {
+    /// RabbitMQ URL (`amqps://` for TLS).
+    #[arg(
+        long,
+        env = "AMQP_URL",
+        hide_env_values = true,
+        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
+    )]
+    pub amqp_url: SecretUrl,
+
+    /// Topic exchange messages are published to for moderation (routing key
+    /// `message.ready`).
+    #[arg(
+        long,
+        env = "TCR_MODERATION_EXCHANGE",
+        default_value = "chat.moderation"
+    )]
+    pub moderation_exchange: String,
+
+    /// Topic exchange unrunnable calls are published to (routing key
+    /// `tool_call.recovered`).
+    #[arg(
+        long,
+        env = "TCR_TOOL_CALLS_EXCHANGE",
+        default_value = "chat.tool_calls"
+    )]
+    pub tool_calls_exchange: String,
 }
 
 /// Where the database is.
@@ -188,14 +301,9 @@ pub struct Settings {
     #[arg(long, env = "TCR_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
     pub max_body_bytes: usize,
 
-    /// Memory types save_memory accepts, comma-separated.
-    #[arg(
-        long,
-        env = "TCR_MEMORY_TYPES",
-        value_delimiter = ',',
-        default_value = "journal,core,fact,preference,goal,relationship"
-    )]
-    pub memory_types: Vec<String>,
+    /// The recovery policy (memory types, mode, family switches).
+    #[command(flatten)]
+    pub policy: PolicySettings,
 
     /// Log format.
     #[arg(long, env = "TCR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
@@ -224,9 +332,9 @@ impl Settings {
         Duration::from_secs(self.drain_timeout_secs)
     }
 
-    /// The detection policy these settings describe.
-    pub fn detect_config(&self) -> toolcall_detect::Config {
-        toolcall_detect::Config::default().with_memory_types(&self.memory_types)
+    /// The recovery policy these settings describe.
+    pub fn policy(&self) -> Policy {
+        self.policy.policy()
     }
 }
 

@@ -10,7 +10,7 @@
 use crate::admin::{self, AdminState};
 use crate::error::{self, Error};
 use crate::http::{self, AppState};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Prime};
 use crate::recover;
 use crate::settings::{DatabaseSettings, Settings};
 use crate::shutdown::{self, Trigger};
@@ -74,8 +74,9 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
     let pool = store::connect(&settings.database).await?;
     store::ensure_migrated(&pool, settings.migrate).await?;
     let metrics = Arc::new(Metrics::new());
-    let outcomes = recover::Outcome::ALL.map(recover::Outcome::as_str);
-    metrics.prime(&outcomes, error::DEAD_LETTER_REASONS);
+    let policy = settings.policy();
+    prime(&metrics, &policy);
+    log_policy(&policy);
     let broker_ready = Arc::new(AtomicBool::new(false));
     let listener = tokio::net::TcpListener::bind(settings.http_addr)
         .await
@@ -124,4 +125,41 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
         trigger,
         task,
     })
+}
+
+/// Every label value at 0, and the policy in the gauges.
+pub fn prime(metrics: &Metrics, policy: &recover::Policy) {
+    let outcomes = recover::Outcome::ALL.map(recover::Outcome::as_str);
+    let modes = recover::Mode::ALL.map(recover::Mode::as_str);
+    let reverts = recover::revert::RevertOutcome::ALL.map(|r| r.as_str());
+    metrics.prime(&Prime {
+        outcomes: &outcomes,
+        modes: &modes,
+        dead_letter_reasons: error::DEAD_LETTER_REASONS,
+        revert_results: &reverts,
+    });
+    metrics.policy(
+        policy.mode.as_str(),
+        &modes,
+        toolcall_detect::Family::ALL
+            .iter()
+            .map(|f| (f.as_str(), policy.family_mode(*f).as_str())),
+    );
+}
+
+/// The operator switched something off or into observe mode: say so once at start.
+fn log_policy(policy: &recover::Policy) {
+    let with = |m: recover::FamilyMode| -> Vec<&str> {
+        toolcall_detect::Family::ALL
+            .iter()
+            .filter(|f| policy.family_mode(**f) == m)
+            .map(|f| f.as_str())
+            .collect()
+    };
+    tracing::info!(
+        mode = policy.mode.as_str(),
+        families_observe = ?with(recover::FamilyMode::Observe),
+        families_disabled = ?with(recover::FamilyMode::Disabled),
+        "recovery policy"
+    );
 }

@@ -19,7 +19,7 @@ use crate::amqp::{self, Published, Session};
 use crate::error::{Error, ErrorKind};
 use crate::event::{self, EventId, FinalizedEvent, MessageId, Role};
 use crate::metrics::Metrics;
-use crate::recover::{self, Outcome, Report, Source};
+use crate::recover::{self, Mode, Outcome, Policy, Report, Source};
 use crate::retry;
 use crate::settings::Settings;
 use crate::shutdown::Shutdown;
@@ -29,7 +29,7 @@ use lapin::message::Delivery;
 use lapin::options::BasicAckOptions;
 use lapin::types::FieldTable;
 use lapin::Consumer;
-use serde_json::{json, Value};
+use serde_json::Value;
 use sqlx::PgPool;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,7 +37,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
-use toolcall_detect::{Config, Input};
+use toolcall_detect::Input;
 
 /// How long tasks of a broken session get to notice before they are dropped.
 const BROKEN_SESSION_GRACE: Duration = Duration::from_secs(5);
@@ -51,14 +51,14 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct Worker {
     settings: Settings,
     pool: PgPool,
-    config: Config,
+    policy: Policy,
     metrics: Arc<Metrics>,
     broker_ready: Arc<AtomicBool>,
 }
 
 /// What a delivery ended as, for the events metric.
 enum Done {
-    Processed(Outcome),
+    Processed(Outcome, Mode),
     DeadLettered,
 }
 
@@ -70,11 +70,11 @@ impl Worker {
         metrics: Arc<Metrics>,
         broker_ready: Arc<AtomicBool>,
     ) -> Self {
-        let config = settings.detect_config();
+        let policy = settings.policy();
         Worker {
             settings,
             pool,
-            config,
+            policy,
             metrics,
             broker_ready,
         }
@@ -231,13 +231,13 @@ impl Worker {
                         Done::DeadLettered
                     })
             }
-            other => other.map(Done::Processed),
+            other => other.map(|(outcome, mode)| Done::Processed(outcome, mode)),
         };
         match result {
             Ok(done) => match delivery.acker.ack(BasicAckOptions::default()).await {
                 Ok(()) => {
-                    if let Done::Processed(outcome) = done {
-                        self.metrics.event(outcome.as_str());
+                    if let Done::Processed(outcome, mode) = done {
+                        self.metrics.event(outcome.as_str(), mode.as_str());
                         if outcome == Outcome::Clean {
                             tracing::debug!(event_id = %show(event_id), message_id = %show(message_id), outcome = outcome.as_str(), "event processed");
                         } else {
@@ -263,7 +263,11 @@ impl Worker {
         session: &Session,
         delivery: &Delivery,
         shutdown: &Shutdown,
-    ) -> (Result<Outcome, Error>, Option<EventId>, Option<MessageId>) {
+    ) -> (
+        Result<(Outcome, Mode), Error>,
+        Option<EventId>,
+        Option<MessageId>,
+    ) {
         match event::decode(&delivery.data, self.settings.max_body_bytes) {
             Ok(event) => {
                 let r = self.process_with_retries(session, &event, shutdown).await;
@@ -280,7 +284,7 @@ impl Worker {
         session: &Session,
         event: &FinalizedEvent,
         shutdown: &Shutdown,
-    ) -> Result<Outcome, Error> {
+    ) -> Result<(Outcome, Mode), Error> {
         let db_failed = AtomicBool::new(false);
         let stop = shutdown.clone();
         let result = (|| self.process(session, event))
@@ -306,17 +310,24 @@ impl Worker {
     }
 
     /// One attempt: detect, recover when needed, publish, each publish confirmed.
-    async fn process(&self, session: &Session, event: &FinalizedEvent) -> Result<Outcome, Error> {
+    async fn process(
+        &self,
+        session: &Session,
+        event: &FinalizedEvent,
+    ) -> Result<(Outcome, Mode), Error> {
         let (content, tools_used, summary, outcome, report) = if self.needs_recovery(event) {
             let report = recover::recover_message(
                 &self.pool,
                 event.message.id,
-                &self.config,
+                &self.policy,
                 Source::Event(event.event_id),
             )
             .await?;
-            self.metrics
-                .recovery_pass(report.call_labels(), report.memories_created);
+            self.metrics.recovery_pass(
+                report.mode.as_str(),
+                report.call_labels(),
+                report.memories_created,
+            );
             (
                 report.content.clone(),
                 report.tools_used.clone(),
@@ -328,11 +339,12 @@ impl Worker {
             (
                 event.message.content.clone(),
                 event.message.tools_used.clone(),
-                json!({"outcome": "clean", "families": [], "calls": [], "outcomes": [], "bytes_removed": 0}),
+                recover::empty_summary(Outcome::Clean, self.policy.mode),
                 Outcome::Clean,
                 None,
             )
         };
+        let mode = report.as_ref().map_or(self.policy.mode, |r| r.mode);
         if let Some(report) = &report {
             self.publish_tool_calls(session, report, event.event_id)
                 .await?;
@@ -352,7 +364,7 @@ impl Worker {
             }
             _ => {}
         }
-        Ok(outcome)
+        Ok((outcome, mode))
     }
 
     /// Whether the event's content may hold a leak, so the database must be consulted: a
@@ -369,7 +381,7 @@ impl Worker {
                 tools_used: &m.tools_used,
                 enabled_tools: &[],
             },
-            &self.config,
+            &self.policy.detect,
         );
         !detection.is_clean() || detection.depends_on_tools
     }

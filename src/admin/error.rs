@@ -41,6 +41,17 @@ pub enum ApiError {
         /// What the pass did.
         recovery: Value,
     },
+    /// The request was understood and refused as the message stands (nothing to revert,
+    /// changed since recovery): 409 with its own code.
+    #[error("{message}")]
+    Refused {
+        /// The code (`nothing_to_revert`, `conflict`).
+        code: &'static str,
+        /// Why.
+        message: String,
+        /// What the revert found.
+        recovery: Value,
+    },
     /// Recovered and committed, but the publish for moderation failed.
     #[error("{message}")]
     PublishFailed {
@@ -65,7 +76,7 @@ impl ApiError {
             ApiError::InvalidId(_) => StatusCode::BAD_REQUEST,
             ApiError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Timeout | ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::NothingToRecover(_) => StatusCode::CONFLICT,
+            ApiError::NothingToRecover(_) | ApiError::Refused { .. } => StatusCode::CONFLICT,
             ApiError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::PublishFailed { .. } => StatusCode::BAD_GATEWAY,
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
@@ -80,7 +91,7 @@ impl ApiError {
             ApiError::TooLarge => "payload_too_large",
             ApiError::Timeout => "timeout",
             ApiError::NothingToRecover(_) => "nothing_to_recover",
-            ApiError::Unprocessable { code, .. } => code,
+            ApiError::Unprocessable { code, .. } | ApiError::Refused { code, .. } => code,
             ApiError::PublishFailed { .. } => "publish_failed",
             ApiError::Unavailable => "unavailable",
             ApiError::Internal => "internal",
@@ -91,8 +102,9 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut body = json!({"error": {"code": self.code(), "message": self.to_string()}});
-        if let ApiError::Unprocessable { recovery, .. } | ApiError::PublishFailed { recovery, .. } =
-            &self
+        if let ApiError::Unprocessable { recovery, .. }
+        | ApiError::Refused { recovery, .. }
+        | ApiError::PublishFailed { recovery, .. } = &self
         {
             body["recovery"] = recovery.clone();
         }

@@ -58,7 +58,7 @@ pub async fn page(
     rows.iter().map(candidate).collect()
 }
 
-fn candidate(row: &sqlx::postgres::PgRow) -> Result<Candidate, Error> {
+pub(super) fn candidate(row: &sqlx::postgres::PgRow) -> Result<Candidate, Error> {
     let tools_used = row.try_get::<Json<Value>, _>("tools_used")?.0;
     Ok(Candidate {
         id: row.try_get("id")?,

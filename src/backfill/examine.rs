@@ -8,11 +8,11 @@
 
 use super::candidates::Candidate;
 use super::pace::Pacer;
-use super::republish::{self, PublishedCounts, Publisher};
+use super::republish::{PublishedCounts, Publisher};
 use crate::error::{Error, Poison};
 use crate::event::MessageId;
 use crate::metrics::Metrics;
-use crate::recover::{self, CallReport, Outcome, Report, Source};
+use crate::recover::{self, CallReport, Mode, Outcome, Policy, Report, Source};
 use crate::retry;
 use crate::shutdown::Shutdown;
 use backon::Retryable;
@@ -41,11 +41,11 @@ pub const MISSING: &str = "missing";
 pub async fn what_if(
     pool: &PgPool,
     id: MessageId,
-    config: &Config,
+    policy: &Policy,
     source: Source,
 ) -> Result<Report, Error> {
     let mut tx = pool.begin().await?;
-    let report = recover::recover_in(&mut tx, id, config, source).await;
+    let report = recover::recover_in(&mut tx, id, policy, source).await;
     tx.rollback().await?;
     report
 }
@@ -86,6 +86,8 @@ pub struct Examined {
     pub agent_id: Option<i64>,
     /// The message-level outcome label (or `failed`, `missing`).
     pub outcome: &'static str,
+    /// `recover`, or `observe` when the pass only recorded what it would do.
+    pub mode: &'static str,
     /// Per call.
     pub calls: Vec<CallLine>,
     /// The memory a save_memory call creates, cut to [`PREVIEW_CHARS`] characters.
@@ -103,11 +105,12 @@ pub struct Examined {
 }
 
 impl Examined {
-    fn bare(c: &Candidate, outcome: &'static str) -> Self {
+    fn bare(c: &Candidate, outcome: &'static str, mode: Mode) -> Self {
         Examined {
             message_id: c.id,
             agent_id: c.agent_id,
             outcome,
+            mode: mode.as_str(),
             calls: Vec::new(),
             memory_preview: None,
             memories_created: 0,
@@ -118,7 +121,7 @@ impl Examined {
     }
 
     fn from_report(c: &Candidate, report: &Report, detection: &Detection) -> Self {
-        let mut e = Examined::bare(c, report.outcome.as_str());
+        let mut e = Examined::bare(c, report.outcome.as_str(), report.mode);
         e.calls = report.calls.iter().map(call_line).collect();
         if e.calls.is_empty() {
             // `no_agent`, `already_recovered`: recovery ran no call; show what was seen.
@@ -126,7 +129,7 @@ impl Examined {
         }
         e.memory_preview = report.calls.iter().find_map(memory_preview);
         e.memories_created = report.memories_created;
-        e.changed = republish::content_changed(report.outcome);
+        e.changed = report.content_changed();
         e
     }
 }
@@ -180,8 +183,8 @@ pub fn preview(s: &str, max: usize) -> String {
 pub struct Examiner {
     /// The backfill's own pool.
     pub pool: PgPool,
-    /// The detection policy.
-    pub config: Config,
+    /// The recovery policy.
+    pub policy: Policy,
     /// Roll back instead of committing, publish nothing.
     pub dry_run: bool,
     /// Where recovered messages are published (None: `--no-publish` or dry run).
@@ -202,8 +205,12 @@ impl Examiner {
     /// through the retries); a message that can never be recovered comes back as `failed`.
     pub async fn examine(&self, c: Candidate) -> Result<Examined, Error> {
         self.pacer.tick().await;
-        let Some(detection) = leaks(&c, &self.config) else {
-            return Ok(Examined::bare(&c, Outcome::Clean.as_str()));
+        let Some(detection) = leaks(&c, &self.policy.detect) else {
+            return Ok(Examined::bare(
+                &c,
+                Outcome::Clean.as_str(),
+                self.policy.mode,
+            ));
         };
         let id = MessageId::new(c.id);
         // Held for the recovery and its publish; a closed semaphore cannot happen (it is
@@ -212,20 +219,23 @@ impl Examiner {
         let report = match self.retrying(|| self.recover(id)).await {
             Ok(r) => r,
             Err(Error::Poison(Poison::MissingMessage(_))) => {
-                return Ok(Examined::bare(&c, MISSING));
+                return Ok(Examined::bare(&c, MISSING, self.policy.mode));
             }
             Err(e) if e.is_transient() => return Err(e),
             Err(e) => {
                 tracing::error!(message_id = c.id, error = %e, "recovery failed; message skipped");
-                let mut failed = Examined::bare(&c, FAILED);
+                let mut failed = Examined::bare(&c, FAILED, self.policy.mode);
                 failed.error = Some(e.to_string());
                 return Ok(failed);
             }
         };
         let mut examined = Examined::from_report(&c, &report, &detection);
         if !self.dry_run {
-            self.metrics
-                .recovery_pass(report.call_labels(), report.memories_created);
+            self.metrics.recovery_pass(
+                report.mode.as_str(),
+                report.call_labels(),
+                report.memories_created,
+            );
             if let Some(publisher) = &self.publisher {
                 examined.published = self
                     .retrying(|| publisher.publish_report(&report, "backfill"))
@@ -242,9 +252,9 @@ impl Examiner {
 
     async fn recover(&self, id: MessageId) -> Result<Report, Error> {
         if self.dry_run {
-            what_if(&self.pool, id, &self.config, Source::Backfill).await
+            what_if(&self.pool, id, &self.policy, Source::Backfill).await
         } else {
-            recover::recover_message(&self.pool, id, &self.config, Source::Backfill).await
+            recover::recover_message(&self.pool, id, &self.policy, Source::Backfill).await
         }
     }
 

@@ -51,19 +51,33 @@ pub struct Summary {
     pub limit_reached: bool,
     /// Wall time, seconds.
     pub elapsed_secs: f64,
+    /// Messages below the starting point revisited because an observe-mode pass recorded
+    /// them (counted in `by_outcome`, not in `examined`).
+    pub revisited: u64,
 }
 
 impl Summary {
     /// Counts one examined message.
     pub fn add(&mut self, e: &Examined) {
         self.examined += 1;
+        self.first_id.get_or_insert(e.message_id);
+        self.last_id = Some(e.message_id);
+        self.count_effects(e);
+    }
+
+    /// Counts one revisited observed message (not part of the walk: ids and the
+    /// checkpoint are untouched).
+    pub fn add_revisited(&mut self, e: &Examined) {
+        self.revisited += 1;
+        self.count_effects(e);
+    }
+
+    fn count_effects(&mut self, e: &Examined) {
         *self.by_outcome.entry(e.outcome.to_string()).or_default() += 1;
         self.changed += u64::from(e.changed);
         self.memories_created += e.memories_created as u64;
         self.moderation_published += e.published.moderation;
         self.tool_calls_published += e.published.tool_calls;
-        self.first_id.get_or_insert(e.message_id);
-        self.last_id = Some(e.message_id);
         if e.outcome == FAILED && self.failed_ids.len() < FAILED_IDS_KEPT {
             self.failed_ids.push(e.message_id);
         }
@@ -189,6 +203,9 @@ fn text_line(e: &Examined) -> String {
         dash_if_empty(&families.join(",")),
         dash_if_empty(&tools.join(",")),
     );
+    if e.mode != "recover" {
+        line.push_str(&format!(" mode={}", e.mode));
+    }
     if let Some(detail) = e.calls.iter().find_map(|c| c.detail.as_deref()) {
         line.push_str(&format!(" detail={detail:?}"));
     }
@@ -231,6 +248,12 @@ fn summary_text(s: &Summary) -> String {
             ""
         },
     );
+    if s.revisited > 0 {
+        t.push_str(&format!(
+            "  and revisited {} message(s) an observe-mode pass had recorded\n",
+            s.revisited
+        ));
+    }
     for (outcome, n) in &s.by_outcome {
         t.push_str(&format!("  {outcome:<18} {n}\n"));
     }

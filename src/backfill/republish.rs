@@ -15,8 +15,11 @@
 
 use crate::amqp;
 use crate::error::Error;
-use crate::event::{self, EventId, EventMessage, FinalizedEvent, Role, ID_NAMESPACE};
-use crate::recover::{Outcome, Report};
+use crate::event::{
+    self, AgentId, ChatId, EventId, EventMessage, FinalizedEvent, MessageId, Role, ID_NAMESPACE,
+};
+use crate::recover::revert::{RevertOutcome, RevertReport};
+use crate::recover::{self, Mode, Outcome, Report};
 use crate::settings::SecretUrl;
 use lapin::options::{ConfirmSelectOptions, ExchangeDeclareOptions};
 use lapin::types::{FieldTable, LongString};
@@ -58,20 +61,6 @@ struct Link {
     channel: Channel,
 }
 
-/// Whether a pass removed text from the message, i.e. whether moderation must see the
-/// message again. Every outcome of the recovery table that strips markup; `needs_review`
-/// leaves the content as it was, `already_recovered` was published by the pass that did it.
-pub fn content_changed(outcome: Outcome) -> bool {
-    matches!(
-        outcome,
-        Outcome::Recovered
-            | Outcome::StrippedOnly
-            | Outcome::ToolNotEnabled
-            | Outcome::InvalidArgs
-            | Outcome::Forwarded
-    )
-}
-
 /// The id of the stand-in source event of a ledger row.
 pub fn source_event_id(recovery_id: i64) -> EventId {
     EventId::new(Uuid::new_v5(
@@ -80,10 +69,41 @@ pub fn source_event_id(recovery_id: i64) -> EventId {
     ))
 }
 
+/// The id of the stand-in source event of the revert of a ledger row (one per row: a
+/// row is reverted at most once).
+pub fn revert_event_id(recovery_id: i64) -> EventId {
+    EventId::new(Uuid::new_v5(
+        &ID_NAMESPACE,
+        format!("revert:{recovery_id}").as_bytes(),
+    ))
+}
+
+/// The message a stand-in event carries.
+struct StandIn<'a> {
+    message_id: MessageId,
+    chat_id: ChatId,
+    agent_id: Option<AgentId>,
+    content: &'a Option<String>,
+    tools_used: &'a [String],
+}
+
 /// The stand-in `message.finalized` event of a recovered message: the message as it is
 /// after the pass, and `origin` (`backfill`, `admin`) saying who recovered it.
 pub fn stand_in_event(report: &Report, recovery_id: i64, origin: &str) -> FinalizedEvent {
-    let event_id = source_event_id(recovery_id);
+    stand_in(
+        source_event_id(recovery_id),
+        &StandIn {
+            message_id: report.message_id,
+            chat_id: report.chat_id,
+            agent_id: report.agent_id,
+            content: &report.content,
+            tools_used: &report.tools_used,
+        },
+        origin,
+    )
+}
+
+fn stand_in(event_id: EventId, m: &StandIn<'_>, origin: &str) -> FinalizedEvent {
     let occurred_at = chrono::Utc::now().fixed_offset();
     let raw = json!({
         "event_id": event_id.to_string(),
@@ -91,12 +111,12 @@ pub fn stand_in_event(report: &Report, recovery_id: i64, origin: &str) -> Finali
         "occurred_at": occurred_at.to_rfc3339(),
         "origin": origin,
         "message": {
-            "id": report.message_id.get(),
-            "chat_id": report.chat_id.get(),
-            "agent_id": report.agent_id.map(|a| a.get()),
+            "id": m.message_id.get(),
+            "chat_id": m.chat_id.get(),
+            "agent_id": m.agent_id.map(|a| a.get()),
             "role": "assistant",
-            "content": report.content,
-            "tools_used": report.tools_used,
+            "content": m.content,
+            "tools_used": m.tools_used,
         },
     });
     let Value::Object(raw) = raw else {
@@ -106,12 +126,12 @@ pub fn stand_in_event(report: &Report, recovery_id: i64, origin: &str) -> Finali
         event_id,
         occurred_at,
         message: EventMessage {
-            id: report.message_id,
-            chat_id: report.chat_id,
-            agent_id: report.agent_id,
+            id: m.message_id,
+            chat_id: m.chat_id,
+            agent_id: m.agent_id,
             role: Role::Assistant,
-            content: report.content.clone(),
-            tools_used: report.tools_used.clone(),
+            content: m.content.clone(),
+            tools_used: m.tools_used.to_vec(),
         },
         raw,
     }
@@ -151,7 +171,7 @@ impl Publisher {
         let Some(recovery_id) = report.recovery_id else {
             return Ok(counts);
         };
-        if !content_changed(report.outcome) {
+        if !report.content_changed() {
             return Ok(counts);
         }
         let event = stand_in_event(report, recovery_id, origin);
@@ -179,6 +199,49 @@ impl Publisher {
             .await?;
             counts.moderation = 1;
         }
+        Ok(counts)
+    }
+
+    /// Publishes a reverted message for moderation: moderation approved the cleaned text,
+    /// and must see the restored one. The `recovery` object says `reverted` and which
+    /// ledger row was undone. Publishes nothing for any other result.
+    pub async fn publish_restored(
+        &self,
+        report: &RevertReport,
+        origin: &str,
+    ) -> Result<PublishedCounts, Error> {
+        let mut counts = PublishedCounts::default();
+        let (RevertOutcome::Reverted, Some(recovery_id), false) =
+            (report.outcome, report.recovery_id, report.dry_run)
+        else {
+            return Ok(counts);
+        };
+        let Some(content) = report.content.as_deref().filter(|c| !c.trim().is_empty()) else {
+            return Ok(counts);
+        };
+        let event = stand_in(
+            revert_event_id(recovery_id),
+            &StandIn {
+                message_id: report.message_id,
+                chat_id: report.chat_id,
+                agent_id: report.agent_id,
+                content: &report.content,
+                tools_used: &report.tools_used,
+            },
+            origin,
+        );
+        let mut summary = recover::empty_summary(Outcome::Reverted, Mode::Recover);
+        summary["reverted_recovery_id"] = json!(recovery_id);
+        let body = event::moderation_body(&event, content, &report.tools_used, &summary);
+        let id = event.event_id.moderation_event_id().to_string();
+        self.publish(
+            &self.target.moderation_exchange,
+            amqp::MODERATION_ROUTING_KEY,
+            &body,
+            &id,
+        )
+        .await?;
+        counts.moderation = 1;
         Ok(counts)
     }
 

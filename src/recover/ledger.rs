@@ -5,7 +5,7 @@
 //!
 //! May depend on: the parent `recover`, `event`, `error`, `sqlx`.
 
-use super::{CallReport, ForwardedCall, Item, MessageRow, Outcome, Source};
+use super::{CallReport, ForwardedCall, Item, MessageRow, Mode, Outcome, Source};
 use crate::error::Error;
 use crate::event::{MessageId, ID_NAMESPACE};
 use serde_json::{json, Value};
@@ -14,25 +14,36 @@ use sqlx::{PgConnection, Row};
 use toolcall_detect::Leak;
 use uuid::Uuid;
 
-const LATEST_RECOVERY: &str = "SELECT id, event_id, summary, content_after FROM recoveries \
-     WHERE message_id = $1 AND reverted_at IS NULL ORDER BY id DESC LIMIT 1";
+const LATEST_RECOVERY: &str = "SELECT id, event_id, summary, content_before, content_after, \
+     mode, reverted_at IS NOT NULL AS reverted \
+     FROM recoveries WHERE message_id = $1 ORDER BY id DESC LIMIT 1";
 const FORWARDED_ITEMS: &str = "SELECT id, call_name, call_arguments, family FROM recovery_items \
      WHERE recovery_id = $1 AND outcome = 'forwarded' ORDER BY leak_index, item_index";
 const INSERT_RECOVERY: &str = "INSERT INTO recoveries (message_id, chat_id, agent_id, source, \
      event_id, outcome, content_before, content_after, tools_used_before, tools_used_after, \
-     repaired_tool_message_ids, summary) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id";
+     repaired_tool_message_ids, summary, mode) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id";
 const INSERT_ITEM: &str = "INSERT INTO recovery_items (recovery_id, leak_index, item_index, \
      family, span_start, span_end, removed_text, call_name, call_arguments, result_object, \
      outcome, detail, memory_id, tool_message_id, tool_call_id) \
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING id";
 
-/// The latest pass on a message that is not reverted.
+/// The latest ledger row of a message.
 pub(super) struct PrevRecovery {
     pub(super) id: i64,
     pub(super) event_id: Option<Uuid>,
     pub(super) summary: Value,
+    pub(super) content_before: Option<String>,
     pub(super) content_after: Option<String>,
+    pub(super) mode: Mode,
+    pub(super) reverted: bool,
+}
+
+impl PrevRecovery {
+    /// Whether the row's changes are in the message (applied, not reverted).
+    pub(super) fn applied(&self) -> bool {
+        self.mode == Mode::Recover && !self.reverted
+    }
 }
 
 pub(super) async fn latest_recovery(
@@ -50,8 +61,16 @@ pub(super) async fn latest_recovery(
         id: row.try_get("id")?,
         event_id: row.try_get("event_id")?,
         summary: row.try_get::<Json<Value>, _>("summary")?.0,
+        content_before: row.try_get("content_before")?,
         content_after: row.try_get("content_after")?,
+        mode: ledger_mode(&row.try_get::<String, _>("mode")?)?,
+        reverted: row.try_get("reverted")?,
     }))
+}
+
+/// The mode of a ledger row; the column's CHECK allows nothing else.
+pub(super) fn ledger_mode(label: &str) -> Result<Mode, Error> {
+    Mode::from_label(label).ok_or_else(|| Error::Bug(format!("ledger mode {label:?}")))
 }
 
 /// The forwarded calls of a pass, to publish again.
@@ -85,6 +104,7 @@ pub(super) struct NewRecovery<'a> {
     pub(super) message_id: MessageId,
     pub(super) row: &'a MessageRow,
     pub(super) source: Source,
+    pub(super) mode: Mode,
     pub(super) outcome: Outcome,
     pub(super) content_before: &'a str,
     pub(super) content_after: &'a str,
@@ -111,6 +131,7 @@ pub(super) async fn insert_recovery(
         .bind(Json(r.tools_used_after))
         .bind(r.repaired)
         .bind(Json(r.summary))
+        .bind(r.mode.as_str())
         .fetch_one(&mut *conn)
         .await?)
 }
@@ -149,8 +170,14 @@ pub fn tool_call_event_id(item_id: i64) -> Uuid {
     Uuid::new_v5(&ID_NAMESPACE, format!("tool_call:{item_id}").as_bytes())
 }
 
-/// The `recovery` object of a moderation message.
-pub(super) fn summary_of(outcome: Outcome, calls: &[CallReport], bytes_removed: usize) -> Value {
+/// The `recovery` object of a moderation message. `mode` says whether the pass changed
+/// the message (`recover`) or only recorded what it would do (`observe`).
+pub(super) fn summary_of(
+    outcome: Outcome,
+    mode: Mode,
+    calls: &[CallReport],
+    bytes_removed: usize,
+) -> Value {
     let mut families: Vec<&str> = Vec::new();
     let mut outcomes: Vec<&str> = Vec::new();
     for c in calls {
@@ -175,6 +202,7 @@ pub(super) fn summary_of(outcome: Outcome, calls: &[CallReport], bytes_removed: 
         .collect();
     json!({
         "outcome": outcome.as_str(),
+        "mode": mode.as_str(),
         "families": families,
         "calls": calls,
         "outcomes": outcomes,

@@ -3,6 +3,7 @@
 //!
 //! May depend on: `event` (ids), `toolcall_detect` (families).
 
+use super::Mode;
 use crate::event::{AgentId, ChatId, EventId, MessageId};
 use serde_json::Value;
 use toolcall_detect::Family;
@@ -55,13 +56,16 @@ pub enum Outcome {
     Forwarded,
     /// Content that is nothing but a result object: left untouched, recorded for review.
     NeedsReview,
-    /// A pass already did the work.
+    /// A pass already did the work (in observe mode: already recorded it).
     AlreadyRecovered,
+    /// An operator reverted the message's recovery: only an explicit admin recover
+    /// touches it again.
+    Reverted,
 }
 
 impl Outcome {
     /// Every outcome, so metrics can show each label from the start.
-    pub const ALL: [Outcome; 9] = [
+    pub const ALL: [Outcome; 10] = [
         Outcome::Clean,
         Outcome::StrippedOnly,
         Outcome::NoAgent,
@@ -71,6 +75,7 @@ impl Outcome {
         Outcome::Forwarded,
         Outcome::NeedsReview,
         Outcome::AlreadyRecovered,
+        Outcome::Reverted,
     ];
 
     /// The label used in metrics, the ledger and published messages.
@@ -85,6 +90,7 @@ impl Outcome {
             Outcome::Forwarded => "forwarded",
             Outcome::NeedsReview => "needs_review",
             Outcome::AlreadyRecovered => "already_recovered",
+            Outcome::Reverted => "reverted",
         }
     }
 
@@ -98,7 +104,7 @@ impl Outcome {
             Outcome::NeedsReview => 5,
             Outcome::StrippedOnly => 4,
             Outcome::NoAgent => 3,
-            Outcome::AlreadyRecovered => 2,
+            Outcome::AlreadyRecovered | Outcome::Reverted => 2,
             Outcome::Clean => 1,
         }
     }
@@ -150,11 +156,14 @@ pub struct Report {
     pub chat_id: ChatId,
     /// Its agent.
     pub agent_id: Option<AgentId>,
-    /// The message-level outcome.
+    /// The message-level outcome (in observe mode: what recovery would have done).
     pub outcome: Outcome,
+    /// Whether the pass changed the message (`Recover`) or only recorded what it would
+    /// have done (`Observe`: content, memories and tool messages untouched).
+    pub mode: Mode,
     /// Per call (empty for `clean`, `no_agent`, `already_recovered`).
     pub calls: Vec<CallReport>,
-    /// The content as it is in the database after the pass.
+    /// The content as it is in the database after the pass (observe mode: unchanged).
     pub content: Option<String>,
     /// `tools_used` after the pass (string entries).
     pub tools_used: Vec<String>,
@@ -172,6 +181,22 @@ pub struct Report {
 }
 
 impl Report {
+    /// Whether the pass removed text from the message, i.e. whether moderation must see
+    /// it again: an applied pass with an outcome of the recovery table that strips
+    /// markup. `needs_review` leaves the content as it was, `already_recovered` was
+    /// published by the pass that did it, an observe-mode pass changes nothing.
+    pub fn content_changed(&self) -> bool {
+        self.mode == Mode::Recover
+            && matches!(
+                self.outcome,
+                Outcome::Recovered
+                    | Outcome::StrippedOnly
+                    | Outcome::ToolNotEnabled
+                    | Outcome::InvalidArgs
+                    | Outcome::Forwarded
+            )
+    }
+
     /// The `(family, tool, outcome)` metric labels of each call of the pass.
     pub fn call_labels(&self) -> impl Iterator<Item = (&str, &str, &str)> + '_ {
         self.calls

@@ -157,12 +157,7 @@ struct MemoryArgs {
 impl MemoryArgs {
     fn parse(args: &Value, config: &Config) -> Result<MemoryArgs, &'static str> {
         let obj = args.as_object().ok_or("arguments are not an object")?;
-        let content = obj
-            .get("content")
-            .and_then(Value::as_str)
-            .map(|s| s.replace('\0', "").trim().to_string())
-            .filter(|s| !s.is_empty())
-            .ok_or("content is missing or blank")?;
+        let content = memory_content(args).ok_or("content is missing or blank")?;
         let memory_type = obj
             .get("memory_type")
             .and_then(Value::as_str)
@@ -181,6 +176,15 @@ impl MemoryArgs {
             expires_at,
         })
     }
+}
+
+/// The memory content save_memory writes for these arguments (trimmed, without NUL), if
+/// any. A revert compares the memory with it to tell whether the app edited it since.
+pub(super) fn memory_content(args: &Value) -> Option<String> {
+    args.get("content")
+        .and_then(Value::as_str)
+        .map(|s| s.replace('\0', "").trim().to_string())
+        .filter(|s| !s.is_empty())
 }
 
 /// `expires_around` as a timestamp: RFC 3339, a naive date-time (UTC), or a date

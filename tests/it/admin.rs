@@ -26,7 +26,7 @@ async fn serve_with(app: &TestApp, token: Option<&str>, timeout: Duration) -> So
     let n = &app.settings.names;
     let state = AdminState {
         pool: app.pool.clone(),
-        config: Arc::new(app.settings.detect_config()),
+        policy: Arc::new(app.settings.policy()),
         token: token.map(AdminToken::new),
         publisher: Some(Arc::new(Publisher::new(PublishTarget {
             amqp_url: SecretUrl::new(AMQP_URL),

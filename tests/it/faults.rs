@@ -228,7 +228,7 @@ async fn recovery_transaction_killed_mid_flight_is_retried_with_one_effect() {
     assert_eq!(
         metric_value(
             &app.metrics().await,
-            "toolcall_recovery_events_total{outcome=\"recovered\"}"
+            "toolcall_recovery_events_total{mode=\"recover\",outcome=\"recovered\"}"
         ),
         1.0
     );

@@ -31,18 +31,24 @@ async fn the_same_event_five_times_saves_one_memory() {
     assert_eq!(tools_used, json!(["save_memory (recovered)"]));
     let m = app.metrics().await;
     assert_eq!(
-        metric_value(&m, "toolcall_recovery_events_total{outcome=\"recovered\"}"),
+        metric_value(
+            &m,
+            "toolcall_recovery_events_total{mode=\"recover\",outcome=\"recovered\"}"
+        ),
         1.0
     );
     assert_eq!(
         metric_value(
             &m,
-            "toolcall_recovery_events_total{outcome=\"already_recovered\"}"
+            "toolcall_recovery_events_total{mode=\"recover\",outcome=\"already_recovered\"}"
         ),
         4.0
     );
     assert_eq!(
-        metric_value(&m, "toolcall_recovery_memories_created_total"),
+        metric_value(
+            &m,
+            "toolcall_recovery_memories_created_total{mode=\"recover\"}"
+        ),
         1.0
     );
     // Five moderation messages, one id, the same body every time.
@@ -130,22 +136,25 @@ async fn two_workers_500_events_with_duplicates_exact_counts() {
         500.0
     );
     assert_eq!(
-        sum("toolcall_recovery_events_total{outcome=\"recovered\"}"),
+        sum("toolcall_recovery_events_total{mode=\"recover\",outcome=\"recovered\"}"),
         100.0
     );
     assert_eq!(
-        sum("toolcall_recovery_events_total{outcome=\"forwarded\"}"),
+        sum("toolcall_recovery_events_total{mode=\"recover\",outcome=\"forwarded\"}"),
         50.0
     );
     assert_eq!(
-        sum("toolcall_recovery_events_total{outcome=\"already_recovered\"}"),
+        sum("toolcall_recovery_events_total{mode=\"recover\",outcome=\"already_recovered\"}"),
         150.0
     );
     assert_eq!(
-        sum("toolcall_recovery_events_total{outcome=\"clean\"}"),
+        sum("toolcall_recovery_events_total{mode=\"recover\",outcome=\"clean\"}"),
         200.0
     );
-    assert_eq!(sum("toolcall_recovery_memories_created_total"), 100.0);
+    assert_eq!(
+        sum("toolcall_recovery_memories_created_total{mode=\"recover\"}"),
+        100.0
+    );
     second.shutdown();
     second.wait().await.unwrap();
     app.cleanup().await;

@@ -57,7 +57,7 @@ async fn clean_message_is_published_untouched_without_database_writes() {
     assert_eq!(app.count("SELECT count(*) FROM recoveries").await, 0);
     app.wait_events(1.0, T).await;
     assert_eq!(
-        app.metric("toolcall_recovery_events_total{outcome=\"clean\"}")
+        app.metric("toolcall_recovery_events_total{mode=\"recover\",outcome=\"clean\"}")
             .await,
         1.0
     );
@@ -152,15 +152,21 @@ async fn save_memory_result_prefix_is_recovered() {
     app.wait_events(1.0, T).await;
     let m = app.metrics().await;
     assert_eq!(
-        metric_value(&m, "toolcall_recovery_events_total{outcome=\"recovered\"}"),
+        metric_value(
+            &m,
+            "toolcall_recovery_events_total{mode=\"recover\",outcome=\"recovered\"}"
+        ),
         1.0
     );
     assert_eq!(
-        metric_value(&m, "toolcall_recovery_calls_total{family=\"result_prefix\",outcome=\"recovered\",tool=\"save_memory\"}"),
+        metric_value(&m, "toolcall_recovery_calls_total{family=\"result_prefix\",mode=\"recover\",outcome=\"recovered\",tool=\"save_memory\"}"),
         1.0
     );
     assert_eq!(
-        metric_value(&m, "toolcall_recovery_memories_created_total"),
+        metric_value(
+            &m,
+            "toolcall_recovery_memories_created_total{mode=\"recover\"}"
+        ),
         1.0
     );
     app.cleanup().await;
@@ -218,7 +224,7 @@ async fn tools_already_used_strips_only() {
     assert_eq!(body["recovery"]["outcome"], json!("stripped_only"));
     app.wait_events(1.0, T).await;
     assert_eq!(
-        app.metric("toolcall_recovery_events_total{outcome=\"stripped_only\"}")
+        app.metric("toolcall_recovery_events_total{mode=\"recover\",outcome=\"stripped_only\"}")
             .await,
         1.0
     );
@@ -237,7 +243,7 @@ async fn message_without_agent_is_left_alone() {
     assert_eq!(body["message"]["content"], json!(leak));
     app.wait_events(1.0, T).await;
     assert_eq!(
-        app.metric("toolcall_recovery_events_total{outcome=\"no_agent\"}")
+        app.metric("toolcall_recovery_events_total{mode=\"recover\",outcome=\"no_agent\"}")
             .await,
         1.0
     );
@@ -297,14 +303,14 @@ async fn save_memory_not_enabled_and_invalid_args_record_errors() {
     assert_eq!(
         metric_value(
             &m,
-            "toolcall_recovery_events_total{outcome=\"tool_not_enabled\"}"
+            "toolcall_recovery_events_total{mode=\"recover\",outcome=\"tool_not_enabled\"}"
         ),
         1.0
     );
     assert_eq!(
         metric_value(
             &m,
-            "toolcall_recovery_events_total{outcome=\"invalid_args\"}"
+            "toolcall_recovery_events_total{mode=\"recover\",outcome=\"invalid_args\"}"
         ),
         2.0
     );
@@ -351,7 +357,7 @@ async fn unrunnable_call_is_forwarded() {
     assert!(call["event_id"].as_str().is_some());
     app.wait_events(1.0, T).await;
     assert_eq!(
-        app.metric("toolcall_recovery_calls_total{family=\"hermes\",outcome=\"forwarded\",tool=\"web_search\"}").await,
+        app.metric("toolcall_recovery_calls_total{family=\"hermes\",mode=\"recover\",outcome=\"forwarded\",tool=\"web_search\"}").await,
         1.0
     );
     app.cleanup().await;
@@ -397,14 +403,14 @@ async fn result_only_needs_review_and_is_recorded_once() {
     assert_eq!(
         metric_value(
             &m,
-            "toolcall_recovery_events_total{outcome=\"needs_review\"}"
+            "toolcall_recovery_events_total{mode=\"recover\",outcome=\"needs_review\"}"
         ),
         1.0
     );
     assert_eq!(
         metric_value(
             &m,
-            "toolcall_recovery_events_total{outcome=\"already_recovered\"}"
+            "toolcall_recovery_events_total{mode=\"recover\",outcome=\"already_recovered\"}"
         ),
         2.0
     );

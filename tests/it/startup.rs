@@ -64,6 +64,17 @@ async fn missing_database_is_created_and_pending_migrations_refused() {
             "{name} in {metrics}"
         );
     }
+    // The policy in force is visible from the start: default mode recover, every family
+    // recovered.
+    for series in [
+        "toolcall_recovery_mode{mode=\"recover\"} 1",
+        "toolcall_recovery_mode{mode=\"observe\"} 0",
+        "toolcall_recovery_family_mode{family=\"hermes\",mode=\"recover\"} 1",
+        "toolcall_recovery_events_total{mode=\"observe\",outcome=\"reverted\"} 0",
+        "toolcall_recovery_reverts_total{result=\"conflict\"} 0",
+    ] {
+        assert!(metrics.contains(series), "{series} in {metrics}");
+    }
     running.shutdown();
     running.wait().await.unwrap();
     delete_topology_of(&names).await;

@@ -48,7 +48,9 @@ impl Config {
         self
     }
 
-    /// Turns a family off entirely: it is not detected at all.
+    /// Turns a family off: its leaks are not reported, and its markup is left alone (no
+    /// other family claims what it would have). The result with a family disabled is
+    /// exactly the result without that family's leaks.
     pub fn disable(mut self, family: Family) -> Self {
         if !self.disabled.contains(&family) {
             self.disabled.push(family);

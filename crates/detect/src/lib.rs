@@ -118,8 +118,11 @@ pub fn detect(input: &Input<'_>, config: &Config) -> Detection {
     let reasoning = code::Reasoning::find(text);
     let ctx = Ctx::new(config, input.enabled_tools, &code, &reasoning);
     let mut leaks = Vec::new();
+    // Disabled families run too: their spans must still shadow what overlaps them, so
+    // that switching a family off only ever removes its own leaks from the result and
+    // never lets a more general family claim part of its markup.
     for def in families::REGISTRY {
-        if seen.contains(def.family) && config.family_enabled(def.family) {
+        if seen.contains(def.family) {
             (def.find)(text, &ctx, &mut leaks);
         }
     }
@@ -130,10 +133,8 @@ pub fn detect(input: &Input<'_>, config: &Config) -> Detection {
             && !reasoning.contains(l.span.start)
             && (families::allowed_in_code(l.family) || !code.contains(l.span.start))
     });
-    // The result module emits `result_only` under `result_prefix`'s entry; check each
-    // leak's own family so either can be switched off alone.
+    let mut leaks = drop_overlaps(leaks);
     leaks.retain(|l| config.family_enabled(l.family));
-    let leaks = drop_overlaps(leaks);
     let depends_on_tools = ctx.asked_tools.get();
     if leaks.is_empty() {
         return Detection {

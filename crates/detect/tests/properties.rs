@@ -1,8 +1,9 @@
 //! Properties of `detect` over generated inputs: it never panics, text without any leak
-//! marker is never touched, and a leak in front of ordinary text cleans to that text.
+//! marker is never touched, a leak in front of ordinary text cleans to that text, and
+//! switching families off only ever removes their own leaks.
 
 use proptest::prelude::*;
-use toolcall_detect::{detect, Config, Input};
+use toolcall_detect::{detect, Config, Family, Input};
 
 fn run(text: &str, enabled: &[String]) -> toolcall_detect::Detection {
     detect(
@@ -177,6 +178,37 @@ proptest! {
         prop_assert!(!d.is_clean(), "not detected: {}", message);
         let want = format!("{before}{after}");
         prop_assert_eq!(d.cleaned.as_deref(), Some(want.trim()));
+    }
+}
+
+/// A message mixing leaks of several families with markup soup between them.
+fn mixed_message() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop_oneof![marked_leak(), leading_leak(), markup_soup()],
+        1..5,
+    )
+    .prop_map(|v| v.join(" and "))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    /// The operator's switch must be safe to flip: with any set of families disabled the
+    /// result is the full result minus those families' leaks, never a different reading
+    /// of the same markup by another family.
+    #[test]
+    fn disabling_families_only_subtracts_their_leaks(
+        text in mixed_message(),
+        off in prop::collection::vec(prop::sample::select(Family::ALL.to_vec()), 0..6),
+    ) {
+        let tools = enabled();
+        let input = Input { content: &text, tools_used: &[], enabled_tools: &tools };
+        let all = detect(&input, &Config::default());
+        let config = off.iter().fold(Config::default(), |c, f| c.disable(*f));
+        let some = detect(&input, &config);
+        let expected: Vec<_> = all.leaks.iter().filter(|l| !off.contains(&l.family)).cloned().collect();
+        prop_assert_eq!(&some.leaks, &expected);
+        prop_assert_eq!(some.is_clean(), expected.is_empty());
     }
 }
 

@@ -1,0 +1,295 @@
+//! Reverting a recovery: the way back when recovery was wrong. One transaction holding the
+//! message row locked puts the message back exactly as the ledger says it was before the
+//! latest applied pass (content and `tools_used`, byte for byte), deletes the memories and
+//! `role='tool'` messages that pass created, and marks its ledger row reverted (rows are
+//! never deleted). A message whose latest ledger row is reverted is then left alone by
+//! every automatic pass (see `recover_in`).
+//!
+//! What it refuses: a message that changed after recovery (its content or `tools_used` is
+//! no longer what the pass wrote): restoring would throw away someone else's edit. What it
+//! keeps: a memory the app edited since (reported, not deleted). It deletes nothing the
+//! pass did not create: the ids come from the ledger row, and a tool message must still
+//! carry the pass's `tool_call_id`. Transcript repairs of other tool messages are kept:
+//! they fix a separate fault, and any pass on the chat would make them again.
+//!
+//! Publishing the restored message is the caller's job, after the commit.
+//!
+//! May depend on: the parent `recover` (ledger, save_memory), `event`, `error`, `sqlx`.
+
+use super::{ledger, save_memory, string_entries, Mode};
+use crate::error::{Error, Poison};
+use crate::event::{AgentId, ChatId, MessageId};
+use serde::Serialize;
+use serde_json::{json, Value};
+use sqlx::types::Json;
+use sqlx::{PgConnection, PgPool, Row};
+
+const LOCK_MESSAGE: &str =
+    "SELECT chat_id, agent_id, content, tools_used FROM messages WHERE id = $1 FOR UPDATE";
+const LATEST_RECOVERY: &str = "SELECT id, mode, reverted_at IS NOT NULL AS reverted, \
+       content_before, content_after, tools_used_before, tools_used_after \
+     FROM recoveries WHERE message_id = $1 ORDER BY id DESC LIMIT 1 FOR UPDATE";
+const ITEMS: &str = "SELECT memory_id, tool_message_id, tool_call_id, call_arguments \
+     FROM recovery_items WHERE recovery_id = $1 ORDER BY leak_index, item_index";
+const MEMORY: &str = "SELECT content FROM agent_memories WHERE id = $1 FOR UPDATE";
+const DELETE_MEMORY: &str = "DELETE FROM agent_memories WHERE id = $1";
+const DELETE_TOOL_MESSAGE: &str =
+    "DELETE FROM messages WHERE id = $1 AND role = 'tool' AND tool_call_id = $2 RETURNING id";
+const RESTORE: &str =
+    "UPDATE messages SET content = $2, tools_used = $3, updated_at = now() WHERE id = $1";
+const MARK_REVERTED: &str = "UPDATE recoveries SET reverted_at = now(), reverted_by = $2, \
+     revert_summary = $3 WHERE id = $1";
+
+/// Who asked for the revert; recorded in the ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RevertedBy {
+    /// `toolcall-recovery revert`.
+    Cli,
+    /// `POST /v1/messages/{id}/revert`.
+    Admin,
+}
+
+impl RevertedBy {
+    fn label(self) -> &'static str {
+        match self {
+            RevertedBy::Cli => "cli",
+            RevertedBy::Admin => "admin",
+        }
+    }
+}
+
+/// What a revert came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RevertOutcome {
+    /// The message is back as it was before recovery.
+    Reverted,
+    /// A revert already did it: nothing changed.
+    AlreadyReverted,
+    /// No applied recovery to undo (none, or only observed).
+    NothingToRevert,
+    /// The message changed after recovery: refused, nothing changed.
+    Conflict,
+}
+
+impl RevertOutcome {
+    /// Every result, so the metric shows each from the start.
+    pub const ALL: [RevertOutcome; 4] = [
+        RevertOutcome::Reverted,
+        RevertOutcome::AlreadyReverted,
+        RevertOutcome::NothingToRevert,
+        RevertOutcome::Conflict,
+    ];
+
+    /// The label in metrics and output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RevertOutcome::Reverted => "reverted",
+            RevertOutcome::AlreadyReverted => "already_reverted",
+            RevertOutcome::NothingToRevert => "nothing_to_revert",
+            RevertOutcome::Conflict => "conflict",
+        }
+    }
+}
+
+/// What happened to one row the recovery created.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RowFate {
+    /// The row's id.
+    pub id: i64,
+    /// `deleted`, `kept_edited` (a memory the app changed since), or `gone` (already
+    /// deleted by someone else).
+    pub fate: &'static str,
+}
+
+/// What a revert did (or, dry, would do).
+#[derive(Debug, Clone, Serialize)]
+pub struct RevertReport {
+    /// The message.
+    pub message_id: MessageId,
+    /// Its chat.
+    pub chat_id: ChatId,
+    /// Its agent.
+    pub agent_id: Option<AgentId>,
+    /// What it came to.
+    pub outcome: RevertOutcome,
+    /// Why, when nothing was reverted.
+    pub reason: Option<String>,
+    /// The ledger row undone (or that was undone before).
+    pub recovery_id: Option<i64>,
+    /// Memories the recovery created, and what became of each.
+    pub memories: Vec<RowFate>,
+    /// Tool messages the recovery created, and what became of each.
+    pub tool_messages: Vec<RowFate>,
+    /// Rolled back: nothing was written.
+    pub dry_run: bool,
+    /// The message's content after the revert (the restored one when reverted).
+    #[serde(skip)]
+    pub content: Option<String>,
+    /// `tools_used` after the revert (string entries).
+    #[serde(skip)]
+    pub tools_used: Vec<String>,
+}
+
+/// Reverts the latest applied recovery of a message in one transaction (rolled back when
+/// `dry_run`). Errors: [`Poison::MissingMessage`] for an unknown message, database errors.
+pub async fn revert_message(
+    pool: &PgPool,
+    id: MessageId,
+    by: RevertedBy,
+    dry_run: bool,
+) -> Result<RevertReport, Error> {
+    let mut tx = pool.begin().await?;
+    let mut report = revert_in(&mut tx, id, by).await?;
+    if dry_run {
+        tx.rollback().await?;
+        report.dry_run = true;
+    } else {
+        tx.commit().await?;
+    }
+    Ok(report)
+}
+
+async fn revert_in(
+    conn: &mut PgConnection,
+    id: MessageId,
+    by: RevertedBy,
+) -> Result<RevertReport, Error> {
+    let message = sqlx::query(LOCK_MESSAGE)
+        .bind(id.get())
+        .fetch_optional(&mut *conn)
+        .await?
+        .ok_or(Poison::MissingMessage(id))?;
+    let content: Option<String> = message.try_get("content")?;
+    let tools_used: Value = message.try_get::<Json<Value>, _>("tools_used")?.0;
+    let mut report = RevertReport {
+        message_id: id,
+        chat_id: ChatId::new(message.try_get("chat_id")?),
+        agent_id: message
+            .try_get::<Option<i64>, _>("agent_id")?
+            .map(AgentId::new),
+        outcome: RevertOutcome::NothingToRevert,
+        reason: None,
+        recovery_id: None,
+        memories: Vec::new(),
+        tool_messages: Vec::new(),
+        dry_run: false,
+        content: content.clone(),
+        tools_used: string_entries(&tools_used),
+    };
+    let Some(pass) = sqlx::query(LATEST_RECOVERY)
+        .bind(id.get())
+        .fetch_optional(&mut *conn)
+        .await?
+    else {
+        report.reason = Some(format!("message {id} has no recovery in the ledger"));
+        return Ok(report);
+    };
+    let recovery_id: i64 = pass.try_get("id")?;
+    report.recovery_id = Some(recovery_id);
+    if pass.try_get::<bool, _>("reverted")? {
+        report.outcome = RevertOutcome::AlreadyReverted;
+        report.reason = Some(format!(
+            "the recovery of message {id} (ledger row {recovery_id}) is already reverted"
+        ));
+        return Ok(report);
+    }
+    if ledger::ledger_mode(&pass.try_get::<String, _>("mode")?)? == Mode::Observe {
+        report.reason = Some(format!(
+            "the latest pass on message {id} (ledger row {recovery_id}) only observed; it \
+             changed nothing"
+        ));
+        return Ok(report);
+    }
+    let content_after: Option<String> = pass.try_get("content_after")?;
+    let tools_used_after: Value = pass.try_get::<Json<Value>, _>("tools_used_after")?.0;
+    let changed = if content != content_after {
+        Some("content")
+    } else if tools_used != tools_used_after {
+        Some("tools_used")
+    } else {
+        None
+    };
+    if let Some(what) = changed {
+        report.outcome = RevertOutcome::Conflict;
+        report.reason = Some(format!(
+            "message {id} changed after its recovery (ledger row {recovery_id}): its {what} \
+             is no longer what recovery wrote; nothing was reverted"
+        ));
+        return Ok(report);
+    }
+
+    for item in sqlx::query(ITEMS)
+        .bind(recovery_id)
+        .fetch_all(&mut *conn)
+        .await?
+    {
+        if let Some(memory_id) = item.try_get::<Option<i64>, _>("memory_id")? {
+            let written = item
+                .try_get::<Option<Json<Value>>, _>("call_arguments")?
+                .and_then(|a| save_memory::memory_content(&a.0));
+            report.memories.push(RowFate {
+                id: memory_id,
+                fate: remove_memory(conn, memory_id, written.as_deref()).await?,
+            });
+        }
+        if let Some(tool_message_id) = item.try_get::<Option<i64>, _>("tool_message_id")? {
+            let tool_call_id: Option<String> = item.try_get("tool_call_id")?;
+            let deleted: Option<i64> = sqlx::query_scalar(DELETE_TOOL_MESSAGE)
+                .bind(tool_message_id)
+                .bind(tool_call_id)
+                .fetch_optional(&mut *conn)
+                .await?;
+            report.tool_messages.push(RowFate {
+                id: tool_message_id,
+                fate: if deleted.is_some() { "deleted" } else { "gone" },
+            });
+        }
+    }
+    let content_before: Option<String> = pass.try_get("content_before")?;
+    let tools_used_before: Value = pass.try_get::<Json<Value>, _>("tools_used_before")?.0;
+    sqlx::query(RESTORE)
+        .bind(id.get())
+        .bind(&content_before)
+        .bind(Json(&tools_used_before))
+        .execute(&mut *conn)
+        .await?;
+    let summary = json!({
+        "by": by.label(),
+        "memories": report.memories,
+        "tool_messages": report.tool_messages,
+    });
+    sqlx::query(MARK_REVERTED)
+        .bind(recovery_id)
+        .bind(by.label())
+        .bind(Json(&summary))
+        .execute(&mut *conn)
+        .await?;
+    report.outcome = RevertOutcome::Reverted;
+    report.content = content_before;
+    report.tools_used = string_entries(&tools_used_before);
+    Ok(report)
+}
+
+/// Deletes a memory the recovery created, unless it changed since (then it is the app's).
+async fn remove_memory(
+    conn: &mut PgConnection,
+    memory_id: i64,
+    written: Option<&str>,
+) -> Result<&'static str, Error> {
+    let current: Option<String> = sqlx::query_scalar(MEMORY)
+        .bind(memory_id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    Ok(match current {
+        None => "gone",
+        Some(c) if Some(c.as_str()) != written => "kept_edited",
+        Some(_) => {
+            sqlx::query(DELETE_MEMORY)
+                .bind(memory_id)
+                .execute(&mut *conn)
+                .await?;
+            "deleted"
+        }
+    })
+}
