@@ -13,10 +13,12 @@
 //! [`shutdown`] and [`retry`], [`error`] (transient / poison / bug), and [`startup`],
 //! which wires them together for the binary and the integration tests. The other callers
 //! of the same recovery transaction are [`backfill`] (historical messages) and [`admin`]
-//! (the app's diagnosis and "fix" endpoints).
+//! (the app's diagnosis and "fix" endpoints). [`audit`] reads the ledger back (the
+//! `ledger` command, the admin API's ledger endpoint).
 
 pub mod admin;
 pub mod amqp;
+pub mod audit;
 pub mod backfill;
 pub mod error;
 pub mod event;

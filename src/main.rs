@@ -4,7 +4,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use toolcall_recovery::scan;
 use toolcall_recovery::settings::{DatabaseSettings, LogFormat, Settings};
-use toolcall_recovery::{backfill, shutdown, startup, telemetry};
+use toolcall_recovery::{audit, backfill, shutdown, startup, telemetry};
 
 #[derive(Parser)]
 #[command(name = "toolcall-recovery", version, about)]
@@ -24,6 +24,13 @@ enum Command {
     /// Recovery for historical messages: walks the messages table, runs the recovery of
     /// each leak, republishes what changed; `--dry-run` only reports. Resumable.
     Backfill(Box<backfill::BackfillArgs>),
+    /// Lists the audit ledger: what recovery removed or recorded, newest first, filtered;
+    /// `--json` for JSON Lines.
+    ///
+    /// One line per recovery pass: when, which message and chat, outcome, families, the
+    /// calls, bytes removed, observed or reverted. Message content only with
+    /// `--show-text`. Reads only; never creates the database.
+    Ledger(Box<audit::LedgerArgs>),
     /// Creates the database if missing and applies pending migrations.
     Migrate {
         /// The database.
@@ -60,6 +67,13 @@ fn main() -> ExitCode {
                 "backfill",
                 async move { backfill::run(*args).await.map(|_| ()) },
             )
+        }
+        Command::Ledger(args) => {
+            telemetry::init(args.log_format);
+            block_on("ledger", async move {
+                let mut out = std::io::BufWriter::new(std::io::stdout());
+                audit::run(*args, &mut out).await.map(|_| ())
+            })
         }
         Command::Migrate {
             database,
