@@ -15,6 +15,10 @@
 //!   the message back as it was before its latest recovery ([`recover::revert`]) and
 //!   publishes the restored message for moderation: 200 reverted (or already reverted),
 //!   404 no such message, 409 `nothing_to_revert` or `conflict` (changed since).
+//! - `GET /v1/messages/{id}/ledger` (`?show_text=true` to include the removed text and
+//!   the content before and after): the message's ledger rows, newest first
+//!   ([`crate::audit::message_ledger`]); an empty list for a message never recovered, 404
+//!   for an id that is neither a message nor in the ledger.
 //!
 //! Both sit behind `Authorization: Bearer <TCR_ADMIN_TOKEN>` (compared in constant time);
 //! without a configured token they answer 404, as if they did not exist. Errors are JSON,
@@ -26,7 +30,7 @@
 //! [`AdminState::new`] builds the state from both. The token lives in `auth`, the error
 //! mapping in `error`.
 //!
-//! May depend on: `recover`, `backfill` (`what_if`, `republish`), `metrics`, `event`,
+//! May depend on: `recover`, `backfill` (`what_if`, `republish`), `audit`, `metrics`, `event`,
 //! `settings`, `error`, `axum`, `sqlx`, `subtle`.
 
 mod auth;
@@ -124,6 +128,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/v1/messages/{id}/diagnosis", get(diagnosis))
         .route("/v1/messages/{id}/recover", post(recover_now))
         .route("/v1/messages/{id}/revert", post(revert_now))
+        .route("/v1/messages/{id}/ledger", get(ledger))
         .route_layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
@@ -233,6 +238,37 @@ async fn recover_now(
             ))
         }
     }
+}
+
+/// Query of the ledger endpoint.
+#[derive(Debug, Deserialize)]
+struct LedgerQuery {
+    #[serde(default)]
+    show_text: bool,
+}
+
+async fn ledger(
+    State(s): State<AdminState>,
+    Path(raw): Path<String>,
+    Query(q): Query<LedgerQuery>,
+) -> Result<Response, ApiError> {
+    let id = parse_id(&raw)?;
+    let body = crate::audit::message_ledger(&s.pool, id.get(), q.show_text).await?;
+    // Ledger rows outlive a message the app deleted; with neither, the id is unknown.
+    let listed = body["recoveries"].as_array().is_some_and(|r| !r.is_empty());
+    if !listed && !message_exists(&s.pool, id).await? {
+        return Err(ApiError::NotFound(format!("message {id} not found")));
+    }
+    Ok(json_response(StatusCode::OK, &body))
+}
+
+async fn message_exists(pool: &PgPool, id: MessageId) -> Result<bool, ApiError> {
+    Ok(
+        sqlx::query_scalar::<_, bool>("SELECT EXISTS (SELECT 1 FROM messages WHERE id = $1)")
+            .bind(id.get())
+            .fetch_one(pool)
+            .await?,
+    )
 }
 
 /// Query of the revert endpoint.

@@ -106,6 +106,9 @@ pub enum Error {
     /// An invariant of ours broke.
     #[error("bug: {0}")]
     Bug(String),
+    /// A command could not write its output (stdout closed, disk full).
+    #[error("cannot write the output: {0}")]
+    Output(#[source] std::io::Error),
 }
 
 impl Error {
@@ -115,7 +118,9 @@ impl Error {
             Error::Poison(_) => ErrorKind::Poison,
             Error::Broker(_) | Error::NotConfirmed(_) | Error::Timeout(_) => ErrorKind::Transient,
             Error::Database(e) => classify_sqlx(e),
-            Error::Migrate(_) | Error::Startup(_) | Error::Bug(_) => ErrorKind::Bug,
+            Error::Migrate(_) | Error::Startup(_) | Error::Bug(_) | Error::Output(_) => {
+                ErrorKind::Bug
+            }
         }
     }
 

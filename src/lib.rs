@@ -14,10 +14,12 @@
 //! which wires them together for the binary and the integration tests. The other callers
 //! of the same recovery transaction are [`backfill`] (historical messages) and [`admin`]
 //! (the app's diagnosis, "fix" and revert endpoints); [`revert`] is the command that
-//! undoes a recovery ([`recover::revert`]).
+//! undoes a recovery ([`recover::revert`]), [`audit`] reads the ledger back (the `ledger`
+//! command, the admin API's ledger endpoint).
 
 pub mod admin;
 pub mod amqp;
+pub mod audit;
 pub mod backfill;
 pub mod error;
 pub mod event;

@@ -4,7 +4,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use toolcall_recovery::scan;
 use toolcall_recovery::settings::{DatabaseSettings, LogFormat, Settings};
-use toolcall_recovery::{backfill, revert, shutdown, startup, telemetry};
+use toolcall_recovery::{audit, backfill, revert, shutdown, startup, telemetry};
 
 #[derive(Parser)]
 #[command(name = "toolcall-recovery", version, about)]
@@ -29,6 +29,13 @@ enum Command {
     /// every message is reverted (now or before), 3 when any was refused (changed since
     /// recovery, nothing to revert, not found), 1 on error.
     Revert(Box<revert::RevertArgs>),
+    /// Lists the audit ledger: what recovery removed or recorded, newest first, filtered;
+    /// `--json` for JSON Lines.
+    ///
+    /// One line per recovery pass: when, which message and chat, outcome, families, the
+    /// calls, bytes removed, observed or reverted. Message content only with
+    /// `--show-text`. Reads only; never creates the database.
+    Ledger(Box<audit::LedgerArgs>),
     /// Creates the database if missing and applies pending migrations.
     Migrate {
         /// The database.
@@ -79,6 +86,13 @@ fn main() -> ExitCode {
             } else {
                 code
             }
+        }
+        Command::Ledger(args) => {
+            telemetry::init(args.log_format);
+            block_on("ledger", async move {
+                let mut out = std::io::BufWriter::new(std::io::stdout());
+                audit::run(*args, &mut out).await.map(|_| ())
+            })
         }
         Command::Migrate {
             database,

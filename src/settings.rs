@@ -153,7 +153,7 @@ impl PolicySettings {
 }
 
 /// A family name, or an error listing the valid ones.
-fn parse_family(s: &str) -> Result<toolcall_detect::Family, String> {
+pub fn parse_family(s: &str) -> Result<toolcall_detect::Family, String> {
     toolcall_detect::Family::from_name(s.trim()).ok_or_else(|| {
         let names: Vec<&str> = toolcall_detect::Family::ALL
             .iter()

@@ -6,6 +6,7 @@ mod backfill;
 mod faults;
 mod harness;
 mod idempotency;
+mod ledger;
 mod poison;
 mod process;
 mod recovery_table;
