@@ -222,7 +222,7 @@ mod tests {
             enabled_tools: vec!["save_memory".into()],
             detect: crate::settings::DetectSettings {
                 memory_types: vec!["journal".into(), "fact".into()],
-                families_disabled: Vec::new(),
+                families_disabled: crate::settings::FamilyList::default(),
             },
             leaks_only: false,
         }

@@ -101,16 +101,16 @@ pub struct DetectSettings {
     #[arg(
         long,
         env = "TCR_FAMILIES_DISABLED",
-        value_delimiter = ',',
-        value_parser = parse_family
+        value_parser = parse_family_list,
+        default_value = ""
     )]
-    pub families_disabled: Vec<toolcall_detect::Family>,
+    pub families_disabled: FamilyList,
 }
 
 impl DetectSettings {
     /// The detection config these settings describe.
     pub fn config(&self) -> toolcall_detect::Config {
-        self.families_disabled.iter().fold(
+        self.families_disabled.0.iter().fold(
             toolcall_detect::Config::default().with_memory_types(&self.memory_types),
             |c, f| c.disable(*f),
         )
@@ -136,20 +136,34 @@ pub struct PolicySettings {
     #[arg(
         long,
         env = "TCR_FAMILIES_OBSERVE",
-        value_delimiter = ',',
-        value_parser = parse_family
+        value_parser = parse_family_list,
+        default_value = ""
     )]
-    pub families_observe: Vec<toolcall_detect::Family>,
+    pub families_observe: FamilyList,
 }
 
 impl PolicySettings {
     /// The policy these settings describe.
     pub fn policy(&self) -> Policy {
-        self.families_observe.iter().fold(
+        self.families_observe.0.iter().fold(
             Policy::new(self.detect.config()).with_mode(self.mode),
             |p, f| p.observe(*f),
         )
     }
+}
+
+/// A comma-separated list of family names. Empty items are skipped, so an empty or unset
+/// variable (`TCR_FAMILIES_DISABLED=`) means no family, as an operator would expect.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FamilyList(pub Vec<toolcall_detect::Family>);
+
+fn parse_family_list(s: &str) -> Result<FamilyList, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(parse_family)
+        .collect::<Result<Vec<_>, _>>()
+        .map(FamilyList)
 }
 
 /// A family name, or an error listing the valid ones.
@@ -341,6 +355,31 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+    use toolcall_detect::Family;
+
+    #[derive(Parser)]
+    struct P {
+        #[command(flatten)]
+        p: PolicySettings,
+    }
+
+    #[test]
+    fn family_lists_skip_blanks_and_reject_unknown_names() {
+        let p = P::try_parse_from(["t", "--families-disabled", " pythonic, ,llama3_json,"])
+            .map(|p| p.p)
+            .map_err(|e| e.to_string());
+        let p = p.as_ref().map(|p| &p.detect.families_disabled.0);
+        assert_eq!(p, Ok(&vec![Family::Pythonic, Family::Llama3Json]));
+        let empty =
+            P::try_parse_from(["t", "--families-observe", ""]).map(|p| p.p.families_observe);
+        assert_eq!(empty.ok(), Some(FamilyList::default()));
+        let bad = P::try_parse_from(["t", "--families-observe", "hermez"])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(bad.contains("hermez") && bad.contains("hermes"), "{bad}");
+    }
 
     #[test]
     fn masks_passwords() {
