@@ -15,7 +15,7 @@
     obs.py compose-env SERVICE... --expect VAR=VALUE|VAR ...        # `docker-compose config` on stdin
     obs.py broker-delete AMQP_URL --exchange X ... --queue Q ...
     obs.py log-clean LOG TEXT...                                    # no message text in a log
-    obs.py selftest                                                 # the PromQL name extractor on known cases
+    obs.py selftest                                                 # the PromQL and scrape parsers on known cases
 
 Only the standard library and pika (pip) are used.
 """
@@ -457,7 +457,7 @@ def cmd_lint(a: argparse.Namespace) -> int:
     for where, expr, on_dashboard in exprs:
         grouped = grouping_labels(expr)
         for name, m in selectors(expr):
-            if on_dashboard and name != "up" and (m.get("job", ("", ""))[0] != "=~" or m["job"][1] != "$job"):
+            if on_dashboard and name != "up" and m.get("job") != ("=~", "$job"):
                 problems.append(f"{where}: {name} without job=~\"$job\"")
             if on_dashboard and m.get("instance") != ("=~", "$instance"):
                 problems.append(f"{where}: {name} without instance=~\"$instance\"")
