@@ -20,7 +20,7 @@
 //!   ([`crate::audit::message_ledger`]); an empty list for a message never recovered, 404
 //!   for an id that is neither a message nor in the ledger.
 //!
-//! Both sit behind `Authorization: Bearer <TCR_ADMIN_TOKEN>` (compared in constant time);
+//! All sit behind `Authorization: Bearer <TCR_ADMIN_TOKEN>` (compared in constant time);
 //! without a configured token they answer 404, as if they did not exist. Errors are JSON,
 //! `{"error": {"code": ..., "message": ...}}`, mapped from [`ApiError`] in one place.
 //! Requests are limited in size and time ([`MAX_BODY_BYTES`], [`AdminState::timeout`]).

@@ -1,11 +1,12 @@
 //! Publishing a recovery that did not come from a delivery (the backfill, the admin API):
 //! the cleaned message for moderation and the forwarded calls for the app, each confirmed
-//! by the broker, with the same bodies the worker publishes.
+//! by the broker, with the same bodies the worker publishes; and a revert's restored
+//! message for moderation (the `revert` command, the admin API).
 //!
 //! There is no source event, so a stand-in one is built from the message row; its id is
-//! derived from the ledger row (`recovery:{id}`), which makes the moderation message id
-//! deterministic too: publishing the same recovery twice publishes the same ids, and
-//! consumers drop the duplicate.
+//! derived from the ledger row (`recovery:{id}`, `revert:{id}`), which makes the
+//! moderation message id deterministic too: publishing the same recovery twice publishes
+//! the same ids, and consumers drop the duplicate.
 //!
 //! The publisher owns one connection with one confirm-mode channel, opened on first use
 //! and reopened after a failure. It only declares the two exchanges it publishes to (the
