@@ -21,13 +21,10 @@ use crate::store;
 use chrono::{DateTime, NaiveDate, SecondsFormat, TimeDelta, Utc};
 use serde::Serialize;
 use serde_json::{json, Value};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::types::Json;
 use sqlx::{PgPool, Row};
 use std::collections::HashMap;
 use std::io::Write;
-use std::str::FromStr;
-use std::time::Duration;
 use toolcall_detect::Family;
 use uuid::Uuid;
 
@@ -490,7 +487,7 @@ fn summary_line(e: &Entry) -> String {
 /// database), checks the schema is migrated, lists and prints. Returns the number of
 /// recoveries listed.
 pub async fn run(args: LedgerArgs, out: &mut (dyn Write + Send)) -> Result<usize, Error> {
-    let pool = connect(&args.database).await?;
+    let pool = store::connect_command(&args.database, APPLICATION_NAME, 2).await?;
     let result = list_and_print(&pool, &args, out).await;
     pool.close().await;
     result
@@ -515,35 +512,6 @@ async fn list_and_print(
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(entries.len()),
         Err(e) => Err(Error::Output(e)),
     }
-}
-
-/// The command's own small pool. Unlike [`store::connect`] it does not create a missing
-/// database: it connects eagerly and says plainly when the database is not there.
-async fn connect(settings: &DatabaseSettings) -> Result<PgPool, Error> {
-    let opts = PgConnectOptions::from_str(settings.database_url.expose())
-        .map_err(|e| {
-            Error::Startup(format!(
-                "DATABASE_URL {} is not usable: {e}",
-                settings.database_url
-            ))
-        })?
-        .application_name(APPLICATION_NAME);
-    let database = opts.get_database().unwrap_or("postgres").to_string();
-    PgPoolOptions::new()
-        .max_connections(settings.db_max_connections.clamp(1, 2))
-        .acquire_timeout(Duration::from_secs(10))
-        .connect_with(opts)
-        .await
-        .map_err(|e| match e {
-            sqlx::Error::Database(db) if db.code().as_deref() == Some("3D000") => {
-                Error::Startup(format!(
-                    "database {database:?} does not exist at {} (the ledger command never \
-                     creates one; check DATABASE_URL)",
-                    settings.database_url
-                ))
-            }
-            e => Error::Database(e),
-        })
 }
 
 /// `--outcome`: an outcome label of the ledger.

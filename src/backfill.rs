@@ -32,7 +32,7 @@ pub use output::Summary;
 use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::recover::{Mode, Policy};
-use crate::settings::{DatabaseSettings, LogFormat, PolicySettings, SecretUrl};
+use crate::settings::{DatabaseSettings, LogFormat, PolicySettings, PublishSettings};
 use crate::shutdown::{self, Shutdown};
 use crate::{http, store};
 use checkpoint::Step;
@@ -40,14 +40,12 @@ use examine::Examiner;
 use futures_util::{stream, StreamExt};
 use output::Reporter;
 use republish::{PublishTarget, Publisher};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::PgPool;
 use std::io::Write;
 use std::net::SocketAddr;
-use std::str::FromStr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::sync::Semaphore;
 
 /// `application_name` of the backfill's database connections (tell them apart from the
@@ -62,30 +60,9 @@ pub struct BackfillArgs {
     #[command(flatten)]
     pub database: DatabaseSettings,
 
-    /// RabbitMQ URL, for republishing recovered messages (`amqps://` for TLS).
-    #[arg(
-        long,
-        env = "AMQP_URL",
-        hide_env_values = true,
-        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
-    )]
-    pub amqp_url: SecretUrl,
-
-    /// Topic exchange recovered messages are published to (routing key `message.ready`).
-    #[arg(
-        long,
-        env = "TCR_MODERATION_EXCHANGE",
-        default_value = "chat.moderation"
-    )]
-    pub moderation_exchange: String,
-
-    /// Topic exchange unrunnable calls are published to (routing key `tool_call.recovered`).
-    #[arg(
-        long,
-        env = "TCR_TOOL_CALLS_EXCHANGE",
-        default_value = "chat.tool_calls"
-    )]
-    pub tool_calls_exchange: String,
+    /// Where recovered messages and forwarded calls are republished.
+    #[command(flatten)]
+    pub publish: PublishSettings,
 
     /// Name of the backfill's broker connection.
     #[arg(long, default_value = "toolcall-recovery-backfill")]
@@ -208,7 +185,8 @@ pub async fn run_with(
             )));
         }
     }
-    let pool = connect(&args.database, args.concurrency + 1).await?;
+    let pool =
+        store::connect_command(&args.database, APPLICATION_NAME, args.concurrency + 1).await?;
     store::ensure_migrated(&pool, false).await?;
     let metrics = Arc::new(Metrics::new());
     let http = serve_metrics(args.metrics_addr, &metrics, &pool).await?;
@@ -239,23 +217,6 @@ pub async fn run_with(
 /// the other, each stalling the walk for a transaction.
 const EXAMINE_AHEAD: usize = 1024;
 
-/// The backfill's own small pool, named so its connections are told apart.
-async fn connect(settings: &DatabaseSettings, wanted: u32) -> Result<PgPool, Error> {
-    let opts = PgConnectOptions::from_str(settings.database_url.expose())
-        .map_err(|e| {
-            Error::Startup(format!(
-                "DATABASE_URL {} is not usable: {e}",
-                settings.database_url
-            ))
-        })?
-        .application_name(APPLICATION_NAME);
-    Ok(PgPoolOptions::new()
-        .max_connections(wanted.min(settings.db_max_connections).max(1))
-        .acquire_timeout(Duration::from_secs(10))
-        .connect_with(opts)
-        .await?)
-}
-
 async fn serve_metrics(
     addr: Option<SocketAddr>,
     metrics: &Arc<Metrics>,
@@ -283,12 +244,10 @@ async fn open_publisher(args: &BackfillArgs) -> Result<Option<Arc<Publisher>>, E
     if args.dry_run || args.no_publish {
         return Ok(None);
     }
-    let publisher = Publisher::new(PublishTarget {
-        amqp_url: args.amqp_url.clone(),
-        connection_name: args.connection_name.clone(),
-        moderation_exchange: args.moderation_exchange.clone(),
-        tool_calls_exchange: args.tool_calls_exchange.clone(),
-    });
+    let publisher = Publisher::new(PublishTarget::from_settings(
+        &args.publish,
+        &args.connection_name,
+    ));
     publisher.connect().await?;
     Ok(Some(Arc::new(publisher)))
 }

@@ -13,10 +13,7 @@ use crate::recover::revert::{revert_message, RevertOutcome, RevertReport, Revert
 use crate::settings::{DatabaseSettings, LogFormat, PublishSettings};
 use crate::store;
 use serde_json::json;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use std::io::Write;
-use std::str::FromStr;
-use std::time::Duration;
 
 /// Flags of `toolcall-recovery revert`.
 #[derive(Debug, Clone, clap::Args)]
@@ -68,30 +65,16 @@ pub struct RevertSummary {
 /// Reverts every message given, in order; stops at the first database or broker error
 /// (the messages before it stay reverted, each in its own committed transaction).
 pub async fn run(args: &RevertArgs, out: &mut (dyn Write + Send)) -> Result<RevertSummary, Error> {
-    let opts = PgConnectOptions::from_str(args.database.database_url.expose())
-        .map_err(|e| {
-            Error::Startup(format!(
-                "DATABASE_URL {} is not usable: {e}",
-                args.database.database_url
-            ))
-        })?
-        .application_name("toolcall-recovery-revert");
-    let pool = PgPoolOptions::new()
-        .max_connections(1)
-        .acquire_timeout(Duration::from_secs(10))
-        .connect_with(opts)
-        .await?;
+    let pool = store::connect_command(&args.database, "toolcall-recovery-revert", 1).await?;
     store::ensure_migrated(&pool, false).await?;
     // Connected before any change, so an unreachable broker stops the run first.
     let publisher = if args.dry_run || args.no_publish {
         None
     } else {
-        let p = Publisher::new(PublishTarget {
-            amqp_url: args.publish.amqp_url.clone(),
-            connection_name: args.connection_name.clone(),
-            moderation_exchange: args.publish.moderation_exchange.clone(),
-            tool_calls_exchange: args.publish.tool_calls_exchange.clone(),
-        });
+        let p = Publisher::new(PublishTarget::from_settings(
+            &args.publish,
+            &args.connection_name,
+        ));
         p.connect().await?;
         Some(p)
     };

@@ -43,6 +43,34 @@ pub async fn connect(settings: &DatabaseSettings) -> Result<PgPool, Error> {
         .connect_lazy_with(opts))
 }
 
+/// The small pool of a one-off command (`backfill`, `ledger`, `revert`): named
+/// `application_name` (tell it apart in `pg_stat_activity`), at most `max_connections`
+/// and never more than `--db-max-connections`. Unlike [`connect`] it connects now and
+/// never creates a missing database: it says plainly that the database is not there.
+pub async fn connect_command(
+    settings: &DatabaseSettings,
+    application_name: &str,
+    max_connections: u32,
+) -> Result<PgPool, Error> {
+    let opts = options(settings)?.application_name(application_name);
+    let database = opts.get_database().unwrap_or("postgres").to_string();
+    PgPoolOptions::new()
+        .max_connections(max_connections.min(settings.db_max_connections).max(1))
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(opts)
+        .await
+        .map_err(|e| match e {
+            sqlx::Error::Database(db) if db.code().as_deref() == Some("3D000") => {
+                Error::Startup(format!(
+                    "database {database:?} does not exist at {} (this command never creates \
+                     one; check DATABASE_URL, or run `toolcall-recovery migrate`)",
+                    settings.database_url
+                ))
+            }
+            e => Error::Database(e),
+        })
+}
+
 /// Creates the database named in `opts` when it does not exist (connecting to the
 /// `postgres` database to do so), with a log line saying so.
 pub async fn create_database_if_missing(opts: &PgConnectOptions) -> Result<(), Error> {

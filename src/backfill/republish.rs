@@ -21,7 +21,7 @@ use crate::event::{
 };
 use crate::recover::revert::{RevertOutcome, RevertReport};
 use crate::recover::{self, Mode, Outcome, Report};
-use crate::settings::SecretUrl;
+use crate::settings::{PublishSettings, SecretUrl};
 use lapin::options::{ConfirmSelectOptions, ExchangeDeclareOptions};
 use lapin::types::{FieldTable, LongString};
 use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
@@ -40,6 +40,18 @@ pub struct PublishTarget {
     pub moderation_exchange: String,
     /// Topic exchange of forwarded calls (routing key `tool_call.recovered`).
     pub tool_calls_exchange: String,
+}
+
+impl PublishTarget {
+    /// The target of a one-off command's settings, on a connection named `connection_name`.
+    pub fn from_settings(settings: &PublishSettings, connection_name: &str) -> Self {
+        PublishTarget {
+            amqp_url: settings.amqp_url.clone(),
+            connection_name: connection_name.to_string(),
+            moderation_exchange: settings.moderation_exchange.clone(),
+            tool_calls_exchange: settings.tool_calls_exchange.clone(),
+        }
+    }
 }
 
 /// What publishing one report did.
@@ -189,15 +201,8 @@ impl Publisher {
             counts.tool_calls += 1;
         }
         if let Some(content) = report.content.as_deref().filter(|c| !c.trim().is_empty()) {
-            let body = event::moderation_body(&event, content, &report.tools_used, &report.summary);
-            let id = event.event_id.moderation_event_id().to_string();
-            self.publish(
-                &self.target.moderation_exchange,
-                amqp::MODERATION_ROUTING_KEY,
-                &body,
-                &id,
-            )
-            .await?;
+            self.publish_moderation(&event, content, &report.tools_used, &report.summary)
+                .await?;
             counts.moderation = 1;
         }
         Ok(counts)
@@ -233,7 +238,21 @@ impl Publisher {
         );
         let mut summary = recover::empty_summary(Outcome::Reverted, Mode::Recover);
         summary["reverted_recovery_id"] = json!(recovery_id);
-        let body = event::moderation_body(&event, content, &report.tools_used, &summary);
+        self.publish_moderation(&event, content, &report.tools_used, &summary)
+            .await?;
+        counts.moderation = 1;
+        Ok(counts)
+    }
+
+    /// The moderation message of a stand-in event, under the id derived from it.
+    async fn publish_moderation(
+        &self,
+        event: &FinalizedEvent,
+        content: &str,
+        tools_used: &[String],
+        summary: &Value,
+    ) -> Result<(), Error> {
+        let body = event::moderation_body(event, content, tools_used, summary);
         let id = event.event_id.moderation_event_id().to_string();
         self.publish(
             &self.target.moderation_exchange,
@@ -241,9 +260,7 @@ impl Publisher {
             &body,
             &id,
         )
-        .await?;
-        counts.moderation = 1;
-        Ok(counts)
+        .await
     }
 
     /// Closes the connection, if open.
