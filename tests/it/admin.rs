@@ -15,10 +15,10 @@ use toolcall_recovery::backfill::republish::{PublishTarget, Publisher};
 use toolcall_recovery::metrics::Metrics;
 use toolcall_recovery::settings::SecretUrl;
 
-const TOKEN: &str = "test-admin-token-0123456789";
+pub const TOKEN: &str = "test-admin-token-0123456789";
 
 /// Serves the admin router for this test's database and exchanges.
-async fn serve(app: &TestApp, token: Option<&str>) -> SocketAddr {
+pub async fn serve(app: &TestApp, token: Option<&str>) -> SocketAddr {
     serve_with(app, token, Duration::from_secs(10)).await
 }
 
@@ -86,7 +86,7 @@ async fn diagnose(addr: SocketAddr, id: i64) -> (u16, Value) {
     .await
 }
 
-async fn recover(addr: SocketAddr, id: i64) -> (u16, Value) {
+pub async fn recover(addr: SocketAddr, id: i64) -> (u16, Value) {
     request(
         addr,
         "POST",

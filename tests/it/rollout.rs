@@ -365,3 +365,54 @@ async fn a_family_in_observe_mode_holds_back_only_messages_with_its_leaks() {
     );
     app.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_recover_endpoint_observes_in_observe_mode_and_recovers_an_observed_message_after(
+) {
+    let mut app = TestApp::prepare().await;
+    let cases = seed(&app).await;
+    let (id, content, _) = cases[0].clone();
+    let before = fingerprint(&app).await;
+
+    app.settings.policy.mode = Mode::Observe;
+    let observing = crate::admin::serve(&app, Some(crate::admin::TOKEN)).await;
+    let (status, body) = crate::admin::recover(observing, id).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["mode"], json!("observe"));
+    assert_eq!(body["outcome"], json!("recovered"));
+    assert_eq!(body["content"], json!(content), "the content as it stays");
+    assert_eq!(body["published"], json!({"moderation": 0, "tool_calls": 0}));
+    assert_eq!(fingerprint(&app).await.0, before.0, "nothing changed");
+    assert_eq!(app.count("SELECT count(*) FROM agent_memories").await, 0);
+    assert_eq!(app.queue_len(&app.moderation_queue).await, 0);
+    // Pressing again records nothing new.
+    let (status, body) = crate::admin::recover(observing, id).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(
+        app.count("SELECT count(*) FROM recoveries WHERE mode = 'observe'")
+            .await,
+        1
+    );
+
+    app.settings.policy.mode = Mode::Recover;
+    let recovering = crate::admin::serve(&app, Some(crate::admin::TOKEN)).await;
+    let (status, body) = crate::admin::recover(recovering, id).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["mode"], json!("recover"));
+    assert_eq!(body["outcome"], json!("recovered"));
+    assert_eq!(
+        app.message(id).await.0.as_deref(),
+        Some("Noted, green tea it is.")
+    );
+    assert_eq!(app.count("SELECT count(*) FROM agent_memories").await, 1);
+    let (published, _) = app
+        .get_one(&app.moderation_queue, T)
+        .await
+        .expect("the recovered message is published");
+    assert_eq!(
+        published["message"]["content"],
+        json!("Noted, green tea it is.")
+    );
+    assert_eq!(published["recovery"]["mode"], json!("recover"));
+    app.cleanup().await;
+}
