@@ -10,4 +10,5 @@ mod ledger;
 mod poison;
 mod process;
 mod recovery_table;
+mod revert;
 mod startup;
