@@ -10,5 +10,6 @@ mod ledger;
 mod poison;
 mod process;
 mod recovery_table;
+mod revert;
 mod rollout;
 mod startup;
