@@ -46,6 +46,7 @@ use crate::metrics::Metrics;
 use crate::recover::revert::{self, RevertOutcome, RevertedBy};
 use crate::recover::{self, Outcome, Policy, Report, Source};
 use crate::settings::Settings;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
@@ -240,8 +241,10 @@ async fn recover_now(
     }
 }
 
-/// Query of the ledger endpoint.
+/// Query of the ledger endpoint. Unknown parameters are refused: a mistyped
+/// `show_text` must not be silently ignored.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct LedgerQuery {
     #[serde(default)]
     show_text: bool,
@@ -250,9 +253,10 @@ struct LedgerQuery {
 async fn ledger(
     State(s): State<AdminState>,
     Path(raw): Path<String>,
-    Query(q): Query<LedgerQuery>,
+    q: Result<Query<LedgerQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
+    let Query(q) = q.map_err(invalid_query)?;
     let body = crate::audit::message_ledger(&s.pool, id.get(), q.show_text).await?;
     // Ledger rows outlive a message the app deleted; with neither, the id is unknown.
     let listed = body["recoveries"].as_array().is_some_and(|r| !r.is_empty());
@@ -260,6 +264,10 @@ async fn ledger(
         return Err(ApiError::NotFound(format!("message {id} not found")));
     }
     Ok(json_response(StatusCode::OK, &body))
+}
+
+fn invalid_query(e: QueryRejection) -> ApiError {
+    ApiError::InvalidQuery(e.body_text())
 }
 
 async fn message_exists(pool: &PgPool, id: MessageId) -> Result<bool, ApiError> {
@@ -271,8 +279,10 @@ async fn message_exists(pool: &PgPool, id: MessageId) -> Result<bool, ApiError> 
     )
 }
 
-/// Query of the revert endpoint.
+/// Query of the revert endpoint. Unknown parameters are refused: a mistyped `dry_run`
+/// must not turn into a real revert.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RevertQuery {
     #[serde(default)]
     dry_run: bool,
@@ -281,9 +291,10 @@ struct RevertQuery {
 async fn revert_now(
     State(s): State<AdminState>,
     Path(raw): Path<String>,
-    Query(q): Query<RevertQuery>,
+    q: Result<Query<RevertQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
+    let Query(q) = q.map_err(invalid_query)?;
     let report = revert::revert_message(&s.pool, id, RevertedBy::Admin, q.dry_run).await?;
     if !q.dry_run {
         s.metrics.revert(report.outcome.as_str());

@@ -167,11 +167,17 @@ fn describe(r: &RevertReport, published: u64) -> String {
             }
             s
         }
-        _ => format!(
-            "message {}: {}: {}",
-            r.message_id,
-            r.outcome.as_str(),
-            r.reason.as_deref().unwrap_or("")
-        ),
+        _ => {
+            let mut s = format!(
+                "message {}: {}: {}",
+                r.message_id,
+                r.outcome.as_str(),
+                r.reason.as_deref().unwrap_or("")
+            );
+            if published > 0 {
+                s.push_str("; the restored message was published for moderation again");
+            }
+            s
+        }
     }
 }

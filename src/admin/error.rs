@@ -22,6 +22,9 @@ pub enum ApiError {
     /// The id in the path is not a message id.
     #[error("{0:?} is not a message id")]
     InvalidId(String),
+    /// The query string is not one the endpoint takes (unknown parameter, bad value).
+    #[error("invalid query: {0}")]
+    InvalidQuery(String),
     /// The request is larger than [`MAX_BODY_BYTES`].
     #[error("the request is larger than {MAX_BODY_BYTES} bytes")]
     TooLarge,
@@ -73,7 +76,7 @@ impl ApiError {
         match self {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
-            ApiError::InvalidId(_) => StatusCode::BAD_REQUEST,
+            ApiError::InvalidId(_) | ApiError::InvalidQuery(_) => StatusCode::BAD_REQUEST,
             ApiError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Timeout | ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::NothingToRecover(_) | ApiError::Refused { .. } => StatusCode::CONFLICT,
@@ -88,6 +91,7 @@ impl ApiError {
             ApiError::NotFound(_) => "not_found",
             ApiError::Unauthorized => "unauthorized",
             ApiError::InvalidId(_) => "invalid_id",
+            ApiError::InvalidQuery(_) => "invalid_query",
             ApiError::TooLarge => "payload_too_large",
             ApiError::Timeout => "timeout",
             ApiError::NothingToRecover(_) => "nothing_to_recover",

@@ -210,15 +210,27 @@ impl Publisher {
 
     /// Publishes a reverted message for moderation: moderation approved the cleaned text,
     /// and must see the restored one. The `recovery` object says `reverted` and which
-    /// ledger row was undone. Publishes nothing for any other result.
+    /// ledger row was undone. Also for `already_reverted` while the message is still as the
+    /// revert left it: a publish that failed after the revert committed is not lost, and
+    /// the id (`revert:{row}`) is the same, so consumers drop a duplicate. Publishes nothing
+    /// otherwise.
     pub async fn publish_restored(
         &self,
         report: &RevertReport,
         origin: &str,
     ) -> Result<PublishedCounts, Error> {
         let mut counts = PublishedCounts::default();
-        let (RevertOutcome::Reverted, Some(recovery_id), false) =
-            (report.outcome, report.recovery_id, report.dry_run)
+        let (
+            RevertOutcome::Reverted | RevertOutcome::AlreadyReverted,
+            Some(recovery_id),
+            true,
+            false,
+        ) = (
+            report.outcome,
+            report.recovery_id,
+            report.restored,
+            report.dry_run,
+        )
         else {
             return Ok(counts);
         };

@@ -123,6 +123,12 @@ pub struct RevertReport {
     pub tool_messages: Vec<RowFate>,
     /// Rolled back: nothing was written.
     pub dry_run: bool,
+    /// The message is as the revert left it (true for `reverted`; for `already_reverted`,
+    /// when nothing changed it since): moderation may be told (again) about the restored
+    /// text under the revert's deterministic id. Covers a publish that failed after the
+    /// revert committed: asking again publishes it.
+    #[serde(skip)]
+    pub restored: bool,
     /// The message's content after the revert (the restored one when reverted).
     #[serde(skip)]
     pub content: Option<String>,
@@ -174,6 +180,7 @@ async fn revert_in(
         memories: Vec::new(),
         tool_messages: Vec::new(),
         dry_run: false,
+        restored: false,
         content: content.clone(),
         tools_used: string_entries(&tools_used),
     };
@@ -189,6 +196,8 @@ async fn revert_in(
     report.recovery_id = Some(recovery_id);
     if pass.try_get::<bool, _>("reverted")? {
         report.outcome = RevertOutcome::AlreadyReverted;
+        report.restored = content == pass.try_get::<Option<String>, _>("content_before")?
+            && tools_used == pass.try_get::<Json<Value>, _>("tools_used_before")?.0;
         report.reason = Some(format!(
             "the recovery of message {id} (ledger row {recovery_id}) is already reverted"
         ));
@@ -266,6 +275,7 @@ async fn revert_in(
         .execute(&mut *conn)
         .await?;
     report.outcome = RevertOutcome::Reverted;
+    report.restored = true;
     report.content = content_before;
     report.tools_used = string_entries(&tools_used_before);
     Ok(report)

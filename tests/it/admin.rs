@@ -46,7 +46,12 @@ async fn serve_with(app: &TestApp, token: Option<&str>, timeout: Duration) -> So
 }
 
 /// One HTTP/1.1 request; the status and the JSON body.
-async fn request(addr: SocketAddr, method: &str, path: &str, auth: Option<&str>) -> (u16, Value) {
+pub async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    auth: Option<&str>,
+) -> (u16, Value) {
     request_with_body(addr, method, path, auth, "").await
 }
 

@@ -10,22 +10,17 @@
 //! a deterministic sample of generated messages, recover then revert leaves every row of
 //! `messages` (every column but `updated_at`) and of `agent_memories` as it was.
 
+use crate::admin::{request, serve};
 use crate::harness::*;
 use serde_json::{json, Value};
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use toolcall_recovery::admin::{self, AdminState, AdminToken};
-use toolcall_recovery::backfill::republish::{PublishTarget, Publisher};
+use toolcall_recovery::admin::AdminToken;
 use toolcall_recovery::error::{Error, Poison};
 use toolcall_recovery::event::{EventId, MessageId};
-use toolcall_recovery::metrics::Metrics;
 use toolcall_recovery::recover::revert::{
     revert_message, RevertOutcome, RevertReport, RevertedBy, RowFate,
 };
 use toolcall_recovery::recover::{self, Mode, Outcome, Policy, Report, Source};
-use toolcall_recovery::settings::SecretUrl;
 use uuid::Uuid;
 
 const T: Duration = Duration::from_secs(20);
@@ -1287,46 +1282,6 @@ fn bearer() -> String {
     format!("Bearer {TOKEN}")
 }
 
-/// One HTTP/1.1 request; the status and the JSON body.
-async fn request(addr: SocketAddr, method: &str, path: &str, auth: Option<&str>) -> (u16, Value) {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let auth = auth.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n{auth}\r\n"
-    );
-    s.write_all(head.as_bytes()).await.unwrap();
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).await.unwrap();
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let status = text.split(' ').nth(1).unwrap().parse().unwrap();
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
-}
-
-/// The admin router alone, for this test's database and exchanges.
-async fn serve(app: &TestApp, token: Option<&str>) -> SocketAddr {
-    let n = &app.settings.names;
-    let state = AdminState {
-        pool: app.pool.clone(),
-        policy: Arc::new(app.settings.policy()),
-        token: token.map(AdminToken::new),
-        publisher: Some(Arc::new(Publisher::new(PublishTarget {
-            amqp_url: SecretUrl::new(AMQP_URL),
-            connection_name: "tcr-test-revert-admin".into(),
-            moderation_exchange: n.moderation_exchange.clone(),
-            tool_calls_exchange: n.tool_calls_exchange.clone(),
-        }))),
-        metrics: Arc::new(Metrics::new()),
-        timeout: Duration::from_secs(10),
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, admin::router(state)).await;
-    });
-    addr
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revert_and_ledger_need_the_token() {
     let app = TestApp::prepare().await;
@@ -1433,6 +1388,17 @@ async fn admin_revert_restores_publishes_refuses_and_counts() {
     assert_eq!(revert_marks(&app, rid).await, (None, None, Value::Null));
     assert_eq!(app.queue_len(&app.moderation_queue).await, 0);
 
+    // A mistyped or badly valued dry_run is refused with a JSON error, never taken for a
+    // real revert.
+    for query in ["?dryrun=true", "?dry_run=1"] {
+        let path = format!("{}{query}", revert_path(a));
+        let (status, body) = request(addr, "POST", &path, auth).await;
+        assert_eq!(status, 400, "{query}: {body}");
+        assert_eq!(body["error"]["code"], json!("invalid_query"), "{body}");
+    }
+    assert_same(&recovered, &snapshot(&app).await, "refused queries");
+    assert_eq!(app.queue_len(&app.moderation_queue).await, 0);
+
     // 200: reverted, exactly one moderation message with the restored text.
     let (status, body) = request(addr, "POST", &revert_path(a), auth).await;
     assert_eq!(status, 200, "{body}");
@@ -1453,12 +1419,20 @@ async fn admin_revert_restores_publishes_refuses_and_counts() {
     assert_eq!(m["recovery"]["outcome"], json!("reverted"));
     assert_eq!(m["recovery"]["reverted_recovery_id"], json!(rid));
 
-    // 200 again: already reverted, nothing changed, nothing published.
+    // 200 again: already reverted, nothing changed; the restored message is published
+    // again under the same id (a publish lost after the first commit is not lost for
+    // good), so a consumer that dedupes sees it once.
     let after = snapshot(&app).await;
     let (status, body) = request(addr, "POST", &revert_path(a), auth).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["outcome"], json!("already_reverted"));
     assert_same(&after, &snapshot(&app).await, "second revert");
+    let (again, _) = app
+        .get_one(&app.moderation_queue, T)
+        .await
+        .expect("republished");
+    assert_eq!(again["event_id"], m["event_id"], "the same moderation id");
+    assert_eq!(again["message"]["content"], json!(leak));
     assert_eq!(app.queue_len(&app.moderation_queue).await, 0);
 
     // 409s and 404.
@@ -1634,12 +1608,17 @@ async fn the_binary_reverts_dry_runs_and_refuses() {
         .unwrap();
     assert_eq!(revert_marks(&app, rid_a).await.1.as_deref(), Some("cli"));
 
-    // Again: exit 0, already reverted, nothing published.
+    // Again: exit 0, already reverted, nothing changed; the same moderation id again.
     let after_a = snapshot(&app).await;
     let out = cli(&app, &["--message", &a_s]).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(out.stdout.contains("already_reverted"), "{}", out.stdout);
     assert_same(&after_a, &snapshot(&app).await, "second run");
+    let (again, _) = app
+        .get_one(&app.moderation_queue, T)
+        .await
+        .expect("republished");
+    assert_eq!(again["event_id"], m["event_id"]);
     assert_eq!(app.queue_len(&app.moderation_queue).await, 0);
 
     // A conflict: exit 3, unchanged.
@@ -1735,5 +1714,45 @@ async fn the_binary_changes_nothing_when_the_broker_is_unreachable() {
             .await,
         0
     );
+    app.cleanup().await;
+}
+
+/// A revert whose moderation publish never happened (here `--no-publish`; in the field a
+/// broker failure after the commit) is published when the revert is asked for again, and
+/// not once the message changed after the revert.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn asking_again_publishes_a_revert_whose_publish_was_lost() {
+    let app = TestApp::prepare().await;
+    let chat = app.create_chat().await;
+    let agent = app.create_agent(&["save_memory"]).await;
+    let leak = result_prefix_leak("Likes tea", "fact", "Okay.");
+    let id = app
+        .create_message(chat, Some(agent), "assistant", Some(&leak), &[])
+        .await;
+    recover(&app, id).await;
+    let id_s = id.to_string();
+    let out = cli(&app, &["--message", &id_s, "--no-publish"]).await;
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(app.queue_len(&app.moderation_queue).await, 0);
+
+    let out = cli(&app, &["--message", &id_s]).await;
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("already_reverted"), "{}", out.stdout);
+    let (m, _) = app
+        .get_one(&app.moderation_queue, T)
+        .await
+        .expect("the restored message, published now");
+    assert_eq!(m["message"]["content"], json!(leak));
+    assert_eq!(m["recovery"]["outcome"], json!("reverted"));
+
+    // Edited since the revert: that text is not the revert's to announce.
+    sqlx::query("UPDATE messages SET content = 'edited by the app' WHERE id = $1")
+        .bind(id)
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let out = cli(&app, &["--message", &id_s]).await;
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(app.queue_len(&app.moderation_queue).await, 0);
     app.cleanup().await;
 }
