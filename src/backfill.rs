@@ -552,7 +552,7 @@ fn keep_first(fatal: &mut Option<Error>, e: Error) {
 /// One candidate's examination, tagged with its place in the [`Window`] and whether it
 /// runs on a task of its own (a leak, by detection).
 ///
-/// A leak is examined on a task of its own: its recovery is a dozen round trips to the
+/// A leak is examined on a task of its own: its recovery is about ten round trips to the
 /// database, and a task is polled on the runtime thread that receives its I/O, while the
 /// walk is polled wherever its caller runs it (the binary's main thread), where each round
 /// trip would cost two thread wake-ups. The others finish on their first poll, in the walk.

@@ -6,9 +6,9 @@
 //! anchored on (`<`, `[`, `{`; a JSON fence leak holds an object, so `{`), the same anchors
 //! the detection prefilter scans for: it never drops a row detection could call a leak.
 //! It is three `strpos` calls, a byte search each, rather than one regular expression,
-//! which cost the server about half as much again for the whole page query (BENCHMARKS.md
-//! §3): the server's scan is what bounds the walk. The bytes are ASCII, so in UTF-8 a
-//! byte match is a character match.
+//! which made the server's page query about 1.7 times as long (BENCHMARKS.md §3): the
+//! server's scan is what bounds the walk. The bytes are ASCII, so in UTF-8 a byte match is
+//! a character match.
 //!
 //! The agents' enabled tools come from a second, small query per page (the agents the page
 //! names), not from a join, which would send the same array with every row and have it
