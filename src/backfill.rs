@@ -3,7 +3,12 @@
 //! holds a marker's anchor byte, keyset pages), examines each ([`examine`]: a detection
 //! scan, then THE recovery transaction [`crate::recover::recover_message`], with
 //! [`crate::recover::Source::Backfill`]), republishes what changed for moderation
-//! ([`republish`]), and records how far it got after every page ([`checkpoint`]).
+//! ([`republish`]), and records how far it got every `--batch-size` candidates
+//! ([`checkpoint`]).
+//!
+//! - Pages are read ahead, on a task of their own; candidates finish in any order (a leak
+//!   waits for its recovery, the clean ones around it do not), and are reported, counted
+//!   and checkpointed in id order: a slow recovery holds the checkpoint, not the walk.
 //!
 //! - `--dry-run` runs the same transaction body and rolls it back: it reports exactly what a
 //!   real run would do and writes nothing (not even the checkpoint).
@@ -36,17 +41,22 @@ use crate::settings::{DatabaseSettings, LogFormat, PolicySettings, PublishSettin
 use crate::shutdown::{self, Shutdown};
 use crate::{http, store};
 use checkpoint::Step;
-use examine::Examiner;
-use futures_util::{stream, StreamExt};
+use examine::{Examined, Examiner};
+use futures_util::stream::FuturesUnordered;
+use futures_util::StreamExt;
 use output::Reporter;
 use republish::{PublishTarget, Publisher};
 use sqlx::PgPool;
+use std::collections::VecDeque;
+use std::future::Future;
 use std::io::Write;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Instant;
-use tokio::sync::Semaphore;
+use tokio::sync::{mpsc, Semaphore};
 
 /// `application_name` of the backfill's database connections (tell them apart from the
 /// worker's in `pg_stat_activity`).
@@ -211,11 +221,21 @@ pub async fn run_with(
     result
 }
 
-/// Candidates examined ahead of the oldest unfinished one. Output and checkpoint stay in id
-/// order (`buffered`); recoveries are bounded separately by `--concurrency`. With a window
-/// of `--concurrency` alone, leaks a few hundred candidates apart were recovered one after
-/// the other, each stalling the walk for a transaction.
-const EXAMINE_AHEAD: usize = 1024;
+/// Candidates started ahead of the oldest unfinished one, at most. A finished one waits
+/// here (its result, about 150 bytes) until everything before it is done, so output,
+/// summary and checkpoint follow id order while the walk goes on past a slow recovery.
+/// Clean candidates are examined at a few hundred thousand a second, so this is tens of
+/// milliseconds of walk: several recovery transactions.
+const WINDOW: usize = 16_384;
+
+/// Leaks being examined at once, at most: each waits for one of the `--concurrency`
+/// recoveries on a task of its own (a few KiB). Enough to keep the recoveries busy; beyond
+/// it the walk waits, as it does at a full [`WINDOW`].
+const LEAKS_IN_FLIGHT: usize = 128;
+
+/// Candidates started per turn of the walk, and finished examinations taken per turn: a
+/// clean candidate finishes on its first poll, so this bounds how many wait at once.
+const PER_TURN: usize = 256;
 
 async fn serve_metrics(
     addr: Option<SocketAddr>,
@@ -281,23 +301,26 @@ async fn walk(
 ) -> Result<Summary, Error> {
     let name = args.checkpoint_name();
     let until = args.until_id.unwrap_or(i64::MAX);
-    let mut after = start_after(args, pool).await?;
+    let after = start_after(args, pool).await?;
     let mut reporter = Reporter::new(
         out,
         args.json,
         after,
         candidates::last_id(pool, until).await?,
     );
-    let examiner = Examiner {
+    let examiner = Arc::new(Examiner {
         recoveries: Arc::new(Semaphore::new(args.concurrency.max(1) as usize)),
         pool: pool.clone(),
         policy: args.policy(),
         dry_run: args.dry_run,
         publisher,
         metrics: metrics.clone(),
-        pacer: pace::Pacer::new(args.rate),
+        // The walk paces itself, before it starts a candidate: a candidate that waits for
+        // its slot has not been taken, and Ctrl-C does not wait for it.
+        pacer: pace::Pacer::new(0.0),
         stop: stop.clone(),
-    };
+    });
+    let pacer = (args.rate > 0.0).then(|| pace::Pacer::new(args.rate));
     let mut summary = Summary {
         dry_run: args.dry_run,
         ..Summary::default()
@@ -309,76 +332,170 @@ async fn walk(
             pool,
             (floor, after.min(until)),
             args.concurrency as usize,
+            pacer.as_ref(),
             &stop,
             &mut summary,
             &mut reporter,
         )
         .await?;
     }
-    let mut remaining = args.limit.unwrap_or(u64::MAX);
     let batch = u64::from(args.batch_size);
-    // The next page is read while this one's recoveries run: a page with a few leaks would
-    // otherwise pay their transaction latencies and the next read one after the other.
-    let mut prefetched: Option<Result<Vec<candidates::Candidate>, Error>> = None;
-    let result = loop {
-        if stop.is_shutdown() {
-            summary.interrupted = true;
-            break Ok(());
+    let mut reader = Reader::start(
+        examiner.clone(),
+        after,
+        until,
+        args.limit.unwrap_or(u64::MAX),
+        batch,
+    );
+    let save = |step: Step| {
+        let examiner = &examiner;
+        let name = &name;
+        async move {
+            examiner
+                .retrying(|| checkpoint::save(pool, name, step, args.since_id, args.until_id))
+                .await
         }
-        if remaining == 0 {
-            summary.limit_reached = true;
-            break Ok(());
-        }
-        let want = remaining.min(batch) as i64;
-        let page = match prefetched.take() {
-            Some(page) => page,
-            None => {
-                examiner
-                    .retrying(|| candidates::page(pool, after, until, want))
-                    .await
-            }
-        };
-        let page = match page {
-            Ok(page) => page,
-            Err(e) => break Err(e),
-        };
-        if page.is_empty() {
-            summary.finished = true;
-            break Ok(());
-        }
-        let read = page.len();
-        let next_after = page.last().map_or(after, |c| c.id);
-        let next_want = remaining.saturating_sub(read as u64).min(batch) as i64;
-        let examine = examine_page(&examiner, page, args, &stop, &mut summary, &mut reporter);
-        let read_next = async {
-            if next_want == 0 {
-                return None;
-            }
-            Some(
-                examiner
-                    .retrying(|| candidates::page(pool, next_after, until, next_want))
-                    .await,
-            )
-        };
-        let ((step, fatal), next) = tokio::join!(examine, read_next);
-        prefetched = next;
-        if step.examined > 0 {
-            after = step.last_message_id;
-            if !args.dry_run {
-                checkpoint::save(pool, &name, step, args.since_id, args.until_id).await?;
-            }
-            metrics.backfill_progress(after);
-        }
-        reporter.progress(after, &summary);
-        if let Some(e) = fatal {
-            break Err(e);
-        }
-        if (step.examined as usize) < read {
-            summary.interrupted = true;
-            break Ok(());
-        }
-        remaining = remaining.saturating_sub(read as u64);
     };
+
+    let mut window = Window::default();
+    let mut running = FuturesUnordered::new();
+    let mut leaks = 0;
+    let mut finished = Vec::with_capacity(PER_TURN);
+    let mut page = Vec::new().into_iter();
+    let mut read_all: Option<Read> = None;
+    let mut taking = true;
+    let mut interrupted = false;
+    let mut fatal: Option<Error> = None;
+    let mut tick: Option<Boxed<'_, ()>> = None;
+    let mut paced = pacer.is_none();
+    let mut saving: Option<Boxed<'_, Result<(), Error>>> = None;
+    let mut unsaved = Step {
+        last_message_id: after,
+        examined: 0,
+        changed: 0,
+    };
+    let mut unreported = 0u64;
+    let mut stopped = stop.clone();
+    loop {
+        if taking && stop.is_shutdown() {
+            taking = false;
+            interrupted = read_all.is_none() || !page.as_slice().is_empty();
+        }
+        let mut started = 0;
+        while taking
+            && started < PER_TURN
+            && leaks < LEAKS_IN_FLIGHT
+            && window.len() < WINDOW
+            && !page.as_slice().is_empty()
+        {
+            if !paced {
+                if let Some(p) = &pacer {
+                    tick.get_or_insert_with(|| Box::pin(p.tick()));
+                }
+                break;
+            }
+            let Some(c) = page.next() else { break };
+            paced = pacer.is_none();
+            started += 1;
+            let (examination, leak) = examine_one(&examiner, window.start(), c);
+            leaks += usize::from(leak);
+            running.push(examination);
+        }
+        let read_to_end = read_all.is_some() && page.as_slice().is_empty();
+        if running.is_empty() && (!taking || read_to_end) {
+            break;
+        }
+        let want_page = taking && read_all.is_none() && page.as_slice().is_empty();
+        // Biased, and the walk's own results last: the others are ready once each, and a
+        // save or a rate tick must not wait behind a stream of clean candidates.
+        tokio::select! {
+            biased;
+            () = stopped.wait(), if taking => {}
+            saved = await_some(&mut saving), if saving.is_some() => {
+                saving = None;
+                if let Err(e) = saved {
+                    taking = false;
+                    keep_first(&mut fatal, e);
+                }
+            }
+            () = await_some(&mut tick), if taking && tick.is_some() => {
+                tick = None;
+                paced = true;
+            }
+            read = reader.pages.recv(), if want_page => match read {
+                Some(Ok(Read::Page(p))) => page = p.into_iter(),
+                Some(Ok(end)) => read_all = Some(end),
+                Some(Err(e)) => {
+                    taking = false;
+                    keep_first(&mut fatal, e);
+                }
+                None => {
+                    taking = false;
+                    keep_first(&mut fatal, Error::Bug("the page reader stopped".into()));
+                }
+            },
+            () = take_finished(&mut running, &mut finished), if !running.is_empty() => {
+                for (seq, leak, result) in finished.drain(..) {
+                    leaks -= usize::from(leak);
+                    match result {
+                        Ok(e) => window.finish(seq, Slot::Done(e)),
+                        Err(e) => {
+                            window.finish(seq, Slot::Failed);
+                            taking = false;
+                            keep_first(&mut fatal, e);
+                        }
+                    }
+                }
+            }
+            else => {
+                keep_first(&mut fatal, Error::Bug("the walk had nothing to wait for".into()));
+                break;
+            }
+        }
+        while let Some(e) = window.pop_done() {
+            summary.add(&e);
+            reporter.message(&e);
+            unsaved.last_message_id = e.message_id;
+            unsaved.examined += 1;
+            unsaved.changed += i64::from(e.changed);
+            unreported += 1;
+        }
+        if unreported >= batch {
+            unreported = 0;
+            metrics.backfill_progress(unsaved.last_message_id);
+            reporter.progress(unsaved.last_message_id, &summary);
+        }
+        if !args.dry_run && saving.is_none() && unsaved.examined as u64 >= batch {
+            saving = Some(Box::pin(save(unsaved)));
+            unsaved.examined = 0;
+            unsaved.changed = 0;
+        }
+    }
+    drop(reader);
+    if let Some(saved) = saving.take() {
+        if let Err(e) = saved.await {
+            keep_first(&mut fatal, e);
+        }
+    }
+    if unsaved.examined > 0 {
+        if !args.dry_run {
+            if let Err(e) = save(unsaved).await {
+                keep_first(&mut fatal, e);
+            }
+        }
+        metrics.backfill_progress(unsaved.last_message_id);
+    }
+    // Past a failed examination: done and reported, but not covered by the checkpoint.
+    for e in window.done_past_failure() {
+        summary.add(&e);
+        reporter.message(&e);
+    }
+    reporter.progress(unsaved.last_message_id, &summary);
+    if fatal.is_none() {
+        summary.interrupted = interrupted;
+        summary.finished = !interrupted && matches!(read_all, Some(Read::End));
+        summary.limit_reached = !interrupted && matches!(read_all, Some(Read::Limit));
+    }
     if summary.finished && args.repair_transcripts && !stop.is_shutdown() {
         let repaired =
             transcripts::repair_all(pool, i64::from(args.batch_size), args.dry_run).await?;
@@ -389,41 +506,267 @@ async fn walk(
     }
     summary.elapsed_secs = started.elapsed().as_secs_f64();
     reporter.finish(&summary);
-    result.map(|()| summary)
+    match fatal {
+        Some(e) => Err(e),
+        None => Ok(summary),
+    }
 }
 
-/// Examines one page, `--concurrency` at a time, results taken in id order so the
-/// checkpoint only ever covers a prefix that is entirely done. On Ctrl-C no further
-/// message is started; those in flight finish.
-async fn examine_page(
-    examiner: &Examiner,
-    page: Vec<candidates::Candidate>,
-    args: &BackfillArgs,
-    stop: &Shutdown,
-    summary: &mut Summary,
-    reporter: &mut Reporter<'_>,
-) -> (Step, Option<Error>) {
-    let mut step = Step {
-        last_message_id: 0,
-        examined: 0,
-        changed: 0,
-    };
-    let mut stopped = stop.clone();
-    let mut results = stream::iter(page)
-        .take_until(Box::pin(async move { stopped.wait().await }))
-        .map(|c| examiner.examine(c))
-        .buffered(EXAMINE_AHEAD.max(args.concurrency as usize));
-    while let Some(r) = results.next().await {
-        match r {
-            Ok(e) => {
-                step.last_message_id = e.message_id;
-                step.examined += 1;
-                step.changed += i64::from(e.changed);
-                summary.add(&e);
-                reporter.message(&e);
+/// The first error ends the run and is returned; later ones (the run is draining) are logged.
+fn keep_first(fatal: &mut Option<Error>, e: Error) {
+    match fatal {
+        None => *fatal = Some(e),
+        Some(_) => tracing::error!(error = %e, "backfill: a further error while stopping"),
+    }
+}
+
+/// One candidate's examination, tagged with its place in the [`Window`] and whether it
+/// runs on a task of its own (a leak, by detection).
+///
+/// A leak is examined on a task of its own: its recovery is about ten round trips to the
+/// database, and a task is polled on the runtime thread that receives its I/O, while the
+/// walk is polled wherever its caller runs it (the binary's main thread), where each round
+/// trip would cost two thread wake-ups. The others finish on their first poll, in the walk.
+/// Either way the outcome is `examine`'s; detection here only chooses where it runs.
+///
+/// Boxed here, once: the future is a few KiB (it has room for a recovery), and
+/// `FuturesUnordered` would otherwise copy it into its task several times.
+fn examine_one(
+    examiner: &Arc<Examiner>,
+    seq: u64,
+    c: candidates::Candidate,
+) -> (Boxed<'_, Examination>, bool) {
+    if examine::leaks(&c, &examiner.policy.detect).is_none() {
+        return (
+            Box::pin(async move { (seq, false, examiner.examine(c).await) }),
+            false,
+        );
+    }
+    let examiner = examiner.clone();
+    let task = tokio::spawn(async move { examiner.examine(c).await });
+    let examination = Box::pin(async move {
+        let result = task
+            .await
+            .unwrap_or_else(|e| Err(Error::Bug(format!("examining a message: {e}"))));
+        (seq, true, result)
+    });
+    (examination, true)
+}
+
+/// A future of the walk's, boxed.
+type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A finished examination: its place in the [`Window`], whether it was a leak on a task of
+/// its own, and what came of it.
+type Examination = (u64, bool, Result<Examined, Error>);
+
+/// Waits until an examination has finished, then takes it and the others already finished
+/// (up to [`PER_TURN`]): one wake-up of the walk serves many clean candidates.
+fn take_finished<'a, F: Future>(
+    running: &'a mut FuturesUnordered<F>,
+    into: &'a mut Vec<F::Output>,
+) -> impl Future<Output = ()> + 'a {
+    std::future::poll_fn(move |cx| {
+        while into.len() < PER_TURN {
+            match running.poll_next_unpin(cx) {
+                Poll::Ready(Some(out)) => into.push(out),
+                Poll::Ready(None) | Poll::Pending => break,
             }
-            Err(e) => return (step, Some(e)),
+        }
+        if into.is_empty() {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+}
+
+/// The future in `slot`, awaited (for a `select!` branch enabled only while there is one).
+async fn await_some<F: Future + Unpin>(slot: &mut Option<F>) -> F::Output {
+    match slot {
+        Some(f) => f.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// What the page reader hands the walk.
+enum Read {
+    /// The next candidates, in id order (never empty).
+    Page(Vec<candidates::Candidate>),
+    /// The range holds no further candidate.
+    End,
+    /// `--limit` candidates have been read.
+    Limit,
+}
+
+/// Reads pages ahead of the walk, on a task of its own: the server scans for the next page
+/// while this one is examined, and rows are decoded beside the examining. At most two pages
+/// wait for the walk. Dropping it stops it.
+struct Reader {
+    pages: mpsc::Receiver<Result<Read, Error>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Reader {
+    fn start(examiner: Arc<Examiner>, after: i64, until: i64, limit: u64, batch: u64) -> Self {
+        let (tx, pages) = mpsc::channel(1);
+        let task = tokio::spawn(async move {
+            let mut after = after;
+            let mut remaining = limit;
+            loop {
+                if remaining == 0 {
+                    let _ = tx.send(Ok(Read::Limit)).await;
+                    return;
+                }
+                let want = i64::try_from(remaining.min(batch)).unwrap_or(i64::MAX);
+                let page = examiner
+                    .retrying(|| candidates::page(&examiner.pool, after, until, want))
+                    .await;
+                let page = match page {
+                    Ok(page) => page,
+                    Err(e) => {
+                        let _ = tx.send(Err(e)).await;
+                        return;
+                    }
+                };
+                let Some(last) = page.last() else {
+                    let _ = tx.send(Ok(Read::End)).await;
+                    return;
+                };
+                after = last.id;
+                remaining = remaining.saturating_sub(page.len() as u64);
+                if tx.send(Ok(Read::Page(page))).await.is_err() {
+                    return; // the walk has stopped
+                }
+            }
+        });
+        Reader { pages, task }
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A started candidate.
+enum Slot {
+    /// Being examined.
+    Running,
+    /// Examined; reported and counted once everything before it is.
+    Done(Examined),
+    /// Its examination failed and ends the run: the checkpoint stays before it.
+    Failed,
+}
+
+/// The candidates started and not yet reported, in id order. The checkpoint is the last
+/// one taken out, and one is taken out only when it and everything before it is done, so
+/// the checkpoint never covers a candidate that is not done, however the examinations
+/// finish.
+#[derive(Default)]
+struct Window {
+    slots: VecDeque<Slot>,
+    /// Sequence number of `slots[0]`.
+    first: u64,
+}
+
+impl Window {
+    fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Takes in the next candidate; its sequence number.
+    fn start(&mut self) -> u64 {
+        self.slots.push_back(Slot::Running);
+        self.first + self.slots.len() as u64 - 1
+    }
+
+    /// Records how candidate `seq` ended.
+    fn finish(&mut self, seq: u64, slot: Slot) {
+        let at = seq
+            .checked_sub(self.first)
+            .and_then(|i| usize::try_from(i).ok());
+        if let Some(s) = at.and_then(|i| self.slots.get_mut(i)) {
+            *s = slot;
         }
     }
-    (step, None)
+
+    /// The oldest candidate, when it is done (and so is everything before it).
+    fn pop_done(&mut self) -> Option<Examined> {
+        if !matches!(self.slots.front(), Some(Slot::Done(_))) {
+            return None;
+        }
+        self.first += 1;
+        match self.slots.pop_front() {
+            Some(Slot::Done(e)) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Empties the window: what is done behind a failed or unfinished one, in id order.
+    fn done_past_failure(&mut self) -> impl Iterator<Item = Examined> + '_ {
+        self.slots.drain(..).filter_map(|s| match s {
+            Slot::Done(e) => Some(e),
+            Slot::Running | Slot::Failed => None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn examined(id: i64) -> Examined {
+        Examined {
+            message_id: id,
+            agent_id: None,
+            outcome: "clean",
+            mode: "recover",
+            calls: Vec::new(),
+            memory_preview: None,
+            memories_created: 0,
+            changed: false,
+            published: republish::PublishedCounts::default(),
+            error: None,
+        }
+    }
+
+    fn ids(w: &mut Window) -> Vec<i64> {
+        std::iter::from_fn(|| w.pop_done())
+            .map(|e| e.message_id)
+            .collect()
+    }
+
+    #[test]
+    fn takes_out_only_a_prefix_that_is_entirely_done() {
+        let mut w = Window::default();
+        let seqs: Vec<u64> = (0..4).map(|_| w.start()).collect();
+        w.finish(seqs[3], Slot::Done(examined(40)));
+        w.finish(seqs[1], Slot::Done(examined(20)));
+        assert!(ids(&mut w).is_empty(), "the first is still running");
+        w.finish(seqs[0], Slot::Done(examined(10)));
+        assert_eq!(ids(&mut w), vec![10, 20]);
+        assert_eq!(w.len(), 2);
+        // Sequence numbers go on across what was taken out.
+        let fifth = w.start();
+        assert_eq!(fifth, 4);
+        w.finish(fifth, Slot::Done(examined(50)));
+        w.finish(seqs[2], Slot::Done(examined(30)));
+        assert_eq!(ids(&mut w), vec![30, 40, 50]);
+        assert_eq!(w.len(), 0);
+    }
+
+    #[test]
+    fn a_failed_examination_holds_everything_after_it() {
+        let mut w = Window::default();
+        let seqs: Vec<u64> = (0..4).map(|_| w.start()).collect();
+        w.finish(seqs[0], Slot::Done(examined(1)));
+        w.finish(seqs[1], Slot::Failed);
+        w.finish(seqs[3], Slot::Done(examined(4)));
+        assert_eq!(ids(&mut w), vec![1]);
+        let rest: Vec<i64> = w.done_past_failure().map(|e| e.message_id).collect();
+        assert_eq!(rest, vec![4], "done, but never covered by the checkpoint");
+        assert_eq!(w.len(), 0);
+    }
 }

@@ -6,16 +6,17 @@
 //! whose families are still observed are recognised as already recorded and stay as they
 //! are; the others are recovered. The checkpoint is not involved.
 //!
-//! May depend on: the sibling modules (`candidates`, `examine`, `output`), `shutdown`,
+//! May depend on: the sibling modules (`candidates`, `examine`, `output`, `pace`), `shutdown`,
 //! `error`, `sqlx`.
 
 use super::candidates::{self, Candidate};
 use super::examine::Examiner;
 use super::output::{Reporter, Summary};
+use super::pace::Pacer;
 use crate::error::Error;
 use crate::shutdown::Shutdown;
 use futures_util::{stream, StreamExt};
-use sqlx::PgPool;
+use sqlx::{PgPool, Row};
 
 /// Messages read per page of the revisit.
 const PAGE: i64 = 500;
@@ -41,16 +42,24 @@ async fn observed_page(
         .bind(limit)
         .fetch_all(pool)
         .await?;
-    rows.iter().map(candidates::candidate).collect()
+    rows.iter()
+        .map(|row| {
+            let mut c = candidates::candidate(row)?;
+            c.enabled_tools = row.try_get("enabled_tools")?;
+            Ok(c)
+        })
+        .collect()
 }
 
-/// Examines every observed message with `after < id <= up_to`, `concurrency` at a time.
-/// Stops taking messages on Ctrl-C.
+/// Examines every observed message with `after < id <= up_to`, `concurrency` at a time,
+/// at the run's `--rate` (`pacer`). Stops taking messages on Ctrl-C.
+#[allow(clippy::too_many_arguments)]
 pub async fn observed(
     examiner: &Examiner,
     pool: &PgPool,
     (mut after, up_to): (i64, i64),
     concurrency: usize,
+    pacer: Option<&Pacer>,
     stop: &Shutdown,
     summary: &mut Summary,
     reporter: &mut Reporter<'_>,
@@ -66,7 +75,12 @@ pub async fn observed(
         let mut stopped = stop.clone();
         let mut results = stream::iter(page)
             .take_until(Box::pin(async move { stopped.wait().await }))
-            .map(|c| examiner.examine(c))
+            .map(|c| async move {
+                if let Some(p) = pacer {
+                    p.tick().await;
+                }
+                examiner.examine(c).await
+            })
             .buffered(concurrency.max(1));
         while let Some(r) = results.next().await {
             let e = r?;

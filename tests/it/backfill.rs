@@ -570,3 +570,157 @@ async fn the_binary_runs_a_dry_backfill() {
     assert_eq!(fingerprint(&app).await, before);
     app.cleanup().await;
 }
+
+/// `n` leaked save_memory results in one chat, after `first`: their ids in order.
+async fn leaks_after(app: &TestApp, chat: i64, agent: i64, n: usize) -> Vec<i64> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let content = result_prefix_leak(&format!("later {i}"), "fact", "Ok.");
+        ids.push(
+            app.create_message(chat, Some(agent), "assistant", Some(&content), &[])
+                .await,
+        );
+    }
+    ids
+}
+
+/// Recoveries committed for these messages.
+async fn recovered_among(app: &TestApp, ids: &[i64]) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM recoveries WHERE message_id = ANY($1)")
+        .bind(ids)
+        .fetch_one(&app.pool)
+        .await
+        .unwrap()
+}
+
+/// Holds the row lock of message `id` (as a busy chat app would) until the transaction ends:
+/// a recovery of that message waits for it.
+async fn lock_row(app: &TestApp, id: i64) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut tx = app.pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM messages WHERE id = $1 FOR UPDATE")
+        .bind(id)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_recovery_holds_the_checkpoint_but_not_the_walk() {
+    let app = TestApp::prepare().await;
+    let chat = app.create_chat().await;
+    let agent = app.create_agent(&["save_memory"]).await;
+    let mut clean = Vec::new();
+    for i in 0..2 {
+        let content = format!("See [step {i}](https://example.com/{i}).");
+        clean.push(
+            app.create_message(chat, Some(agent), "assistant", Some(&content), &[])
+                .await,
+        );
+    }
+    let waiting = leaks_after(&app, chat, agent, 1).await[0];
+    let later = leaks_after(&app, chat, agent, 6).await;
+    let lock = lock_row(&app, waiting).await;
+
+    // One page and one checkpoint save per candidate; two recoveries at once, so one waits
+    // for the lock while the other goes on.
+    let args = args(&app, &["--batch-size=1", "--no-publish", "--json"]);
+    let (_trigger, stop) = shutdown::channel();
+    let running = tokio::spawn(async move {
+        let mut out = Vec::new();
+        let summary = backfill::run_with(args, stop, &mut out).await;
+        (summary, String::from_utf8(out).expect("utf-8 output"))
+    });
+
+    // The messages after the waiting one are recovered; the checkpoint reaches the one
+    // before it and stays there.
+    wait_for("the later leaks recovered", Duration::from_secs(30), || {
+        let (app, later) = (&app, &later);
+        async move { recovered_among(app, later).await == later.len() as i64 }
+    })
+    .await;
+    wait_for(
+        "the checkpoint at the last message before the waiting one",
+        Duration::from_secs(30),
+        || async { checkpoint(&app).await == Some(clean[1]) },
+    )
+    .await;
+    assert_eq!(recovered_among(&app, &[waiting]).await, 0);
+    assert_eq!(
+        checkpoint(&app).await,
+        Some(clean[1]),
+        "never past the waiting one"
+    );
+
+    lock.rollback().await.unwrap();
+    let (summary, out) = running.await.unwrap();
+    let summary = summary.expect("backfill runs");
+    assert!(summary.finished, "{summary:?}");
+    assert_eq!(summary.examined, 9);
+    assert_eq!(summary.count("recovered"), 7, "{:?}", summary.by_outcome);
+    assert_eq!(checkpoint(&app).await, later.last().copied());
+    assert_eq!(recovered_among(&app, &[waiting]).await, 1);
+
+    // The lines come out in id order, though the waiting one finished last.
+    let lines: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ids: Vec<i64> = lines
+        .iter()
+        .filter_map(|l| l["message_id"].as_i64())
+        .collect();
+    let expected: Vec<i64> = std::iter::once(waiting).chain(later).collect();
+    assert_eq!(ids, expected, "{out}");
+    app.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_while_a_recovery_waits_resumes_without_repeats_or_gaps() {
+    let app = TestApp::prepare().await;
+    let chat = app.create_chat().await;
+    let agent = app.create_agent(&["save_memory"]).await;
+    let all = leaks_after(&app, chat, agent, 21).await;
+    let (waiting, later) = (all[0], &all[1..]);
+    let lock = lock_row(&app, waiting).await;
+
+    // Ten candidates a second: the run is stopped long before it has started them all.
+    let (trigger, stop) = shutdown::channel();
+    let args = args(&app, &["--rate=10", "--batch-size=2", "--no-publish"]);
+    let running = tokio::spawn(async move {
+        let mut out = Vec::new();
+        backfill::run_with(args, stop, &mut out).await
+    });
+    wait_for(
+        "three later leaks recovered",
+        Duration::from_secs(30),
+        || async { recovered_among(&app, later).await >= 3 },
+    )
+    .await;
+    trigger.fire();
+    // Stopped, with the first recovery still waiting: nothing is covered yet.
+    assert_eq!(checkpoint(&app).await, None);
+
+    lock.rollback().await.unwrap();
+    let first = running.await.unwrap().expect("stopped run ends cleanly");
+    assert!(first.interrupted && !first.finished, "{first:?}");
+    let examined = usize::try_from(first.examined).unwrap();
+    assert!((4..all.len()).contains(&examined), "{first:?}");
+    // What was started is done, and exactly that is covered.
+    assert_eq!(checkpoint(&app).await, Some(all[examined - 1]));
+    assert_eq!(
+        recovered_among(&app, &all[..examined]).await,
+        examined as i64
+    );
+    assert_eq!(recovered_among(&app, &all[examined..]).await, 0);
+
+    let (second, _) = run(&app, &["--no-publish"]).await;
+    assert!(second.finished);
+    assert_eq!(first.examined + second.examined, all.len() as u64);
+    assert_eq!(recovered_among(&app, &all).await, all.len() as i64);
+    assert_eq!(
+        app.count("SELECT count(*) FROM agent_memories").await,
+        all.len() as i64
+    );
+    app.cleanup().await;
+}

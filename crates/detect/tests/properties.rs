@@ -212,6 +212,25 @@ proptest! {
     }
 }
 
+/// The case a proptest run found against the first version of the switch: with `hermes`
+/// off, a more general family (bare JSON calls) claimed the object inside `<tool_call>` and
+/// left the tags behind. Now the markup stays whole.
+#[test]
+fn disabling_hermes_leaves_its_markup_whole() {
+    let text =
+        "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"A\"}}</tool_call>";
+    let tools = enabled();
+    let input = Input {
+        content: text,
+        tools_used: &[],
+        enabled_tools: &tools,
+    };
+    assert!(!detect(&input, &Config::default()).is_clean());
+    let off = detect(&input, &Config::default().disable(Family::Hermes));
+    assert!(off.is_clean(), "{off:?}");
+    assert_eq!(off.cleaned, None);
+}
+
 #[test]
 fn huge_and_deep_inputs_finish() {
     let deep_braces = "{".repeat(100_000);
