@@ -50,9 +50,24 @@ struct MessageRow {
     created_at: DateTime<Utc>,
 }
 
+/// Locks the row alone. The agent's tools and the latest ledger row are read by a statement
+/// of its own after it ([`CONTEXT`]): folded into this one (a LATERAL join), a pass that
+/// waited for the lock would see the ledger as it was before the other pass committed
+/// (READ COMMITTED re-reads only the locked row) and do the work twice. The idempotency
+/// and racing-revert tests catch exactly that.
 const LOCK_MESSAGE: &str = "SELECT chat_id, agent_id, role, content, tools_used, created_at \
      FROM messages WHERE id = $1 FOR UPDATE";
-const ENABLED_TOOLS: &str = "SELECT enabled_tools FROM agents WHERE id = $1";
+/// After the lock, in one round trip: the agent's enabled tools and the message's latest
+/// ledger row (`prev_*`, all NULL without one). A statement of its own, so it sees what a
+/// pass that held the lock before committed.
+const CONTEXT: &str = "SELECT \
+       coalesce((SELECT enabled_tools FROM agents WHERE id = $2), '{}') AS enabled_tools, \
+       r.id AS prev_id, r.event_id AS prev_event_id, r.summary AS prev_summary, \
+       r.content_before AS prev_content_before, r.content_after AS prev_content_after, \
+       r.mode AS prev_mode, r.reverted_at IS NOT NULL AS prev_reverted \
+     FROM (SELECT 1) one LEFT JOIN LATERAL ( \
+       SELECT id, event_id, summary, content_before, content_after, mode, reverted_at \
+       FROM recoveries WHERE message_id = $1 ORDER BY id DESC LIMIT 1) r ON true";
 const UPDATE_MESSAGE: &str =
     "UPDATE messages SET content = $2, tools_used = $3, updated_at = now() WHERE id = $1";
 /// Transcript repair: a tool message without a name gets the name of the assistant call
@@ -119,14 +134,13 @@ pub async fn recover_in(
         ("assistant", Some(c)) => c.clone(),
         _ => return Ok(report),
     };
-    let enabled_tools = match row.agent_id {
-        Some(agent) => sqlx::query_scalar::<_, Vec<String>>(ENABLED_TOOLS)
-            .bind(agent)
-            .fetch_optional(&mut *conn)
-            .await?
-            .unwrap_or_default(),
-        None => Vec::new(),
-    };
+    let context = sqlx::query(CONTEXT)
+        .bind(message_id.get())
+        .bind(row.agent_id)
+        .fetch_one(&mut *conn)
+        .await?;
+    let enabled_tools: Vec<String> = context.try_get("enabled_tools")?;
+    let prev = ledger::prev_recovery(&context)?;
     let detection = toolcall_detect::detect(
         &Input {
             content: &content,
@@ -135,7 +149,6 @@ pub async fn recover_in(
         },
         &policy.detect,
     );
-    let prev = ledger::latest_recovery(conn, message_id).await?;
     if detection.is_clean() {
         return match prev.filter(|p| p.applied()) {
             Some(prev) => already_recovered(conn, report, prev, source).await,

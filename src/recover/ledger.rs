@@ -9,14 +9,12 @@ use super::{CallReport, ForwardedCall, Item, MessageRow, Mode, Outcome, Source};
 use crate::error::Error;
 use crate::event::{MessageId, ID_NAMESPACE};
 use serde_json::{json, Value};
+use sqlx::postgres::PgRow;
 use sqlx::types::Json;
 use sqlx::{PgConnection, Row};
 use toolcall_detect::Leak;
 use uuid::Uuid;
 
-const LATEST_RECOVERY: &str = "SELECT id, event_id, summary, content_before, content_after, \
-     mode, reverted_at IS NOT NULL AS reverted \
-     FROM recoveries WHERE message_id = $1 ORDER BY id DESC LIMIT 1";
 const FORWARDED_ITEMS: &str = "SELECT id, call_name, call_arguments, family FROM recovery_items \
      WHERE recovery_id = $1 AND outcome = 'forwarded' ORDER BY leak_index, item_index";
 const INSERT_RECOVERY: &str = "INSERT INTO recoveries (message_id, chat_id, agent_id, source, \
@@ -46,25 +44,20 @@ impl PrevRecovery {
     }
 }
 
-pub(super) async fn latest_recovery(
-    conn: &mut PgConnection,
-    id: MessageId,
-) -> Result<Option<PrevRecovery>, Error> {
-    let Some(row) = sqlx::query(LATEST_RECOVERY)
-        .bind(id.get())
-        .fetch_optional(&mut *conn)
-        .await?
-    else {
+/// The latest ledger row of a message, from the `prev_*` columns of the recovery's
+/// context query (all NULL when the message has none).
+pub(super) fn prev_recovery(row: &PgRow) -> Result<Option<PrevRecovery>, Error> {
+    let Some(id) = row.try_get::<Option<i64>, _>("prev_id")? else {
         return Ok(None);
     };
     Ok(Some(PrevRecovery {
-        id: row.try_get("id")?,
-        event_id: row.try_get("event_id")?,
-        summary: row.try_get::<Json<Value>, _>("summary")?.0,
-        content_before: row.try_get("content_before")?,
-        content_after: row.try_get("content_after")?,
-        mode: ledger_mode(&row.try_get::<String, _>("mode")?)?,
-        reverted: row.try_get("reverted")?,
+        id,
+        event_id: row.try_get("prev_event_id")?,
+        summary: row.try_get::<Json<Value>, _>("prev_summary")?.0,
+        content_before: row.try_get("prev_content_before")?,
+        content_after: row.try_get("prev_content_after")?,
+        mode: ledger_mode(&row.try_get::<String, _>("prev_mode")?)?,
+        reverted: row.try_get("prev_reverted")?,
     }))
 }
 
