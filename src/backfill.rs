@@ -6,10 +6,12 @@
 //! ([`republish`]), and records how far it got every `--batch-size` candidates
 //! ([`checkpoint`]).
 //!
-//! - Pages are read ahead, on a task of their own; candidates finish in any order (a leak
-//!   waits for its recovery, the clean ones around it do not), and are reported, counted
-//!   and checkpointed in id order: a slow recovery holds the checkpoint, not the walk.
-//!
+//! - Pages are read ahead, on a task of their own (`reader`); candidates finish in any
+//!   order (a leak waits for its recovery, the clean ones around it do not), and are
+//!   reported, counted and checkpointed in id order (`window`): a slow recovery holds the
+//!   checkpoint, not the walk.
+//! - A recover-mode run first revisits messages an observe-mode pass recorded
+//!   ([`revisit`]).
 //! - `--dry-run` runs the same transaction body and rolls it back: it reports exactly what a
 //!   real run would do and writes nothing (not even the checkpoint).
 //! - Resumable: Ctrl-C (or SIGTERM) stops taking messages, lets those in flight finish,
@@ -27,9 +29,11 @@ pub mod checkpoint;
 pub mod examine;
 pub mod output;
 pub mod pace;
+mod reader;
 pub mod republish;
 pub mod revisit;
 pub mod transcripts;
+mod window;
 
 pub use examine::what_if;
 pub use output::Summary;
@@ -45,9 +49,9 @@ use examine::{Examined, Examiner};
 use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
 use output::Reporter;
+use reader::{Read, Reader};
 use republish::{PublishTarget, Publisher};
 use sqlx::PgPool;
-use std::collections::VecDeque;
 use std::future::Future;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -56,7 +60,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::Semaphore;
+use window::{Slot, Window};
 
 /// `application_name` of the backfill's database connections (tell them apart from the
 /// worker's in `pg_stat_activity`).
@@ -536,14 +541,14 @@ fn examine_one(
     seq: u64,
     c: candidates::Candidate,
 ) -> (Boxed<'_, Examination>, bool) {
-    if examine::leaks(&c, &examiner.policy.detect).is_none() {
+    let Some(detection) = examine::leaks(&c, &examiner.policy.detect) else {
         return (
-            Box::pin(async move { (seq, false, examiner.examine(c).await) }),
+            Box::pin(async move { (seq, false, examiner.examine_detected(c, None).await) }),
             false,
         );
-    }
+    };
     let examiner = examiner.clone();
-    let task = tokio::spawn(async move { examiner.examine(c).await });
+    let task = tokio::spawn(async move { examiner.examine_detected(c, Some(detection)).await });
     let examination = Box::pin(async move {
         let result = task
             .await
@@ -586,187 +591,5 @@ async fn await_some<F: Future + Unpin>(slot: &mut Option<F>) -> F::Output {
     match slot {
         Some(f) => f.await,
         None => std::future::pending().await,
-    }
-}
-
-/// What the page reader hands the walk.
-enum Read {
-    /// The next candidates, in id order (never empty).
-    Page(Vec<candidates::Candidate>),
-    /// The range holds no further candidate.
-    End,
-    /// `--limit` candidates have been read.
-    Limit,
-}
-
-/// Reads pages ahead of the walk, on a task of its own: the server scans for the next page
-/// while this one is examined, and rows are decoded beside the examining. At most two pages
-/// wait for the walk. Dropping it stops it.
-struct Reader {
-    pages: mpsc::Receiver<Result<Read, Error>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Reader {
-    fn start(examiner: Arc<Examiner>, after: i64, until: i64, limit: u64, batch: u64) -> Self {
-        let (tx, pages) = mpsc::channel(1);
-        let task = tokio::spawn(async move {
-            let mut after = after;
-            let mut remaining = limit;
-            loop {
-                if remaining == 0 {
-                    let _ = tx.send(Ok(Read::Limit)).await;
-                    return;
-                }
-                let want = i64::try_from(remaining.min(batch)).unwrap_or(i64::MAX);
-                let page = examiner
-                    .retrying(|| candidates::page(&examiner.pool, after, until, want))
-                    .await;
-                let page = match page {
-                    Ok(page) => page,
-                    Err(e) => {
-                        let _ = tx.send(Err(e)).await;
-                        return;
-                    }
-                };
-                let Some(last) = page.last() else {
-                    let _ = tx.send(Ok(Read::End)).await;
-                    return;
-                };
-                after = last.id;
-                remaining = remaining.saturating_sub(page.len() as u64);
-                if tx.send(Ok(Read::Page(page))).await.is_err() {
-                    return; // the walk has stopped
-                }
-            }
-        });
-        Reader { pages, task }
-    }
-}
-
-impl Drop for Reader {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// A started candidate.
-enum Slot {
-    /// Being examined.
-    Running,
-    /// Examined; reported and counted once everything before it is.
-    Done(Examined),
-    /// Its examination failed and ends the run: the checkpoint stays before it.
-    Failed,
-}
-
-/// The candidates started and not yet reported, in id order. The checkpoint is the last
-/// one taken out, and one is taken out only when it and everything before it is done, so
-/// the checkpoint never covers a candidate that is not done, however the examinations
-/// finish.
-#[derive(Default)]
-struct Window {
-    slots: VecDeque<Slot>,
-    /// Sequence number of `slots[0]`.
-    first: u64,
-}
-
-impl Window {
-    fn len(&self) -> usize {
-        self.slots.len()
-    }
-
-    /// Takes in the next candidate; its sequence number.
-    fn start(&mut self) -> u64 {
-        self.slots.push_back(Slot::Running);
-        self.first + self.slots.len() as u64 - 1
-    }
-
-    /// Records how candidate `seq` ended.
-    fn finish(&mut self, seq: u64, slot: Slot) {
-        let at = seq
-            .checked_sub(self.first)
-            .and_then(|i| usize::try_from(i).ok());
-        if let Some(s) = at.and_then(|i| self.slots.get_mut(i)) {
-            *s = slot;
-        }
-    }
-
-    /// The oldest candidate, when it is done (and so is everything before it).
-    fn pop_done(&mut self) -> Option<Examined> {
-        if !matches!(self.slots.front(), Some(Slot::Done(_))) {
-            return None;
-        }
-        self.first += 1;
-        match self.slots.pop_front() {
-            Some(Slot::Done(e)) => Some(e),
-            _ => None,
-        }
-    }
-
-    /// Empties the window: what is done behind a failed or unfinished one, in id order.
-    fn done_past_failure(&mut self) -> impl Iterator<Item = Examined> + '_ {
-        self.slots.drain(..).filter_map(|s| match s {
-            Slot::Done(e) => Some(e),
-            Slot::Running | Slot::Failed => None,
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn examined(id: i64) -> Examined {
-        Examined {
-            message_id: id,
-            agent_id: None,
-            outcome: "clean",
-            mode: "recover",
-            calls: Vec::new(),
-            memory_preview: None,
-            memories_created: 0,
-            changed: false,
-            published: republish::PublishedCounts::default(),
-            error: None,
-        }
-    }
-
-    fn ids(w: &mut Window) -> Vec<i64> {
-        std::iter::from_fn(|| w.pop_done())
-            .map(|e| e.message_id)
-            .collect()
-    }
-
-    #[test]
-    fn takes_out_only_a_prefix_that_is_entirely_done() {
-        let mut w = Window::default();
-        let seqs: Vec<u64> = (0..4).map(|_| w.start()).collect();
-        w.finish(seqs[3], Slot::Done(examined(40)));
-        w.finish(seqs[1], Slot::Done(examined(20)));
-        assert!(ids(&mut w).is_empty(), "the first is still running");
-        w.finish(seqs[0], Slot::Done(examined(10)));
-        assert_eq!(ids(&mut w), vec![10, 20]);
-        assert_eq!(w.len(), 2);
-        // Sequence numbers go on across what was taken out.
-        let fifth = w.start();
-        assert_eq!(fifth, 4);
-        w.finish(fifth, Slot::Done(examined(50)));
-        w.finish(seqs[2], Slot::Done(examined(30)));
-        assert_eq!(ids(&mut w), vec![30, 40, 50]);
-        assert_eq!(w.len(), 0);
-    }
-
-    #[test]
-    fn a_failed_examination_holds_everything_after_it() {
-        let mut w = Window::default();
-        let seqs: Vec<u64> = (0..4).map(|_| w.start()).collect();
-        w.finish(seqs[0], Slot::Done(examined(1)));
-        w.finish(seqs[1], Slot::Failed);
-        w.finish(seqs[3], Slot::Done(examined(4)));
-        assert_eq!(ids(&mut w), vec![1]);
-        let rest: Vec<i64> = w.done_past_failure().map(|e| e.message_id).collect();
-        assert_eq!(rest, vec![4], "done, but never covered by the checkpoint");
-        assert_eq!(w.len(), 0);
     }
 }

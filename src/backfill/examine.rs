@@ -204,8 +204,19 @@ impl Examiner {
     /// Examines one candidate. An error is fatal for the run (a dependency stayed down
     /// through the retries); a message that can never be recovered comes back as `failed`.
     pub async fn examine(&self, c: Candidate) -> Result<Examined, Error> {
+        let detection = leaks(&c, &self.policy.detect);
+        self.examine_detected(c, detection).await
+    }
+
+    /// [`Self::examine`] for a caller that already ran [`leaks`] on the candidate (the walk
+    /// does, to choose where the examination runs): detection is not run twice.
+    pub async fn examine_detected(
+        &self,
+        c: Candidate,
+        detection: Option<Detection>,
+    ) -> Result<Examined, Error> {
         self.pacer.tick().await;
-        let Some(detection) = leaks(&c, &self.policy.detect) else {
+        let Some(detection) = detection else {
             return Ok(Examined::bare(
                 &c,
                 Outcome::Clean.as_str(),
