@@ -7,9 +7,12 @@
 //!   ceiling of "a clean message costs a scan").
 //! - `leaked`: `detect` on the leaked messages vs. `serde_json` parsing just their JSON.
 //! - `mix`: the 95/5 mix.
-//! - `real`: the 25,300 real replies of `shared/corpus` when present.
+//! - `real`: the 25,300 real replies of `tests/data/real/`.
 //!
 //! Run: `cargo bench -p toolcall-detect --bench detect`
+
+#[path = "../tests/support/real.rs"]
+mod real;
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use toolcall_detect::{detect, Config, Input};
@@ -185,13 +188,7 @@ fn benches(c: &mut Criterion) {
     });
     g.finish();
 
-    let real = std::env::var("TCR_CORPUS_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|_| {
-            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus")
-        })
-        .join("real_assistant_messages.jsonl");
-    if let Ok(body) = std::fs::read_to_string(&real) {
+    if let Ok(body) = real::read("real_assistant_messages.jsonl") {
         let msgs: Vec<String> = body
             .lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())

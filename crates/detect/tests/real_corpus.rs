@@ -1,25 +1,15 @@
-//! The real-message corpora of `shared/corpus` (too large to copy into the repository):
+//! The real-message corpora of `tests/data/real/` (zstd-compressed, in the repository):
 //! 25,300 real replies that must never be rewritten, and 2,723 real tool-call outputs.
-//! Read from `$TCR_CORPUS_DIR`, default `../shared/corpus` beside the repository; a missing
-//! corpus fails the test rather than skipping it.
+//! A missing corpus fails the test rather than skipping it.
+
+#[path = "support/real.rs"]
+mod real;
 
 use serde_json::Value;
-use std::path::PathBuf;
 use toolcall_detect::{detect, Config, Input};
 
 fn corpus_file(name: &str) -> String {
-    let dir = std::env::var_os("TCR_CORPUS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus")
-        });
-    let path = dir.join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; set TCR_CORPUS_DIR to the shared/corpus folder",
-            path.display()
-        )
-    })
+    real::read(name).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A realistic agent: the tools a chat agent commonly has, so the families that need an
