@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
 use tokio::sync::Semaphore;
-use toolcall_recovery::event::MessageId;
+use toolcall_recovery::ids::MessageId;
 use toolcall_recovery::recover::{recover_message, Source};
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;

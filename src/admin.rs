@@ -1,7 +1,7 @@
 //! The admin API (contract §6), for the chat app's "fix" button and for operators:
 //!
 //! - `GET /v1/messages/{id}/diagnosis`: what recovery would do to the message now (the
-//!   recovery transaction run and rolled back, see [`crate::backfill::what_if`]), with what
+//!   recovery transaction run and rolled back, see [`crate::recover::what_if`]), with what
 //!   detection sees in it. Writes nothing.
 //! - `POST /v1/messages/{id}/recover`: runs THE recovery transaction
 //!   ([`crate::recover::recover_message`], source `admin`), publishes the cleaned message
@@ -17,7 +17,7 @@
 //!   404 no such message, 409 `nothing_to_revert` or `conflict` (changed since).
 //! - `GET /v1/messages/{id}/ledger` (`?show_text=true` to include the removed text and
 //!   the content before and after): the message's ledger rows, newest first
-//!   ([`crate::audit::message_ledger`]); an empty list for a message never recovered, 404
+//!   ([`crate::ledger::message_ledger`]); an empty list for a message never recovered, 404
 //!   for an id that is neither a message nor in the ledger.
 //!
 //! All sit behind `Authorization: Bearer <TCR_ADMIN_TOKEN>` (compared in constant time);
@@ -25,27 +25,25 @@
 //! `{"error": {"code": ..., "message": ...}}`, mapped from [`ApiError`] in one place.
 //! Requests are limited in size and time ([`MAX_BODY_BYTES`], [`AdminState::timeout`]).
 //!
-//! [`router`] gives a `Router` to merge into the HTTP server of `http`; [`AdminSettings`]
-//! (the token, the time limit) is meant to be flattened into the worker's settings, and
-//! [`AdminState::new`] builds the state from both. The token lives in `auth`, the error
+//! [`router`] gives a `Router` to merge into the HTTP server of `http`;
+//! [`AdminState::new`] builds the state from the worker's settings (the token and time limit
+//! are `settings::AdminSettings`). The token lives in `auth`, the error
 //! mapping in `error`.
 //!
-//! May depend on: `recover`, `backfill` (`what_if`, `republish`), `audit`, `metrics`, `event`,
-//! `settings`, `error`, `axum`, `sqlx`, `subtle`.
+//! May depend on: `recover`, `publish`, `ledger`, `metrics`, `ids`, `settings`, `error`,
+//! `axum`, `sqlx`, `subtle`. Never on `backfill` or `cmd`.
 
 mod auth;
 mod error;
 
-pub use auth::AdminToken;
 pub use error::ApiError;
 
-use crate::backfill::republish::{PublishTarget, PublishedCounts, Publisher};
-use crate::backfill::what_if;
-use crate::event::MessageId;
+use crate::ids::MessageId;
 use crate::metrics::Metrics;
+use crate::publish::{PublishTarget, PublishedCounts, Publisher};
 use crate::recover::revert::{self, RevertOutcome, RevertedBy};
 use crate::recover::{self, Outcome, Policy, Report, Source};
-use crate::settings::Settings;
+use crate::settings::{AdminSettings, AdminToken, Settings};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::StatusCode;
@@ -59,25 +57,12 @@ use serde_json::{json, Value};
 use sqlx::PgPool;
 use std::sync::Arc;
 use std::time::Duration;
-use toolcall_detect::{Config, Detection, Input};
+use toolcall_detect::Detection;
 
 /// Largest request accepted, in bytes (the endpoints take no body).
 pub const MAX_BODY_BYTES: usize = 4 * 1024;
 /// Characters of text shown in previews.
 const PREVIEW_CHARS: usize = 200;
-
-/// Settings of the admin API, to flatten into the worker's settings.
-#[derive(Debug, Clone, clap::Args)]
-pub struct AdminSettings {
-    /// Bearer token of the admin API (prefer the environment); without one the API
-    /// answers 404.
-    #[arg(long, env = "TCR_ADMIN_TOKEN", hide_env_values = true)]
-    pub admin_token: Option<AdminToken>,
-
-    /// Seconds an admin request may take before it is answered 503 `timeout`.
-    #[arg(long, env = "TCR_ADMIN_TIMEOUT_SECS", default_value_t = 10)]
-    pub admin_timeout_secs: u64,
-}
 
 /// What the handlers need.
 #[derive(Clone)]
@@ -106,12 +91,13 @@ impl AdminState {
         admin: &AdminSettings,
         metrics: Arc<Metrics>,
     ) -> Self {
-        let publisher = Publisher::new(PublishTarget {
-            amqp_url: settings.amqp_url.clone(),
-            connection_name: format!("{}-admin", settings.connection_name),
-            moderation_exchange: settings.names.moderation_exchange.clone(),
-            tool_calls_exchange: settings.names.tool_calls_exchange.clone(),
-        });
+        let publisher = Publisher::new(
+            PublishTarget::from_settings(
+                &settings.publish,
+                &format!("{}-admin", settings.connection_name),
+            ),
+            metrics.clone(),
+        );
         AdminState {
             pool,
             policy: Arc::new(settings.policy()),
@@ -164,8 +150,10 @@ async fn diagnosis(
     Path(raw): Path<String>,
 ) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
-    let detection = detect_now(&s.pool, id, &s.policy.detect).await?;
-    let report = what_if(&s.pool, id, &s.policy, Source::Admin).await?;
+    let detection = recover::detect_stored(&s.pool, id, &s.policy.detect)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("message {id} not found")))?;
+    let report = recover::what_if(&s.pool, id, &s.policy, Source::Admin).await?;
     let mut body = report_body(&report, None);
     body["dry_run"] = json!(true);
     body["leaks"] = leaks_body(&detection);
@@ -257,7 +245,7 @@ async fn ledger(
 ) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
     let Query(q) = q.map_err(invalid_query)?;
-    let body = crate::audit::message_ledger(&s.pool, id.get(), q.show_text).await?;
+    let body = crate::ledger::message_ledger(&s.pool, id.get(), q.show_text).await?;
     // Ledger rows outlive a message the app deleted; with neither, the id is unknown.
     let listed = body["recoveries"].as_array().is_some_and(|r| !r.is_empty());
     if !listed && !message_exists(&s.pool, id).await? {
@@ -322,9 +310,6 @@ async fn revert_now(
                                 recovery: body.clone(),
                             }
                         })?;
-                for _ in 0..published.moderation {
-                    s.metrics.published(publisher.exchanges().0);
-                }
                 body["published"] = json!({"moderation": published.moderation});
             }
             Ok(json_response(StatusCode::OK, &body))
@@ -351,16 +336,7 @@ async fn publish(s: &AdminState, report: &Report) -> Result<PublishedCounts, Api
         return Ok(PublishedCounts::default());
     };
     match publisher.publish_report(report, "admin").await {
-        Ok(counts) => {
-            let (moderation, tool_calls) = publisher.exchanges();
-            for _ in 0..counts.moderation {
-                s.metrics.published(moderation);
-            }
-            for _ in 0..counts.tool_calls {
-                s.metrics.published(tool_calls);
-            }
-            Ok(counts)
-        }
+        Ok(counts) => Ok(counts),
         Err(e) => {
             tracing::error!(message_id = %report.message_id, recovery_id = ?report.recovery_id,
                 error = %e, "recovered through the admin API but not published");
@@ -420,47 +396,6 @@ fn report_body(r: &Report, published: Option<PublishedCounts>) -> Value {
     body
 }
 
-const CURRENT: &str = "SELECT m.role, m.content, m.tools_used, \
-       coalesce(a.enabled_tools, '{}') AS enabled_tools \
-     FROM messages m LEFT JOIN agents a ON a.id = m.agent_id WHERE m.id = $1";
-
-/// role, content, tools_used, the agent's enabled tools.
-type CurrentRow = (
-    String,
-    Option<String>,
-    sqlx::types::Json<Value>,
-    Vec<String>,
-);
-
-/// Detection on the message as stored, with its agent's tools (for the diagnosis).
-async fn detect_now(pool: &PgPool, id: MessageId, config: &Config) -> Result<Detection, ApiError> {
-    let row: Option<CurrentRow> = sqlx::query_as(CURRENT)
-        .bind(id.get())
-        .fetch_optional(pool)
-        .await?;
-    let Some((role, content, tools_used, enabled_tools)) = row else {
-        return Err(ApiError::NotFound(format!("message {id} not found")));
-    };
-    let (Some(content), "assistant") = (content, role.as_str()) else {
-        return Ok(Detection::default());
-    };
-    let tools_used: Vec<String> = tools_used
-        .0
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    let input = Input {
-        content: &content,
-        tools_used: &tools_used,
-        enabled_tools: &enabled_tools,
-    };
-    Ok(toolcall_detect::detect(&input, config))
-}
-
 fn leaks_body(d: &Detection) -> Value {
     d.leaks
         .iter()
@@ -477,7 +412,7 @@ fn leaks_body(d: &Detection) -> Value {
 }
 
 fn preview(s: &str) -> String {
-    crate::backfill::examine::preview(s, PREVIEW_CHARS)
+    recover::preview(s, PREVIEW_CHARS)
 }
 
 #[cfg(test)]

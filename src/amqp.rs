@@ -6,22 +6,18 @@
 //! May depend on: `settings`, `error`, `lapin`. Knows nothing about events or recovery.
 
 use crate::error::Error;
-use crate::settings::{Names, Settings};
+use crate::publish::{self, Published};
+use crate::settings::{Names, PublishSettings, Settings};
 use lapin::options::{
-    BasicCancelOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
-    ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+    BasicCancelOptions, BasicConsumeOptions, BasicQosOptions, ConfirmSelectOptions,
+    ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
 };
-use lapin::publisher_confirm::Confirmation;
-use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, Consumer, ExchangeKind};
+use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::{Channel, Connection, ConnectionProperties, Consumer, ExchangeKind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::Notify;
 
-/// Routing key of moderation messages.
-pub const MODERATION_ROUTING_KEY: &str = "message.ready";
-/// Routing key of forwarded tool calls.
-pub const TOOL_CALLS_ROUTING_KEY: &str = "tool_call.recovered";
 /// Consumer tag prefix.
 const CONSUMER_TAG: &str = "toolcall-recovery";
 
@@ -64,22 +60,13 @@ pub struct Session {
     pub health: Arc<Health>,
 }
 
-/// What a confirmed publish came back as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Published {
-    /// Routed to at least one queue.
-    Routed,
-    /// Accepted but returned: no queue is bound for it.
-    Unroutable,
-}
-
 /// Connects and declares the topology; returns the session and the consumer.
 pub async fn open(settings: &Settings) -> Result<(Session, Consumer), Error> {
     let props = ConnectionProperties::default()
         .with_executor(tokio_executor_trait::Tokio::current())
         .with_reactor(tokio_reactor_trait::Tokio)
         .with_connection_name(LongString::from(settings.connection_name.clone()));
-    let connection = Connection::connect(settings.amqp_url.expose(), props).await?;
+    let connection = Connection::connect(settings.publish.amqp_url.expose(), props).await?;
     let health = Arc::new(Health::default());
     {
         let h = health.clone();
@@ -93,7 +80,13 @@ pub async fn open(settings: &Settings) -> Result<(Session, Consumer), Error> {
     publish
         .confirm_select(ConfirmSelectOptions::default())
         .await?;
-    declare_topology(&consume, &settings.names, settings.delivery_limit).await?;
+    declare_topology(
+        &consume,
+        &settings.names,
+        &settings.publish,
+        settings.delivery_limit,
+    )
+    .await?;
     consume
         .basic_qos(settings.prefetch.max(1), BasicQosOptions::default())
         .await?;
@@ -124,6 +117,7 @@ pub async fn open(settings: &Settings) -> Result<(Session, Consumer), Error> {
 pub async fn declare_topology(
     ch: &Channel,
     names: &Names,
+    publish: &PublishSettings,
     delivery_limit: u32,
 ) -> Result<(), Error> {
     let durable = ExchangeDeclareOptions {
@@ -132,8 +126,8 @@ pub async fn declare_topology(
     };
     for exchange in [
         &names.input_exchange,
-        &names.moderation_exchange,
-        &names.tool_calls_exchange,
+        &publish.moderation_exchange,
+        &publish.tool_calls_exchange,
     ] {
         ch.exchange_declare(
             exchange,
@@ -197,44 +191,9 @@ pub fn string_value(s: &str) -> AMQPValue {
     AMQPValue::LongString(LongString::from(s.to_string()))
 }
 
-/// Publishes a persistent JSON message with the mandatory flag on `channel` (in confirm
-/// mode) and waits for the broker's confirm. A negative confirm is an error (retry); a
-/// returned (unroutable) message is reported, not an error. The one publish of the crate:
-/// the worker's session and the backfill/admin publisher both use it.
-pub async fn publish_confirmed(
-    channel: &Channel,
-    exchange: &str,
-    routing_key: &str,
-    body: &[u8],
-    message_id: Option<&str>,
-    headers: FieldTable,
-) -> Result<Published, Error> {
-    let mut props = BasicProperties::default()
-        .with_delivery_mode(2)
-        .with_content_type(ShortString::from("application/json"))
-        .with_app_id(ShortString::from("toolcall-recovery"))
-        .with_headers(headers);
-    if let Some(id) = message_id {
-        props = props.with_message_id(ShortString::from(id.to_string()));
-    }
-    let options = BasicPublishOptions {
-        mandatory: true,
-        ..Default::default()
-    };
-    let confirmation = channel
-        .basic_publish(exchange, routing_key, options, body, props)
-        .await?
-        .await?;
-    match confirmation {
-        Confirmation::Ack(None) | Confirmation::NotRequested => Ok(Published::Routed),
-        Confirmation::Ack(Some(_)) => Ok(Published::Unroutable),
-        Confirmation::Nack(_) => Err(Error::NotConfirmed(exchange.to_string())),
-    }
-}
-
 impl Session {
-    /// [`publish_confirmed`] on this session's publishing channel; a channel or connection
-    /// error marks the session broken.
+    /// [`publish::publish_confirmed`] on this session's publishing channel; a channel or
+    /// connection error marks the session broken.
     pub async fn publish(
         &self,
         exchange: &str,
@@ -243,7 +202,7 @@ impl Session {
         message_id: Option<&str>,
         headers: FieldTable,
     ) -> Result<Published, Error> {
-        let result = publish_confirmed(
+        let result = publish::publish_confirmed(
             &self.publish,
             exchange,
             routing_key,

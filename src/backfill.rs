@@ -3,7 +3,7 @@
 //! holds a marker's anchor byte, keyset pages), examines each ([`examine`]: a detection
 //! scan, then THE recovery transaction [`crate::recover::recover_message`], with
 //! [`crate::recover::Source::Backfill`]), republishes what changed for moderation
-//! ([`republish`]), and records how far it got every `--batch-size` candidates
+//! ([`crate::publish::Publisher`]), and records how far it got every `--batch-size` candidates
 //! ([`checkpoint`]).
 //!
 //! - Pages are read ahead, on a task of their own (`reader`); candidates finish in any
@@ -21,8 +21,8 @@
 //!   once, on a pool of its own of `concurrency + 1` connections, so it never takes the
 //!   live worker's connections.
 //!
-//! May depend on: `recover`, `store`, `settings`, `metrics`, `http` (optional `/metrics`),
-//! `shutdown`, `event`, `amqp` (names), `error`, its submodules.
+//! May depend on: `recover`, `publish`, `store`, `settings`, `metrics`, `http` (optional
+//! `/metrics`), `shutdown`, `ids`, `error`, its submodules. Never on `admin` or `cmd`.
 
 pub mod candidates;
 pub mod checkpoint;
@@ -30,16 +30,15 @@ pub mod examine;
 pub mod output;
 pub mod pace;
 mod reader;
-pub mod republish;
 pub mod revisit;
 pub mod transcripts;
 mod window;
 
-pub use examine::what_if;
 pub use output::Summary;
 
 use crate::error::Error;
 use crate::metrics::Metrics;
+use crate::publish::{PublishTarget, Publisher};
 use crate::recover::{Mode, Policy};
 use crate::settings::{DatabaseSettings, LogFormat, PolicySettings, PublishSettings};
 use crate::shutdown::{self, Shutdown};
@@ -50,7 +49,6 @@ use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
 use output::Reporter;
 use reader::{Read, Reader};
-use republish::{PublishTarget, Publisher};
 use sqlx::PgPool;
 use std::future::Future;
 use std::io::Write;
@@ -205,7 +203,7 @@ pub async fn run_with(
     store::ensure_migrated(&pool, false).await?;
     let metrics = Arc::new(Metrics::new());
     let http = serve_metrics(args.metrics_addr, &metrics, &pool).await?;
-    let publisher = open_publisher(&args).await?;
+    let publisher = open_publisher(&args, &metrics).await?;
     let result = walk(
         &args,
         &pool,
@@ -265,14 +263,17 @@ async fn serve_metrics(
 
 /// The publisher of a real run that publishes, connected before any work so an
 /// unreachable broker stops the run before it changes anything.
-async fn open_publisher(args: &BackfillArgs) -> Result<Option<Arc<Publisher>>, Error> {
+async fn open_publisher(
+    args: &BackfillArgs,
+    metrics: &Arc<Metrics>,
+) -> Result<Option<Arc<Publisher>>, Error> {
     if args.dry_run || args.no_publish {
         return Ok(None);
     }
-    let publisher = Publisher::new(PublishTarget::from_settings(
-        &args.publish,
-        &args.connection_name,
-    ));
+    let publisher = Publisher::new(
+        PublishTarget::from_settings(&args.publish, &args.connection_name),
+        metrics.clone(),
+    );
     publisher.connect().await?;
     Ok(Some(Arc::new(publisher)))
 }

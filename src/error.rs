@@ -8,9 +8,9 @@
 //!   delivery as `internal_error` so it is kept for inspection, and go on.
 //!
 //! The split lives here, in types, so that no caller inspects error strings.
-//! May depend on: `event` (ids), `sqlx`, `lapin`.
+//! May depend on: `ids`, `sqlx`, `lapin`.
 
-use crate::event::MessageId;
+use crate::ids::MessageId;
 
 /// Why a delivery can never be processed. Each variant has a stable label
 /// ([`Poison::reason`]) used in the dead-letter header and the metrics.

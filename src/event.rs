@@ -6,85 +6,17 @@
 //! Unknown fields are ignored (and carried through to the moderation message); a field of
 //! the wrong type is poison.
 //!
-//! May depend on: `error`, `serde`, `uuid`, `chrono`. No I/O.
+//! May depend on: `ids`, `error`, `serde`, `uuid`, `chrono`. No I/O.
 
 use crate::error::Poison;
+use crate::ids::{AgentId, ChatId, EventId, MessageId};
 use chrono::{DateTime, FixedOffset};
 use serde::Deserialize;
 use serde_json::Value;
-use std::fmt;
 use uuid::Uuid;
 
 /// The only event type this worker consumes.
 pub const FINALIZED: &str = "message.finalized";
-
-/// Namespace of the UUID v5 ids the worker derives (moderation event ids, tool-call
-/// event ids), so that a redelivery publishes the same id again.
-pub const ID_NAMESPACE: Uuid = Uuid::from_u128(0x6f1c_2d1e_8a4b_4c3e_9f2a_7b5d_0e6c_1a90);
-
-macro_rules! id_type {
-    ($(#[$doc:meta])* $name:ident) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-        #[serde(transparent)]
-        pub struct $name(i64);
-
-        impl $name {
-            /// Wraps a database id.
-            pub fn new(id: i64) -> Self {
-                $name(id)
-            }
-            /// The id as stored in the database.
-            pub fn get(self) -> i64 {
-                self.0
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                self.0.fmt(f)
-            }
-        }
-    };
-}
-
-id_type!(
-    /// `messages.id`.
-    MessageId
-);
-id_type!(
-    /// `chats.id`.
-    ChatId
-);
-id_type!(
-    /// `agents.id`.
-    AgentId
-);
-
-/// The id of an event (a UUID).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct EventId(Uuid);
-
-impl EventId {
-    /// Wraps a UUID.
-    pub fn new(id: Uuid) -> Self {
-        EventId(id)
-    }
-    /// The UUID.
-    pub fn get(self) -> Uuid {
-        self.0
-    }
-    /// The deterministic id of the moderation message published for this source event.
-    pub fn moderation_event_id(self) -> Uuid {
-        Uuid::new_v5(&ID_NAMESPACE, format!("moderation:{}", self.0).as_bytes())
-    }
-}
-
-impl fmt::Display for EventId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
 
 /// A message role; only `assistant` messages can hold leaks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -186,7 +118,7 @@ pub fn decode(body: &[u8], max_bytes: usize) -> Decoded {
         .get("event_id")
         .and_then(Value::as_str)
         .and_then(|s| Uuid::parse_str(s).ok())
-        .map(EventId);
+        .map(EventId::new);
     let wire: WireEvent = serde_json::from_value(Value::Object(raw.clone()))
         .map_err(|e| (Poison::InvalidEvent(e.to_string()), event_id))?;
     if wire.kind != FINALIZED {
@@ -200,43 +132,18 @@ pub fn decode(body: &[u8], max_bytes: usize) -> Decoded {
     })?;
     let m = wire.message;
     Ok(FinalizedEvent {
-        event_id: EventId(wire.event_id),
+        event_id: EventId::new(wire.event_id),
         occurred_at,
         message: EventMessage {
-            id: MessageId(m.id),
-            chat_id: ChatId(m.chat_id),
-            agent_id: m.agent_id.map(AgentId),
+            id: MessageId::new(m.id),
+            chat_id: ChatId::new(m.chat_id),
+            agent_id: m.agent_id.map(AgentId::new),
             role: Role::parse(&m.role),
             content: m.content,
             tools_used: m.tools_used,
         },
         raw,
     })
-}
-
-/// The body of a moderation message: the in-event with `content` and `tools_used` as
-/// cleaned, a deterministic `event_id`, the `source_event_id` and the `recovery` object.
-pub fn moderation_body(
-    event: &FinalizedEvent,
-    content: &str,
-    tools_used: &[String],
-    recovery: &Value,
-) -> Value {
-    let mut out = event.raw.clone();
-    out.insert(
-        "event_id".into(),
-        Value::String(event.event_id.moderation_event_id().to_string()),
-    );
-    out.insert(
-        "source_event_id".into(),
-        Value::String(event.event_id.to_string()),
-    );
-    if let Some(Value::Object(msg)) = out.get_mut("message") {
-        msg.insert("content".into(), Value::String(content.to_string()));
-        msg.insert("tools_used".into(), serde_json::json!(tools_used));
-    }
-    out.insert("recovery".into(), recovery.clone());
-    Value::Object(out)
 }
 
 #[cfg(test)]

@@ -7,28 +7,35 @@
 //! The data path, one module per step:
 //! [`event`] (decode a delivery into valid types) -> detection ([`detect`]) ->
 //! [`recover`] (THE recovery transaction: lock, re-detect, memory, tool message, ledger,
-//! transcript repair) -> [`amqp`] (publish with confirms) -> ack, driven by [`worker`].
-//! Around it: [`settings`] (all configuration), [`store`] (pool, migrations),
-//! [`http`] (`/metrics`, `/healthz`, `/readyz`), [`metrics`], [`telemetry`] (logs),
-//! [`shutdown`] and [`retry`], [`error`] (transient / poison / bug), and [`startup`],
-//! which wires them together for the binary and the integration tests. The other callers
-//! of the same recovery transaction are [`backfill`] (historical messages) and [`admin`]
-//! (the app's diagnosis, "fix" and revert endpoints); [`revert`] is the command that
-//! undoes a recovery ([`recover::revert`]), [`audit`] reads the ledger back (the `ledger`
-//! command, the admin API's ledger endpoint).
+//! transcript repair) -> [`publish`] (send with confirms the bodies [`outbound`] builds) ->
+//! ack, driven by [`worker`] over the broker session of [`amqp`].
+//!
+//! Three more ways into recover and publish: [`backfill`] (historical messages), [`admin`]
+//! (the app's diagnosis, "fix" and revert endpoints) and the `revert` command ([`cmd`]);
+//! they import nothing from each other. [`ledger`] reads the audit ledger back (the `ledger`
+//! command, the admin API's ledger endpoint); [`cmd`] holds the small commands (`scan`,
+//! `ledger`, `revert`).
+//!
+//! Around it: [`ids`] (the id types every module may name), [`settings`] (all
+//! configuration), [`store`] (pool, migrations), [`http`] (`/metrics`, `/healthz`,
+//! `/readyz`), [`metrics`], [`telemetry`] (logs), [`shutdown`] and [`retry`], [`error`]
+//! (transient / poison / bug), and [`startup`], which wires the worker together for the
+//! binary and the integration tests.
 
 pub mod admin;
 pub mod amqp;
-pub mod audit;
 pub mod backfill;
+pub mod cmd;
 pub mod error;
 pub mod event;
 pub mod http;
+pub mod ids;
+pub mod ledger;
 pub mod metrics;
+pub mod outbound;
+pub mod publish;
 pub mod recover;
 pub mod retry;
-pub mod revert;
-pub mod scan;
 pub mod settings;
 pub mod shutdown;
 pub mod startup;

@@ -2,9 +2,9 @@
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use toolcall_recovery::scan;
+use toolcall_recovery::cmd::{ledger, revert, scan};
 use toolcall_recovery::settings::{DatabaseSettings, LogFormat, Settings};
-use toolcall_recovery::{audit, backfill, revert, shutdown, startup, telemetry};
+use toolcall_recovery::{backfill, shutdown, startup, telemetry};
 
 #[derive(Parser)]
 #[command(name = "toolcall-recovery", version, about)]
@@ -35,7 +35,7 @@ enum Command {
     /// One line per recovery pass: when, which message and chat, outcome, families, the
     /// calls, bytes removed, observed or reverted. Message content only with
     /// `--show-text`. Reads only; never creates the database.
-    Ledger(Box<audit::LedgerArgs>),
+    Ledger(Box<ledger::LedgerArgs>),
     /// Creates the database if missing and applies pending migrations.
     Migrate {
         /// The database.
@@ -91,7 +91,7 @@ fn main() -> ExitCode {
             telemetry::init(args.log_format);
             block_on("ledger", async move {
                 let mut out = std::io::BufWriter::new(std::io::stdout());
-                audit::run(*args, &mut out).await.map(|_| ())
+                ledger::run(*args, &mut out).await.map(|_| ())
             })
         }
         Command::Migrate {

@@ -15,20 +15,22 @@
 //! would-be outcome is the real decision, not a second implementation of it. A message
 //! whose latest ledger row was reverted ([`revert`]) is left alone except by the admin API.
 //!
-//! May depend on: `event` (ids), `error`, `toolcall_detect`, `sqlx`. No broker, no HTTP.
+//! May depend on: `ids`, `settings`, `error`, `toolcall_detect`, `sqlx`. No broker, no HTTP.
 
+mod dry_run;
 mod ledger;
 mod policy;
 mod report;
 pub mod revert;
 mod save_memory;
 
+pub use dry_run::{detect_stored, what_if};
 pub use ledger::tool_call_event_id;
 pub use policy::{FamilyMode, Mode, Policy};
-pub use report::{CallReport, ForwardedCall, Outcome, Report, Source};
+pub use report::{preview, CallReport, ForwardedCall, Outcome, Report, Source};
 
 use crate::error::{Error, Poison};
-use crate::event::{AgentId, ChatId, MessageId};
+use crate::ids::{AgentId, ChatId, MessageId};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use sqlx::types::Json;

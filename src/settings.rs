@@ -2,14 +2,19 @@
 //! clap. Connection URLs are wrapped in [`SecretUrl`], whose `Debug` and `Display` mask
 //! the password, so settings can be logged whole.
 //!
-//! May depend on: `clap`, `admin` (its settings type only), `recover` (the policy type),
-//! `toolcall_detect` (family names). No I/O.
+//! Every setting type of the crate lives here, so that no module has to import another
+//! one's settings; secrets are wrapped ([`SecretUrl`], [`AdminToken`]) so that settings
+//! can be logged whole.
+//!
+//! May depend on: `clap`, `recover` (the policy it builds), `toolcall_detect` (family
+//! names). No I/O.
 
 use crate::recover::{Mode, Policy};
 use clap::{Args, ValueEnum};
 use std::fmt;
 use std::net::SocketAddr;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A connection URL that may carry a password. Prints as `scheme://user:***@host/...`.
@@ -73,6 +78,38 @@ fn mask_url(url: &str) -> String {
         out.replace_range(start..end, "***");
     }
     out
+}
+
+/// The admin bearer token. Prints as `***`.
+#[derive(Clone)]
+pub struct AdminToken(Arc<str>);
+
+impl AdminToken {
+    /// Wraps a token.
+    pub fn new(token: impl Into<String>) -> Self {
+        AdminToken(Arc::from(token.into()))
+    }
+
+    /// The token, for the one place that compares it (in constant time).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for AdminToken {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.trim().is_empty() {
+            return Err("the admin token is blank".into());
+        }
+        Ok(AdminToken::new(s))
+    }
+}
+
+impl fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AdminToken(***)")
+    }
 }
 
 /// Log output format.
@@ -177,8 +214,8 @@ pub fn parse_family(s: &str) -> Result<toolcall_detect::Family, String> {
     })
 }
 
-/// Where a one-off command (backfill, revert) publishes: the broker and the two
-/// exchanges the worker publishes to, on a connection of its own.
+/// Where the worker and the one-off commands (backfill, revert) publish: the broker and the
+/// two output exchanges.
 #[derive(Debug, Clone, Args)]
 pub struct PublishSettings {
     /// RabbitMQ URL (`amqps://` for TLS).
@@ -226,7 +263,8 @@ pub struct DatabaseSettings {
     pub db_max_connections: u32,
 }
 
-/// The broker's names: what the worker declares, consumes and publishes to.
+/// The broker's names the worker consumes from: the input exchange and queue and the
+/// dead-lettering (the exchanges it publishes to are [`PublishSettings`]).
 #[derive(Debug, Clone, Args)]
 pub struct Names {
     /// Topic exchange the chat app publishes events to.
@@ -256,21 +294,19 @@ pub struct Names {
         default_value = "toolcall-recovery.dead"
     )]
     pub dead_letter_queue: String,
-    /// Topic exchange moderation messages are published to (routing key `message.ready`).
-    #[arg(
-        long,
-        env = "TCR_MODERATION_EXCHANGE",
-        default_value = "chat.moderation"
-    )]
-    pub moderation_exchange: String,
-    /// Topic exchange unrunnable calls are published to (routing key
-    /// `tool_call.recovered`).
-    #[arg(
-        long,
-        env = "TCR_TOOL_CALLS_EXCHANGE",
-        default_value = "chat.tool_calls"
-    )]
-    pub tool_calls_exchange: String,
+}
+
+/// Settings of the admin API, to flatten into the worker's settings.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AdminSettings {
+    /// Bearer token of the admin API (prefer the environment); without one the API
+    /// answers 404.
+    #[arg(long, env = "TCR_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<AdminToken>,
+
+    /// Seconds an admin request may take before it is answered 503 `timeout`.
+    #[arg(long, env = "TCR_ADMIN_TIMEOUT_SECS", default_value_t = 10)]
+    pub admin_timeout_secs: u64,
 }
 
 /// Settings of `run`.
@@ -280,14 +316,9 @@ pub struct Settings {
     #[command(flatten)]
     pub database: DatabaseSettings,
 
-    /// RabbitMQ URL (`amqps://` for TLS).
-    #[arg(
-        long,
-        env = "AMQP_URL",
-        hide_env_values = true,
-        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
-    )]
-    pub amqp_url: SecretUrl,
+    /// The broker and the exchanges the worker publishes to.
+    #[command(flatten)]
+    pub publish: PublishSettings,
 
     /// Name the worker's broker connections carry (`connection_name` in `rabbitmqctl
     /// list_connections client_properties`).
@@ -337,7 +368,7 @@ pub struct Settings {
 
     /// The admin API on the same port (off without a token).
     #[command(flatten)]
-    pub admin: crate::admin::AdminSettings,
+    pub admin: AdminSettings,
 }
 
 impl Settings {

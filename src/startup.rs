@@ -65,7 +65,7 @@ pub async fn migrate(settings: &DatabaseSettings) -> Result<(), Error> {
 pub async fn start(settings: Settings) -> Result<Running, Error> {
     tracing::info!(
         database_url = %settings.database.database_url,
-        amqp_url = %settings.amqp_url,
+        amqp_url = %settings.publish.amqp_url,
         queue = %settings.names.queue,
         prefetch = settings.prefetch,
         concurrency = settings.concurrency,

@@ -10,15 +10,19 @@
 //! requeueing; when the broker session breaks, unacked deliveries are left to the broker
 //! to redeliver and a new session is built. Nothing is acked that was not done.
 //!
-//! May depend on: everything below it (`event`, `recover`, `amqp`, `metrics`, `retry`,
-//! `shutdown`, `settings`, `error`); nothing depends on it but `startup`.
+//! May depend on: everything below it (`event`, `ids`, `recover`, `outbound`, `publish`,
+//! `amqp`, `metrics`, `retry`, `shutdown`, `settings`, `error`); nothing depends on it but
+//! `startup`.
 
 mod dead_letter;
 
-use crate::amqp::{self, Published, Session};
+use crate::amqp::{self, Session};
 use crate::error::{Error, ErrorKind};
-use crate::event::{self, EventId, FinalizedEvent, MessageId, Role};
+use crate::event::{self, FinalizedEvent, Role};
+use crate::ids::{EventId, MessageId};
 use crate::metrics::Metrics;
+use crate::outbound::{self, MODERATION_ROUTING_KEY, TOOL_CALLS_ROUTING_KEY};
+use crate::publish;
 use crate::recover::{self, Mode, Outcome, Policy, Report, Source};
 use crate::retry;
 use crate::settings::Settings;
@@ -351,12 +355,12 @@ impl Worker {
         }
         match content.as_deref() {
             Some(c) if !c.trim().is_empty() => {
-                let body = event::moderation_body(event, c, &tools_used, &summary);
+                let body = outbound::moderation_body(event, c, &tools_used, &summary);
                 let id = event.event_id.moderation_event_id().to_string();
                 self.publish(
                     session,
-                    &self.settings.names.moderation_exchange,
-                    amqp::MODERATION_ROUTING_KEY,
+                    &self.settings.publish.moderation_exchange,
+                    MODERATION_ROUTING_KEY,
                     &body,
                     &id,
                 )
@@ -393,11 +397,11 @@ impl Worker {
         source: EventId,
     ) -> Result<(), Error> {
         for call in &report.forward {
-            let body = report.tool_call_body(call, source.get());
+            let body = outbound::tool_call_body(report, call, source);
             self.publish(
                 session,
-                &self.settings.names.tool_calls_exchange,
-                amqp::TOOL_CALLS_ROUTING_KEY,
+                &self.settings.publish.tool_calls_exchange,
+                TOOL_CALLS_ROUTING_KEY,
                 &body,
                 &call.event_id.to_string(),
             )
@@ -415,7 +419,7 @@ impl Worker {
         id: &str,
     ) -> Result<(), Error> {
         let bytes = serde_json::to_vec(body).map_err(|e| Error::Bug(e.to_string()))?;
-        match session
+        let published = session
             .publish(
                 exchange,
                 routing_key,
@@ -423,18 +427,8 @@ impl Worker {
                 Some(id),
                 FieldTable::default(),
             )
-            .await?
-        {
-            Published::Routed => self.metrics.published(exchange),
-            Published::Unroutable => {
-                self.metrics.published(exchange);
-                self.metrics.unroutable(exchange);
-                tracing::warn!(
-                    exchange,
-                    "published message was unroutable: no queue is bound"
-                );
-            }
-        }
+            .await?;
+        publish::count(&self.metrics, exchange, published);
         Ok(())
     }
 }

@@ -4,14 +4,15 @@
 //! in a dry run, the same transaction body rolled back ([`what_if`]). Nothing here decides
 //! what recovery does: that is `recover`'s alone.
 //!
-//! May depend on: `recover`, `metrics`, `retry`, `shutdown`, `error`, the sibling modules.
+//! May depend on: `recover`, `publish`, `metrics`, `retry`, `shutdown`, `error`, the
+//! sibling modules.
 
 use super::candidates::Candidate;
 use super::pace::Pacer;
-use super::republish::{PublishedCounts, Publisher};
 use crate::error::{Error, Poison};
-use crate::event::MessageId;
+use crate::ids::MessageId;
 use crate::metrics::Metrics;
+use crate::publish::{PublishedCounts, Publisher};
 use crate::recover::{self, CallReport, Mode, Outcome, Policy, Report, Source};
 use crate::retry;
 use crate::shutdown::Shutdown;
@@ -34,21 +35,6 @@ const ATTEMPTS: usize = 6;
 pub const FAILED: &str = "failed";
 /// Outcome label of a message deleted between the page read and its recovery.
 pub const MISSING: &str = "missing";
-
-/// What recovery does to a message without committing: the transaction body of
-/// [`recover::recover_message`] in a transaction that is rolled back. Row locks are held
-/// only for its length; identity values it drew are not given back (gaps in ids).
-pub async fn what_if(
-    pool: &PgPool,
-    id: MessageId,
-    policy: &Policy,
-    source: Source,
-) -> Result<Report, Error> {
-    let mut tx = pool.begin().await?;
-    let report = recover::recover_in(&mut tx, id, policy, source).await;
-    tx.rollback().await?;
-    report
-}
 
 /// Detection with the agent's tools, when it finds a leak (only then does recovery have
 /// anything to do; a clean detection makes recovery a no-op).
@@ -166,17 +152,7 @@ fn memory_preview(c: &CallReport) -> Option<String> {
         .as_ref()?
         .get("content")
         .and_then(Value::as_str)?;
-    Some(preview(content.trim(), PREVIEW_CHARS))
-}
-
-/// `s` cut to at most `max` characters, an ellipsis marking the cut.
-pub fn preview(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_string();
-    }
-    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
+    Some(recover::preview(content.trim(), PREVIEW_CHARS))
 }
 
 /// Everything examining a message needs.
@@ -255,7 +231,6 @@ impl Examiner {
                         tracing::error!(message_id = c.id, recovery_id = ?report.recovery_id, error = %e,
                             "recovered but not published for moderation");
                     })?;
-                self.record_published(examined.published, publisher);
             }
         }
         Ok(examined)
@@ -263,7 +238,7 @@ impl Examiner {
 
     async fn recover(&self, id: MessageId) -> Result<Report, Error> {
         if self.dry_run {
-            what_if(&self.pool, id, &self.policy, Source::Backfill).await
+            recover::what_if(&self.pool, id, &self.policy, Source::Backfill).await
         } else {
             recover::recover_message(&self.pool, id, &self.policy, Source::Backfill).await
         }
@@ -284,16 +259,6 @@ impl Examiner {
                 tracing::warn!(error = %e, retry_in = ?after, "transient failure; retrying");
             })
             .await
-    }
-
-    fn record_published(&self, counts: PublishedCounts, publisher: &Publisher) {
-        let (moderation, tool_calls) = publisher.exchanges();
-        for _ in 0..counts.moderation {
-            self.metrics.published(moderation);
-        }
-        for _ in 0..counts.tool_calls {
-            self.metrics.published(tool_calls);
-        }
     }
 }
 

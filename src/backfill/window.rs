@@ -84,7 +84,7 @@ mod tests {
             memory_preview: None,
             memories_created: 0,
             changed: false,
-            published: crate::backfill::republish::PublishedCounts::default(),
+            published: crate::publish::PublishedCounts::default(),
             error: None,
         }
     }

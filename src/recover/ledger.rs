@@ -7,7 +7,7 @@
 
 use super::{CallReport, ForwardedCall, Item, MessageRow, Mode, Outcome, Source};
 use crate::error::Error;
-use crate::event::{MessageId, ID_NAMESPACE};
+use crate::ids::{MessageId, ID_NAMESPACE};
 use serde_json::{json, Value};
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;

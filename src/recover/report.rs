@@ -1,10 +1,10 @@
 //! What a recovery pass reports: its source, the outcome labels, per-call reports, the
 //! calls to forward. Plain data, shared by the worker, the backfill and the admin API.
 //!
-//! May depend on: `event` (ids), `toolcall_detect` (families).
+//! May depend on: `ids`, `toolcall_detect` (families).
 
 use super::Mode;
-use crate::event::{AgentId, ChatId, EventId, MessageId};
+use crate::ids::{AgentId, ChatId, EventId, MessageId};
 use serde_json::Value;
 use toolcall_detect::Family;
 use uuid::Uuid;
@@ -203,19 +203,14 @@ impl Report {
             .iter()
             .map(|c| (c.family.as_str(), c.tool_label.as_str(), c.outcome.as_str()))
     }
+}
 
-    /// The tool-calls message of one forwarded call (contract §5), identical wherever it is
-    /// published from; `source` is the event (or the stand-in event) it came with.
-    pub fn tool_call_body(&self, call: &ForwardedCall, source: Uuid) -> Value {
-        serde_json::json!({
-            "event_id": call.event_id.to_string(),
-            "message_id": self.message_id.get(),
-            "chat_id": self.chat_id.get(),
-            "agent_id": self.agent_id.map(|a| a.get()),
-            "name": call.name,
-            "arguments": call.arguments,
-            "family": call.family,
-            "source_event_id": source.to_string(),
-        })
+/// `s` cut to at most `max` characters, an ellipsis marking the cut.
+pub fn preview(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
     }
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
 }

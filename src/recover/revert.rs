@@ -18,7 +18,7 @@
 
 use super::{ledger, save_memory, string_entries, Mode};
 use crate::error::{Error, Poison};
-use crate::event::{AgentId, ChatId, MessageId};
+use crate::ids::{AgentId, ChatId, MessageId};
 use serde::Serialize;
 use serde_json::{json, Value};
 use sqlx::types::Json;

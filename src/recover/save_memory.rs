@@ -8,7 +8,7 @@
 use super::ledger::without_nul;
 use super::{bare_item, tool_label, Item, MessageRow, Outcome, SAVE_MEMORY};
 use crate::error::Error;
-use crate::event::MessageId;
+use crate::ids::MessageId;
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use serde_json::{json, Value};
 use sqlx::PgConnection;

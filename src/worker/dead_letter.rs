@@ -5,9 +5,10 @@
 //! May depend on: the parent `worker`, `amqp`, `error`, `retry`.
 
 use super::{truncate, Worker};
-use crate::amqp::{self, Published, Session};
+use crate::amqp::{self, Session};
 use crate::error::Error;
-use crate::event::EventId;
+use crate::ids::EventId;
+use crate::publish::Published;
 use crate::retry;
 use crate::shutdown::Shutdown;
 use backon::Retryable;

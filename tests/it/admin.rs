@@ -10,10 +10,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use toolcall_recovery::admin::{self, AdminState, AdminToken};
-use toolcall_recovery::backfill::republish::{PublishTarget, Publisher};
+use toolcall_recovery::admin::{self, AdminState};
 use toolcall_recovery::metrics::Metrics;
-use toolcall_recovery::settings::SecretUrl;
+use toolcall_recovery::publish::{PublishTarget, Publisher};
+use toolcall_recovery::settings::{AdminToken, SecretUrl};
 
 pub const TOKEN: &str = "test-admin-token-0123456789";
 
@@ -23,18 +23,22 @@ pub async fn serve(app: &TestApp, token: Option<&str>) -> SocketAddr {
 }
 
 async fn serve_with(app: &TestApp, token: Option<&str>, timeout: Duration) -> SocketAddr {
-    let n = &app.settings.names;
+    let p = &app.settings.publish;
+    let metrics = Arc::new(Metrics::new());
     let state = AdminState {
         pool: app.pool.clone(),
         policy: Arc::new(app.settings.policy()),
         token: token.map(AdminToken::new),
-        publisher: Some(Arc::new(Publisher::new(PublishTarget {
-            amqp_url: SecretUrl::new(AMQP_URL),
-            connection_name: "tcr-test-admin".into(),
-            moderation_exchange: n.moderation_exchange.clone(),
-            tool_calls_exchange: n.tool_calls_exchange.clone(),
-        }))),
-        metrics: Arc::new(Metrics::new()),
+        publisher: Some(Arc::new(Publisher::new(
+            PublishTarget {
+                amqp_url: SecretUrl::new(AMQP_URL),
+                connection_name: "tcr-test-admin".into(),
+                moderation_exchange: p.moderation_exchange.clone(),
+                tool_calls_exchange: p.tool_calls_exchange.clone(),
+            },
+            metrics.clone(),
+        ))),
+        metrics,
         timeout,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

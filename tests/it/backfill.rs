@@ -140,13 +140,13 @@ pub fn args(app: &TestApp, extra: &[&str]) -> BackfillArgs {
         #[command(flatten)]
         a: BackfillArgs,
     }
-    let n = &app.settings.names;
+    let p = &app.settings.publish;
     let mut v: Vec<String> = vec![
         "backfill".into(),
         format!("--database-url={}", app.db_url),
         format!("--amqp-url={AMQP_URL}"),
-        format!("--moderation-exchange={}", n.moderation_exchange),
-        format!("--tool-calls-exchange={}", n.tool_calls_exchange),
+        format!("--moderation-exchange={}", p.moderation_exchange),
+        format!("--tool-calls-exchange={}", p.tool_calls_exchange),
         "--memory-types=journal,core,fact,preference,goal,relationship".into(),
     ];
     // Small pages (several per run), two at once, no rate limit, unless `extra` says.
@@ -542,13 +542,13 @@ async fn the_binary_runs_a_dry_backfill() {
     let app = TestApp::prepare().await;
     seed(&app).await;
     let before = fingerprint(&app).await;
-    let n = &app.settings.names;
+    let p = &app.settings.publish;
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolcall-recovery"))
         .args([
             "backfill".to_string(),
             format!("--database-url={}", app.db_url),
-            format!("--moderation-exchange={}", n.moderation_exchange),
-            format!("--tool-calls-exchange={}", n.tool_calls_exchange),
+            format!("--moderation-exchange={}", p.moderation_exchange),
+            format!("--tool-calls-exchange={}", p.tool_calls_exchange),
             "--dry-run".into(),
             "--json".into(),
             "--rate=0".into(),

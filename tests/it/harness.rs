@@ -16,7 +16,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use toolcall_recovery::settings::{DatabaseSettings, Names, SecretUrl, Settings};
+use toolcall_recovery::settings::{DatabaseSettings, SecretUrl, Settings};
 use toolcall_recovery::startup::{self, Running};
 use toolcall_recovery::store;
 use uuid::Uuid;
@@ -92,17 +92,18 @@ pub fn test_settings(suffix: &str, db_url: &str) -> Settings {
     P::parse_from(args).s
 }
 
-/// Deletes the queues and exchanges a worker with these names declares, so that tests
+/// Deletes the queues and exchanges a worker with these settings declares, so that tests
 /// leave nothing on the broker (quorum queues are not free: each is a Raft group).
-pub async fn delete_topology(channel: &Channel, n: &Names) {
+pub async fn delete_topology(channel: &Channel, s: &Settings) {
+    let n = &s.names;
     for q in [&n.queue, &n.dead_letter_queue] {
         let _ = channel.queue_delete(q, QueueDeleteOptions::default()).await;
     }
     for e in [
         &n.input_exchange,
         &n.dead_letter_exchange,
-        &n.moderation_exchange,
-        &n.tool_calls_exchange,
+        &s.publish.moderation_exchange,
+        &s.publish.tool_calls_exchange,
     ] {
         let _ = channel
             .exchange_delete(e, ExchangeDeleteOptions::default())
@@ -111,10 +112,10 @@ pub async fn delete_topology(channel: &Channel, n: &Names) {
 }
 
 /// [`delete_topology`] on a connection of its own.
-pub async fn delete_topology_of(n: &Names) {
+pub async fn delete_topology_of(s: &Settings) {
     if let Ok(conn) = Connection::connect(AMQP_URL, ConnectionProperties::default()).await {
         if let Ok(channel) = conn.create_channel().await {
-            delete_topology(&channel, n).await;
+            delete_topology(&channel, s).await;
         }
         let _ = conn.close(200, "done").await;
     }
@@ -175,12 +176,12 @@ impl TestApp {
         let tool_calls_queue = format!("tcr-test.{suffix}.tool-calls-sink");
         for (exchange, queue, key) in [
             (
-                &settings.names.moderation_exchange,
+                &settings.publish.moderation_exchange,
                 &moderation_queue,
                 "message.ready",
             ),
             (
-                &settings.names.tool_calls_exchange,
+                &settings.publish.tool_calls_exchange,
                 &tool_calls_queue,
                 "tool_call.recovered",
             ),
@@ -280,7 +281,7 @@ impl TestApp {
     /// Stops the worker, deletes the test's queues, exchanges and database.
     pub async fn cleanup(mut self) {
         self.stop().await;
-        delete_topology(&self.channel, &self.settings.names).await;
+        delete_topology(&self.channel, &self.settings).await;
         for q in [&self.moderation_queue, &self.tool_calls_queue] {
             let _ = self
                 .channel
@@ -482,8 +483,8 @@ impl TestApp {
             format!("--queue={}", n.queue),
             format!("--dead-letter-exchange={}", n.dead_letter_exchange),
             format!("--dead-letter-queue={}", n.dead_letter_queue),
-            format!("--moderation-exchange={}", n.moderation_exchange),
-            format!("--tool-calls-exchange={}", n.tool_calls_exchange),
+            format!("--moderation-exchange={}", s.publish.moderation_exchange),
+            format!("--tool-calls-exchange={}", s.publish.tool_calls_exchange),
             "--http-addr=127.0.0.1:0".into(),
             "--prefetch=32".into(),
             "--concurrency=8".into(),

@@ -1,4 +1,4 @@
-//! The read side of the ledger (`toolcall-recovery ledger`, `audit::message_ledger`) on
+//! The read side of the ledger (`toolcall-recovery ledger`, `ledger::message_ledger`) on
 //! rows written by the real recovery path: newest first, every filter narrows exactly,
 //! the limit, JSON Lines, and no message content unless `--show-text` asks for it.
 //! Observed and reverted rows are made by a direct UPDATE: only their listing is tested
@@ -7,9 +7,10 @@
 use crate::harness::*;
 use clap::Parser;
 use serde_json::{json, Value};
-use toolcall_recovery::audit::{self, Filter, LedgerArgs};
+use toolcall_recovery::cmd::ledger::{self as ledger_cmd, LedgerArgs};
 use toolcall_recovery::detect::Family;
-use toolcall_recovery::event::MessageId;
+use toolcall_recovery::ids::MessageId;
+use toolcall_recovery::ledger::{self, Filter};
 use toolcall_recovery::recover::Mode;
 use toolcall_recovery::recover::{self, Outcome, Report, Source};
 
@@ -139,7 +140,7 @@ async fn seed(app: &TestApp) -> Seeded {
 }
 
 async fn listed(app: &TestApp, filter: Filter) -> Vec<i64> {
-    audit::list(&app.pool, &filter, false)
+    ledger::list(&app.pool, &filter, false)
         .await
         .expect("list")
         .iter()
@@ -165,7 +166,7 @@ fn ledger_args(app: &TestApp, extra: &[&str]) -> LedgerArgs {
 /// printed.
 async fn run(app: &TestApp, extra: &[&str]) -> (usize, String) {
     let mut out = Vec::new();
-    let n = audit::run(ledger_args(app, extra), &mut out)
+    let n = ledger_cmd::run(ledger_args(app, extra), &mut out)
         .await
         .expect("ledger runs");
     (n, String::from_utf8(out).expect("utf-8 output"))
@@ -343,7 +344,7 @@ async fn lists_newest_first_and_every_filter_narrows_exactly() {
 async fn entries_carry_the_ledger_fields() {
     let app = TestApp::prepare().await;
     let s = seed(&app).await;
-    let entries = audit::list(&app.pool, &Filter::default(), false)
+    let entries = ledger::list(&app.pool, &Filter::default(), false)
         .await
         .expect("list");
     let two = entries
@@ -392,7 +393,7 @@ async fn entries_carry_the_ledger_fields() {
         .execute(&app.pool)
         .await
         .expect("update");
-    let again = audit::list(
+    let again = ledger::list(
         &app.pool,
         &Filter {
             message_id: Some(s.two_calls),
@@ -534,7 +535,7 @@ async fn content_only_with_show_text_and_then_verbatim() {
         assert!(!out.contains("<tool_call>"), "removed text with {flags:?}");
         assert!(!out.contains("content_before") && !out.contains("removed_text"));
     }
-    let plain = audit::message_ledger(&app.pool, s.two_calls, false)
+    let plain = ledger::message_ledger(&app.pool, s.two_calls, false)
         .await
         .expect("ledger");
     let plain_text = plain.to_string();
@@ -581,7 +582,7 @@ async fn content_only_with_show_text_and_then_verbatim() {
     assert!(out.contains("  - item 1: hermes save_memory  recovered"));
     assert!(out.contains("  - item 2: hermes web_search  forwarded"));
 
-    let shown = audit::message_ledger(&app.pool, s.two_calls, true)
+    let shown = ledger::message_ledger(&app.pool, s.two_calls, true)
         .await
         .expect("ledger");
     assert_eq!(
@@ -595,11 +596,11 @@ async fn content_only_with_show_text_and_then_verbatim() {
 async fn message_ledger_lists_one_message_newest_first() {
     let app = TestApp::prepare().await;
     let s = seed(&app).await;
-    let none = audit::message_ledger(&app.pool, s.clean, false)
+    let none = ledger::message_ledger(&app.pool, s.clean, false)
         .await
         .expect("ledger");
     assert_eq!(none, json!({"message_id": s.clean, "recoveries": []}));
-    let unknown = audit::message_ledger(&app.pool, i64::MAX, false)
+    let unknown = ledger::message_ledger(&app.pool, i64::MAX, false)
         .await
         .expect("ledger");
     assert_eq!(unknown["recoveries"], json!([]));
@@ -621,7 +622,7 @@ async fn message_ledger_lists_one_message_newest_first() {
     let again = recover(&app, s.forwarded).await;
     assert_eq!(again.outcome, Outcome::Forwarded);
     let second = again.recovery_id.expect("a second row");
-    let ledger = audit::message_ledger(&app.pool, s.forwarded, false)
+    let ledger = ledger::message_ledger(&app.pool, s.forwarded, false)
         .await
         .expect("ledger");
     assert_eq!(ledger["message_id"], json!(s.forwarded));
@@ -719,7 +720,7 @@ async fn an_unmigrated_database_is_refused() {
     .execute(&app.pool)
     .await
     .expect("unapply");
-    let err = audit::run(ledger_args(&app, &[]), &mut Vec::new())
+    let err = ledger_cmd::run(ledger_args(&app, &[]), &mut Vec::new())
         .await
         .expect_err("pending migrations refused");
     assert!(err.to_string().contains("pending migration"), "{err}");

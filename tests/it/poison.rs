@@ -106,9 +106,14 @@ async fn poison_is_dead_lettered_with_a_reason_and_good_events_still_flow() {
 async fn the_queue_dead_letters_by_itself_past_the_delivery_limit() {
     use lapin::options::{BasicGetOptions, BasicNackOptions};
     let app = TestApp::prepare().await;
-    toolcall_recovery::amqp::declare_topology(&app.channel, &app.settings.names, 2)
-        .await
-        .expect("topology");
+    toolcall_recovery::amqp::declare_topology(
+        &app.channel,
+        &app.settings.names,
+        &app.settings.publish,
+        2,
+    )
+    .await
+    .expect("topology");
     app.publish_raw(b"{\"crashes\": \"the worker\"}").await;
     let queue = &app.settings.names.queue;
     // A consumer that dies on it every time: the message comes back until the limit.

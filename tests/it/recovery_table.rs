@@ -63,7 +63,7 @@ async fn clean_message_is_published_untouched_without_database_writes() {
     );
     let published = format!(
         "toolcall_recovery_messages_published_total{{exchange=\"{}\"}}",
-        app.settings.names.moderation_exchange
+        app.settings.publish.moderation_exchange
     );
     assert_eq!(app.metric(&published).await, 1.0);
     app.cleanup().await;

@@ -14,13 +14,13 @@ use crate::admin::{request, serve};
 use crate::harness::*;
 use serde_json::{json, Value};
 use std::time::Duration;
-use toolcall_recovery::admin::AdminToken;
 use toolcall_recovery::error::{Error, Poison};
-use toolcall_recovery::event::{EventId, MessageId};
+use toolcall_recovery::ids::{EventId, MessageId};
 use toolcall_recovery::recover::revert::{
     revert_message, RevertOutcome, RevertReport, RevertedBy, RowFate,
 };
 use toolcall_recovery::recover::{self, Mode, Outcome, Policy, Report, Source};
+use toolcall_recovery::settings::AdminToken;
 use uuid::Uuid;
 
 const T: Duration = Duration::from_secs(20);
@@ -1525,12 +1525,12 @@ struct Cli {
 
 /// Runs `toolcall-recovery revert` on this test's database and exchanges.
 async fn cli(app: &TestApp, extra: &[&str]) -> Cli {
-    let n = &app.settings.names;
+    let p = &app.settings.publish;
     let mut args = vec![
         "revert".to_string(),
         format!("--database-url={}", app.db_url),
-        format!("--moderation-exchange={}", n.moderation_exchange),
-        format!("--tool-calls-exchange={}", n.tool_calls_exchange),
+        format!("--moderation-exchange={}", p.moderation_exchange),
+        format!("--tool-calls-exchange={}", p.tool_calls_exchange),
     ];
     if !extra.iter().any(|e| e.starts_with("--amqp-url")) {
         args.push(format!("--amqp-url={AMQP_URL}"));

@@ -38,7 +38,7 @@ async fn missing_database_is_created_and_pending_migrations_refused() {
     pool.close().await;
     // With --migrate it applies them and runs.
     settings.migrate = true;
-    let names = settings.names.clone();
+    let topology = settings.clone();
     let running = startup::start(settings)
         .await
         .expect("starts with --migrate");
@@ -77,7 +77,7 @@ async fn missing_database_is_created_and_pending_migrations_refused() {
     }
     running.shutdown();
     running.wait().await.unwrap();
-    delete_topology_of(&names).await;
+    delete_topology_of(&topology).await;
     drop_db(&name).await;
 }
 

@@ -2,6 +2,9 @@
 //! there for where they come from and under which licences). Shared by the real-corpus
 //! test and the detection bench, so both read the same bytes from the repository itself.
 
+// Test support reads its data files; the crate's clippy.toml bans I/O for detection itself.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::PathBuf;
 
 /// The decompressed text of `tests/data/real/<name>.zst`. A missing or corrupt file is a

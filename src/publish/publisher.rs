@@ -1,7 +1,7 @@
-//! Publishing a recovery that did not come from a delivery (the backfill, the admin API):
-//! the cleaned message for moderation and the forwarded calls for the app, each confirmed
-//! by the broker, with the same bodies the worker publishes; and a revert's restored
-//! message for moderation (the `revert` command, the admin API).
+//! The publisher of the passes that did not come from a delivery (the backfill, the admin
+//! API, `revert`): the cleaned message for moderation and the forwarded calls for the app,
+//! each confirmed by the broker, with the bodies the worker publishes (`outbound`); and a
+//! revert's restored message for moderation.
 //!
 //! There is no source event, so a stand-in one is built from the message row; its id is
 //! derived from the ledger row (`recovery:{id}`, `revert:{id}`), which makes the
@@ -10,15 +10,17 @@
 //!
 //! The publisher owns one connection with one confirm-mode channel, opened on first use
 //! and reopened after a failure. It only declares the two exchanges it publishes to (the
-//! same idempotent declares the worker makes); it never touches the worker's queues.
+//! same idempotent declares the worker makes); it never touches the worker's queues. Every
+//! confirmed publish is counted ([`super::count`]).
 //!
-//! May depend on: `event`, `recover` (the report), `settings`, `error`, `lapin`.
+//! May depend on: `outbound`, `recover` (the reports), `metrics`, `settings`, `error`,
+//! `lapin`.
 
-use crate::amqp;
+use super::{count, publish_confirmed};
 use crate::error::Error;
-use crate::event::{
-    self, AgentId, ChatId, EventId, EventMessage, FinalizedEvent, MessageId, Role, ID_NAMESPACE,
-};
+use crate::event::FinalizedEvent;
+use crate::metrics::Metrics;
+use crate::outbound::{self, MODERATION_ROUTING_KEY, TOOL_CALLS_ROUTING_KEY};
 use crate::recover::revert::{RevertOutcome, RevertReport};
 use crate::recover::{self, Mode, Outcome, Report};
 use crate::settings::{PublishSettings, SecretUrl};
@@ -26,8 +28,8 @@ use lapin::options::{ConfirmSelectOptions, ExchangeDeclareOptions};
 use lapin::types::{FieldTable, LongString};
 use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
 use serde_json::{json, Value};
+use std::sync::Arc;
 use tokio::sync::Mutex;
-use uuid::Uuid;
 
 /// Where and as whom to publish.
 #[derive(Debug, Clone)]
@@ -66,6 +68,7 @@ pub struct PublishedCounts {
 /// A confirm-mode publisher, shared by reference (its methods take `&self`).
 pub struct Publisher {
     target: PublishTarget,
+    metrics: Arc<Metrics>,
     link: Mutex<Option<Link>>,
 }
 
@@ -74,97 +77,15 @@ struct Link {
     channel: Channel,
 }
 
-/// The id of the stand-in source event of a ledger row.
-pub fn source_event_id(recovery_id: i64) -> EventId {
-    EventId::new(Uuid::new_v5(
-        &ID_NAMESPACE,
-        format!("recovery:{recovery_id}").as_bytes(),
-    ))
-}
-
-/// The id of the stand-in source event of the revert of a ledger row (one per row: a
-/// row is reverted at most once).
-pub fn revert_event_id(recovery_id: i64) -> EventId {
-    EventId::new(Uuid::new_v5(
-        &ID_NAMESPACE,
-        format!("revert:{recovery_id}").as_bytes(),
-    ))
-}
-
-/// The message a stand-in event carries.
-struct StandIn<'a> {
-    message_id: MessageId,
-    chat_id: ChatId,
-    agent_id: Option<AgentId>,
-    content: &'a Option<String>,
-    tools_used: &'a [String],
-}
-
-/// The stand-in `message.finalized` event of a recovered message: the message as it is
-/// after the pass, and `origin` (`backfill`, `admin`) saying who recovered it.
-pub fn stand_in_event(report: &Report, recovery_id: i64, origin: &str) -> FinalizedEvent {
-    stand_in(
-        source_event_id(recovery_id),
-        &StandIn {
-            message_id: report.message_id,
-            chat_id: report.chat_id,
-            agent_id: report.agent_id,
-            content: &report.content,
-            tools_used: &report.tools_used,
-        },
-        origin,
-    )
-}
-
-fn stand_in(event_id: EventId, m: &StandIn<'_>, origin: &str) -> FinalizedEvent {
-    let occurred_at = chrono::Utc::now().fixed_offset();
-    let raw = json!({
-        "event_id": event_id.to_string(),
-        "type": event::FINALIZED,
-        "occurred_at": occurred_at.to_rfc3339(),
-        "origin": origin,
-        "message": {
-            "id": m.message_id.get(),
-            "chat_id": m.chat_id.get(),
-            "agent_id": m.agent_id.map(|a| a.get()),
-            "role": "assistant",
-            "content": m.content,
-            "tools_used": m.tools_used,
-        },
-    });
-    let Value::Object(raw) = raw else {
-        unreachable!("json! of an object literal is an object")
-    };
-    FinalizedEvent {
-        event_id,
-        occurred_at,
-        message: EventMessage {
-            id: m.message_id,
-            chat_id: m.chat_id,
-            agent_id: m.agent_id,
-            role: Role::Assistant,
-            content: m.content.clone(),
-            tools_used: m.tools_used.to_vec(),
-        },
-        raw,
-    }
-}
-
 impl Publisher {
-    /// A publisher for `target`; connects on first use.
-    pub fn new(target: PublishTarget) -> Self {
+    /// A publisher for `target`, counting what it publishes in `metrics`; connects on
+    /// first use.
+    pub fn new(target: PublishTarget, metrics: Arc<Metrics>) -> Self {
         Publisher {
             target,
+            metrics,
             link: Mutex::new(None),
         }
-    }
-
-    /// The moderation and tool-calls exchanges, for metrics labels.
-    pub fn exchanges(&self) -> (&str, &str) {
-        (
-            &self.target.moderation_exchange,
-            &self.target.tool_calls_exchange,
-        )
     }
 
     /// Connects now (to fail before any work when the broker is unreachable).
@@ -187,13 +108,13 @@ impl Publisher {
         if !report.content_changed() {
             return Ok(counts);
         }
-        let event = stand_in_event(report, recovery_id, origin);
+        let event = outbound::stand_in_event(report, recovery_id, origin);
         for call in &report.forward {
-            let body = report.tool_call_body(call, event.event_id.get());
+            let body = outbound::tool_call_body(report, call, event.event_id);
             let id = call.event_id.to_string();
             self.publish(
                 &self.target.tool_calls_exchange,
-                amqp::TOOL_CALLS_ROUTING_KEY,
+                TOOL_CALLS_ROUTING_KEY,
                 &body,
                 &id,
             )
@@ -237,17 +158,7 @@ impl Publisher {
         let Some(content) = report.content.as_deref().filter(|c| !c.trim().is_empty()) else {
             return Ok(counts);
         };
-        let event = stand_in(
-            revert_event_id(recovery_id),
-            &StandIn {
-                message_id: report.message_id,
-                chat_id: report.chat_id,
-                agent_id: report.agent_id,
-                content: &report.content,
-                tools_used: &report.tools_used,
-            },
-            origin,
-        );
+        let event = outbound::restored_event(report, recovery_id, origin);
         let mut summary = recover::empty_summary(Outcome::Reverted, Mode::Recover);
         summary["reverted_recovery_id"] = json!(recovery_id);
         self.publish_moderation(&event, content, &report.tools_used, &summary)
@@ -264,11 +175,11 @@ impl Publisher {
         tools_used: &[String],
         summary: &Value,
     ) -> Result<(), Error> {
-        let body = event::moderation_body(event, content, tools_used, summary);
+        let body = outbound::moderation_body(event, content, tools_used, summary);
         let id = event.event_id.moderation_event_id().to_string();
         self.publish(
             &self.target.moderation_exchange,
-            amqp::MODERATION_ROUTING_KEY,
+            MODERATION_ROUTING_KEY,
             &body,
             &id,
         )
@@ -330,8 +241,8 @@ impl Publisher {
     }
 
     /// One persistent, mandatory publish, waiting for the broker's confirm
-    /// ([`amqp::publish_confirmed`]). A returned (unroutable) message is logged, not an
-    /// error: nobody has bound a queue yet.
+    /// ([`publish_confirmed`]), counted. A returned (unroutable) message is counted and
+    /// logged, not an error: nobody has bound a queue yet.
     async fn publish(
         &self,
         exchange: &str,
@@ -341,7 +252,7 @@ impl Publisher {
     ) -> Result<(), Error> {
         let bytes = serde_json::to_vec(body).map_err(|e| Error::Bug(e.to_string()))?;
         let channel = self.channel().await?;
-        let published = amqp::publish_confirmed(
+        let published = publish_confirmed(
             &channel,
             exchange,
             routing_key,
@@ -351,12 +262,8 @@ impl Publisher {
         )
         .await;
         match published {
-            Ok(amqp::Published::Routed) => Ok(()),
-            Ok(amqp::Published::Unroutable) => {
-                tracing::warn!(
-                    exchange,
-                    "published message was unroutable: no queue is bound"
-                );
+            Ok(published) => {
+                count(&self.metrics, exchange, published);
                 Ok(())
             }
             Err(e) => {

@@ -3,12 +3,13 @@
 //! republishes each restored message for moderation. `--dry-run` shows what it would do
 //! and writes nothing. For a batch, feed it ids from `toolcall-recovery ledger --json`.
 //!
-//! May depend on: `recover`, `backfill::republish` (the publisher), `store`, `settings`,
+//! May depend on: `recover`, `publish` (the publisher), `store`, `settings`,
 //! `error`.
 
-use crate::backfill::republish::{PublishTarget, Publisher};
 use crate::error::{Error, Poison};
-use crate::event::MessageId;
+use crate::ids::MessageId;
+use crate::metrics::Metrics;
+use crate::publish::{PublishTarget, Publisher};
 use crate::recover::revert::{revert_message, RevertOutcome, RevertReport, RevertedBy};
 use crate::settings::{DatabaseSettings, LogFormat, PublishSettings};
 use crate::store;
@@ -71,10 +72,11 @@ pub async fn run(args: &RevertArgs, out: &mut (dyn Write + Send)) -> Result<Reve
     let publisher = if args.dry_run || args.no_publish {
         None
     } else {
-        let p = Publisher::new(PublishTarget::from_settings(
-            &args.publish,
-            &args.connection_name,
-        ));
+        // A one-off command serves no /metrics: what it publishes is counted nowhere.
+        let p = Publisher::new(
+            PublishTarget::from_settings(&args.publish, &args.connection_name),
+            std::sync::Arc::new(Metrics::new()),
+        );
         p.connect().await?;
         Some(p)
     };

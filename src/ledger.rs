@@ -1,0 +1,294 @@
+//! The read side of the audit ledger: what recovery passes wrote to `recoveries` and
+//! `recovery_items` (the write side is `recover/ledger.rs`), for the `ledger` command
+//! (`cmd/ledger.rs`) and the admin API's `GET /v1/messages/{id}/ledger` ([`message_ledger`]).
+//!
+//! [`list`] reads the rows matching a [`Filter`], newest first, in two parameterised
+//! queries (the recoveries, then the items of exactly those); [`render`] prints them.
+//! Message content (`content_before`, `content_after`, the removed text) is read from the
+//! database only when `show_text` is asked for, so it cannot leak into a listing that did
+//! not ask for it. The parsed call (name, arguments) and result object are always listed:
+//! they are what the ledger is for.
+//!
+//! Reads only; never creates a database nor applies migrations.
+//!
+//! May depend on: `error`, `recover` (the outcome and mode labels), `sqlx`,
+//! `toolcall_detect::Family`. No broker, no HTTP.
+
+pub mod render;
+
+use crate::error::Error;
+use crate::recover::{Mode, Outcome};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::{json, Value};
+use sqlx::types::Json;
+use sqlx::{PgPool, Row};
+use std::collections::HashMap;
+use toolcall_detect::Family;
+use uuid::Uuid;
+
+/// Rows listed when `--limit` is not given.
+pub const DEFAULT_LIMIT: u32 = 50;
+/// The largest `--limit`, and what [`message_ledger`] lists at most for one message.
+pub const MAX_LIMIT: u32 = 10_000;
+
+/// Which ledger rows to list. Every `None` matches everything.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Filter {
+    /// `recoveries.message_id`.
+    pub message_id: Option<i64>,
+    /// `recoveries.chat_id`.
+    pub chat_id: Option<i64>,
+    /// A family one of the row's items has.
+    pub family: Option<Family>,
+    /// The row's outcome, or the outcome of one of its items.
+    pub outcome: Option<Outcome>,
+    /// `recoveries.mode`.
+    pub mode: Option<Mode>,
+    /// `recoveries.created_at` at or after this.
+    pub since: Option<DateTime<Utc>>,
+    /// Rows listed at most (clamped to 1..=[`MAX_LIMIT`]).
+    pub limit: u32,
+}
+
+impl Default for Filter {
+    fn default() -> Self {
+        Filter {
+            message_id: None,
+            chat_id: None,
+            family: None,
+            outcome: None,
+            mode: None,
+            since: None,
+            limit: DEFAULT_LIMIT,
+        }
+    }
+}
+
+/// One `recoveries` row with its items, as listed.
+#[derive(Debug, Clone, Serialize)]
+pub struct Entry {
+    /// `recoveries.id`.
+    pub recovery_id: i64,
+    /// When the pass committed (RFC 3339, UTC).
+    pub created_at: DateTime<Utc>,
+    /// The message.
+    pub message_id: i64,
+    /// Its chat.
+    pub chat_id: i64,
+    /// Its agent.
+    pub agent_id: Option<i64>,
+    /// What asked for the pass: `event`, `backfill`, `admin`.
+    pub source: String,
+    /// The event, for `source = event`.
+    pub event_id: Option<Uuid>,
+    /// `recover` or `observe`.
+    pub mode: String,
+    /// The message-level outcome.
+    pub outcome: String,
+    /// The families of the items, distinct, in item order.
+    pub families: Vec<String>,
+    /// Bytes removed from the content (from the pass's summary; for a row without one,
+    /// the sum of `removed_bytes` over its leaks).
+    pub bytes_removed: i64,
+    /// Whether the pass was reverted.
+    pub reverted: bool,
+    /// When.
+    pub reverted_at: Option<DateTime<Utc>>,
+    /// By what: `cli` or `admin`.
+    pub reverted_by: Option<String>,
+    /// What the revert did.
+    pub revert_summary: Option<Value>,
+    /// The content before the pass (only with `show_text`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content_before: Option<String>,
+    /// The content after the pass (only with `show_text`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content_after: Option<String>,
+    /// One per leaked call or result object, in the order of the message.
+    pub items: Vec<ItemEntry>,
+}
+
+/// One `recovery_items` row, as listed. Several calls in one leak (adjacent blocks) are
+/// items of the same `leak_index` and share its span and removed text.
+#[derive(Debug, Clone, Serialize)]
+pub struct ItemEntry {
+    /// Which leak of the message (0-based, in the order of the content).
+    pub leak_index: i32,
+    /// Which call or result object of that leak.
+    pub item_index: i32,
+    /// The leak's family.
+    pub family: String,
+    /// What was done with this call.
+    pub outcome: String,
+    /// The call's name (None for a bare result object).
+    pub name: Option<String>,
+    /// The call's arguments.
+    pub arguments: Option<Value>,
+    /// The leaked result object, if any.
+    pub result_object: Option<Value>,
+    /// Why, for the error outcomes.
+    pub detail: Option<String>,
+    /// The memory the call created.
+    pub memory_id: Option<i64>,
+    /// The `role='tool'` message the call created.
+    pub tool_message_id: Option<i64>,
+    /// Byte offset of the leak in the content before the pass.
+    pub span_start: i32,
+    /// Byte offset of the end of the leak.
+    pub span_end: i32,
+    /// Bytes of the leak's span removed from the content: `span_end - span_start`, or 0
+    /// for `needs_review` (left in place). Shared by the items of one leak.
+    pub removed_bytes: i64,
+    /// The removed text, verbatim (only with `show_text`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub removed_text: Option<String>,
+}
+
+/// The recoveries: optional filters as `($n IS NULL OR ...)`, family and outcome through
+/// the items. Content is selected only when `$8` (show_text) is true.
+const LIST_RECOVERIES: &str = "SELECT r.id, r.created_at, r.message_id, r.chat_id, \
+       r.agent_id, r.source, r.event_id, r.mode, r.outcome, \
+       CASE WHEN jsonb_typeof(r.summary -> 'bytes_removed') = 'number' \
+            THEN (r.summary ->> 'bytes_removed')::numeric::bigint END AS bytes_removed, \
+       r.reverted_at, r.reverted_by, r.revert_summary, \
+       CASE WHEN $8 THEN r.content_before END AS content_before, \
+       CASE WHEN $8 THEN r.content_after END AS content_after \
+     FROM recoveries r \
+     WHERE ($1::bigint IS NULL OR r.message_id = $1) \
+       AND ($2::bigint IS NULL OR r.chat_id = $2) \
+       AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM recovery_items i \
+             WHERE i.recovery_id = r.id AND i.family = $3)) \
+       AND ($4::text IS NULL OR r.outcome = $4 OR EXISTS (SELECT 1 FROM recovery_items i \
+             WHERE i.recovery_id = r.id AND i.outcome = $4)) \
+       AND ($5::text IS NULL OR r.mode = $5) \
+       AND ($6::timestamptz IS NULL OR r.created_at >= $6) \
+     ORDER BY r.id DESC \
+     LIMIT $7";
+
+/// The items of the listed recoveries; the removed text only when `$2` (show_text).
+const LIST_ITEMS: &str =
+    "SELECT recovery_id, leak_index, item_index, family, outcome, call_name, call_arguments, \
+       result_object, detail, memory_id, tool_message_id, span_start, span_end, \
+       CASE WHEN $2 THEN removed_text END AS removed_text \
+     FROM recovery_items \
+     WHERE recovery_id = ANY($1) \
+     ORDER BY recovery_id, leak_index, item_index";
+
+/// The ledger rows matching `filter`, newest first (by `recoveries.id`), each with its
+/// items. Message content is read only when `show_text` is set.
+pub async fn list(pool: &PgPool, filter: &Filter, show_text: bool) -> Result<Vec<Entry>, Error> {
+    let limit = i64::from(filter.limit.clamp(1, MAX_LIMIT));
+    let rows = sqlx::query(LIST_RECOVERIES)
+        .bind(filter.message_id)
+        .bind(filter.chat_id)
+        .bind(filter.family.map(Family::as_str))
+        .bind(filter.outcome.map(Outcome::as_str))
+        .bind(filter.mode.map(Mode::as_str))
+        .bind(filter.since)
+        .bind(limit)
+        .bind(show_text)
+        .fetch_all(pool)
+        .await?;
+    let mut entries = Vec::with_capacity(rows.len());
+    let mut summary_bytes = Vec::with_capacity(rows.len());
+    for row in rows {
+        let reverted_at: Option<DateTime<Utc>> = row.try_get("reverted_at")?;
+        summary_bytes.push(row.try_get::<Option<i64>, _>("bytes_removed")?);
+        entries.push(Entry {
+            recovery_id: row.try_get("id")?,
+            created_at: row.try_get("created_at")?,
+            message_id: row.try_get("message_id")?,
+            chat_id: row.try_get("chat_id")?,
+            agent_id: row.try_get("agent_id")?,
+            source: row.try_get("source")?,
+            event_id: row.try_get("event_id")?,
+            mode: row.try_get("mode")?,
+            outcome: row.try_get("outcome")?,
+            families: Vec::new(),
+            bytes_removed: 0,
+            reverted: reverted_at.is_some(),
+            reverted_at,
+            reverted_by: row.try_get("reverted_by")?,
+            revert_summary: row
+                .try_get::<Option<Json<Value>>, _>("revert_summary")?
+                .map(|j| j.0),
+            content_before: row.try_get("content_before")?,
+            content_after: row.try_get("content_after")?,
+            items: Vec::new(),
+        });
+    }
+    if entries.is_empty() {
+        return Ok(entries);
+    }
+    let ids: Vec<i64> = entries.iter().map(|e| e.recovery_id).collect();
+    let position: HashMap<i64, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+    let items = sqlx::query(LIST_ITEMS)
+        .bind(&ids)
+        .bind(show_text)
+        .fetch_all(pool)
+        .await?;
+    for row in items {
+        let recovery_id: i64 = row.try_get("recovery_id")?;
+        let Some(&at) = position.get(&recovery_id) else {
+            continue;
+        };
+        let span_start: i32 = row.try_get("span_start")?;
+        let span_end: i32 = row.try_get("span_end")?;
+        let outcome: String = row.try_get("outcome")?;
+        let removed_bytes = if outcome == Outcome::NeedsReview.as_str() {
+            0
+        } else {
+            (i64::from(span_end) - i64::from(span_start)).max(0)
+        };
+        entries[at].items.push(ItemEntry {
+            leak_index: row.try_get("leak_index")?,
+            item_index: row.try_get("item_index")?,
+            family: row.try_get("family")?,
+            outcome,
+            name: row.try_get("call_name")?,
+            arguments: row
+                .try_get::<Option<Json<Value>>, _>("call_arguments")?
+                .map(|j| j.0),
+            result_object: row
+                .try_get::<Option<Json<Value>>, _>("result_object")?
+                .map(|j| j.0),
+            detail: row.try_get("detail")?,
+            memory_id: row.try_get("memory_id")?,
+            tool_message_id: row.try_get("tool_message_id")?,
+            span_start,
+            span_end,
+            removed_bytes,
+            removed_text: row.try_get("removed_text")?,
+        });
+    }
+    for (entry, from_summary) in entries.iter_mut().zip(summary_bytes) {
+        for item in &entry.items {
+            if !entry.families.contains(&item.family) {
+                entry.families.push(item.family.clone());
+            }
+        }
+        entry.bytes_removed = from_summary.unwrap_or_else(|| {
+            let mut leaks: Vec<(i32, i64)> = entry
+                .items
+                .iter()
+                .map(|i| (i.leak_index, i.removed_bytes))
+                .collect();
+            leaks.dedup_by_key(|(leak, _)| *leak);
+            leaks.iter().map(|(_, bytes)| bytes).sum()
+        });
+    }
+    Ok(entries)
+}
+
+/// The ledger of one message for the admin API: `{"message_id": id, "recoveries": [...]}`,
+/// newest first (at most [`MAX_LIMIT`] rows); an empty list when it has none.
+pub async fn message_ledger(pool: &PgPool, id: i64, show_text: bool) -> Result<Value, Error> {
+    let filter = Filter {
+        message_id: Some(id),
+        limit: MAX_LIMIT,
+        ..Filter::default()
+    };
+    let entries = list(pool, &filter, show_text).await?;
+    Ok(json!({ "message_id": id, "recoveries": entries }))
+}

@@ -1,0 +1,152 @@
+//! The bodies of what the worker publishes (contract §5): the moderation message of a
+//! finalized message, the tool-calls message of a forwarded call, and the stand-in
+//! `message.finalized` event of a pass that did not come from an event (backfill, admin API,
+//! revert). Plain JSON built from plain data, identical wherever it is published from, so
+//! that the recovery transaction can write it to the outbox and the publisher can send it.
+//!
+//! May depend on: `ids`, `event` (the decoded event), `recover` (the report types).
+//! No I/O: no broker, no database.
+
+use crate::event::{self, EventMessage, FinalizedEvent, Role};
+use crate::ids::{AgentId, ChatId, EventId, MessageId, ID_NAMESPACE};
+use crate::recover::revert::RevertReport;
+use crate::recover::{ForwardedCall, Report};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+/// Routing key of moderation messages.
+pub const MODERATION_ROUTING_KEY: &str = "message.ready";
+/// Routing key of forwarded tool calls.
+pub const TOOL_CALLS_ROUTING_KEY: &str = "tool_call.recovered";
+
+/// The body of a moderation message: the in-event with `content` and `tools_used` as
+/// cleaned, a deterministic `event_id`, the `source_event_id` and the `recovery` object.
+pub fn moderation_body(
+    event: &FinalizedEvent,
+    content: &str,
+    tools_used: &[String],
+    recovery: &Value,
+) -> Value {
+    let mut out = event.raw.clone();
+    out.insert(
+        "event_id".into(),
+        Value::String(event.event_id.moderation_event_id().to_string()),
+    );
+    out.insert(
+        "source_event_id".into(),
+        Value::String(event.event_id.to_string()),
+    );
+    if let Some(Value::Object(msg)) = out.get_mut("message") {
+        msg.insert("content".into(), Value::String(content.to_string()));
+        msg.insert("tools_used".into(), serde_json::json!(tools_used));
+    }
+    out.insert("recovery".into(), recovery.clone());
+    Value::Object(out)
+}
+
+/// The tool-calls message of one forwarded call (contract §5); `source` is the event (or
+/// the stand-in event) it came with.
+pub fn tool_call_body(report: &Report, call: &ForwardedCall, source: EventId) -> Value {
+    json!({
+        "event_id": call.event_id.to_string(),
+        "message_id": report.message_id.get(),
+        "chat_id": report.chat_id.get(),
+        "agent_id": report.agent_id.map(|a| a.get()),
+        "name": call.name,
+        "arguments": call.arguments,
+        "family": call.family,
+        "source_event_id": source.to_string(),
+    })
+}
+
+/// The id of the stand-in source event of a ledger row.
+pub fn source_event_id(recovery_id: i64) -> EventId {
+    EventId::new(Uuid::new_v5(
+        &ID_NAMESPACE,
+        format!("recovery:{recovery_id}").as_bytes(),
+    ))
+}
+
+/// The id of the stand-in source event of the revert of a ledger row (one per row: a
+/// row is reverted at most once).
+pub fn revert_event_id(recovery_id: i64) -> EventId {
+    EventId::new(Uuid::new_v5(
+        &ID_NAMESPACE,
+        format!("revert:{recovery_id}").as_bytes(),
+    ))
+}
+
+/// The stand-in `message.finalized` event of a reverted message: the message as the revert
+/// restored it, under the id of the revert of ledger row `recovery_id`.
+pub fn restored_event(report: &RevertReport, recovery_id: i64, origin: &str) -> FinalizedEvent {
+    stand_in(
+        revert_event_id(recovery_id),
+        &StandIn {
+            message_id: report.message_id,
+            chat_id: report.chat_id,
+            agent_id: report.agent_id,
+            content: &report.content,
+            tools_used: &report.tools_used,
+        },
+        origin,
+    )
+}
+
+/// The message a stand-in event carries.
+struct StandIn<'a> {
+    message_id: MessageId,
+    chat_id: ChatId,
+    agent_id: Option<AgentId>,
+    content: &'a Option<String>,
+    tools_used: &'a [String],
+}
+
+/// The stand-in `message.finalized` event of a recovered message: the message as it is
+/// after the pass, and `origin` (`backfill`, `admin`) saying who recovered it.
+pub fn stand_in_event(report: &Report, recovery_id: i64, origin: &str) -> FinalizedEvent {
+    stand_in(
+        source_event_id(recovery_id),
+        &StandIn {
+            message_id: report.message_id,
+            chat_id: report.chat_id,
+            agent_id: report.agent_id,
+            content: &report.content,
+            tools_used: &report.tools_used,
+        },
+        origin,
+    )
+}
+
+fn stand_in(event_id: EventId, m: &StandIn<'_>, origin: &str) -> FinalizedEvent {
+    let occurred_at = chrono::Utc::now().fixed_offset();
+    let raw = json!({
+        "event_id": event_id.to_string(),
+        "type": event::FINALIZED,
+        "occurred_at": occurred_at.to_rfc3339(),
+        "origin": origin,
+        "message": {
+            "id": m.message_id.get(),
+            "chat_id": m.chat_id.get(),
+            "agent_id": m.agent_id.map(|a| a.get()),
+            "role": "assistant",
+            "content": m.content,
+            "tools_used": m.tools_used,
+        },
+    });
+    let Value::Object(raw) = raw else {
+        unreachable!("json! of an object literal is an object")
+    };
+    FinalizedEvent {
+        event_id,
+        occurred_at,
+        message: EventMessage {
+            id: m.message_id,
+            chat_id: m.chat_id,
+            agent_id: m.agent_id,
+            role: Role::Assistant,
+            content: m.content.clone(),
+            tools_used: m.tools_used.to_vec(),
+        },
+        raw,
+    }
+}

@@ -1,0 +1,322 @@
+//! The architecture's rules, checked on the source text (ARCHITECTURE.md, "Rules"):
+//!
+//! - detection (`crates/detect`) reaches no I/O: its only dependencies are `serde`,
+//!   `serde_json` and `memchr`, and its `clippy.toml` forbids the std I/O, clock and
+//!   process APIs;
+//! - `recover` knows no broker and no HTTP;
+//! - `backfill`, `admin` and the commands of `cmd` import nothing from each other;
+//! - the smaller rooms import only what their module docs allow (see [`RULES`]);
+//! - nothing in the repository reads `../shared` (a fresh clone has nothing beside it).
+//!
+//! A room is a top-level module: `src/x.rs` together with `src/x/`. What a room imports is
+//! every `crate::<room>` path in its files, and every external crate path named in
+//! [`EXTERNAL`]. Plain text, no parser: a rule broken inside a comment fails too, which
+//! only asks for a better comment.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// External crates the rules talk about.
+const EXTERNAL: &[&str] = &["lapin", "axum", "sqlx", "tokio"];
+
+/// (room, rooms and crates it must not import, why).
+const RULES: &[(&str, &[&str], &str)] = &[
+    (
+        "ids",
+        &["*"],
+        "every module may name a message, so ids import nothing",
+    ),
+    (
+        "event",
+        &[
+            "recover", "publish", "outbound", "amqp", "worker", "store", "lapin", "sqlx", "axum",
+        ],
+        "decoding is pure",
+    ),
+    (
+        "recover",
+        &[
+            "amqp", "publish", "http", "admin", "worker", "backfill", "cmd", "startup", "lapin",
+            "axum",
+        ],
+        "recover knows no broker and no HTTP",
+    ),
+    (
+        "outbound",
+        &[
+            "amqp", "publish", "http", "admin", "worker", "backfill", "cmd", "store", "lapin",
+            "sqlx", "axum", "tokio",
+        ],
+        "the bodies of what is published are plain data",
+    ),
+    (
+        "publish",
+        &[
+            "http", "admin", "worker", "backfill", "cmd", "startup", "axum",
+        ],
+        "publishing knows who asks only through what it is given",
+    ),
+    (
+        "backfill",
+        &["admin", "cmd", "worker", "startup"],
+        "three ways into recover and publish",
+    ),
+    (
+        "admin",
+        &["backfill", "cmd", "worker", "startup"],
+        "three ways into recover and publish",
+    ),
+    (
+        "cmd",
+        &["backfill", "admin", "worker", "startup"],
+        "three ways into recover and publish",
+    ),
+    (
+        "ledger",
+        &[
+            "amqp", "publish", "http", "admin", "worker", "backfill", "cmd", "startup", "lapin",
+            "axum",
+        ],
+        "the ledger's read side only reads",
+    ),
+    (
+        "settings",
+        &[
+            "admin", "worker", "backfill", "cmd", "startup", "publish", "amqp", "store", "lapin",
+            "sqlx", "axum",
+        ],
+        "every module imports settings; settings imports nothing that imports it",
+    ),
+    (
+        "amqp",
+        &[
+            "recover", "worker", "admin", "backfill", "cmd", "sqlx", "axum",
+        ],
+        "the broker session knows nothing about recovery",
+    ),
+];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    files_where(dir, &|p| p.extension().is_some_and(|e| e == "rs"), out);
+}
+
+fn files_where(dir: &Path, keep: &dyn Fn(&Path) -> bool, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if path.file_name().is_some_and(|n| n != "target") {
+                files_where(&path, keep, out);
+            }
+        } else if keep(&path) {
+            out.push(path);
+        }
+    }
+}
+
+/// room -> (file, imported room or crate) for every file under `src/`.
+fn imports() -> BTreeMap<String, Vec<(String, String)>> {
+    let src = root().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut by_room: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for file in files {
+        let rel = file
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        let room = rel
+            .split('/')
+            .next()
+            .unwrap()
+            .trim_end_matches(".rs")
+            .to_string();
+        let text = std::fs::read_to_string(&file).unwrap();
+        let mut found: Vec<String> = crate_paths(&text);
+        for ext in EXTERNAL {
+            if mentions_crate(&text, ext) {
+                found.push(ext.to_string());
+            }
+        }
+        let entry = by_room.entry(room.clone()).or_default();
+        for f in found {
+            if f != room {
+                entry.push((rel.clone(), f));
+            }
+        }
+    }
+    by_room
+}
+
+/// The rooms named as `crate::<room>` (also inside `use crate::{a, b}` groups).
+fn crate_paths(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, _) in text.match_indices("crate::") {
+        // `toolcall_crate::` or `some_crate::` are not ours.
+        if text[..i]
+            .chars()
+            .last()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_')
+        {
+            continue;
+        }
+        let rest = &text[i + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            for item in group[..end].split(',') {
+                let name: String = item
+                    .trim()
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() {
+                    out.push(name);
+                }
+            }
+        } else {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            out.push(name);
+        }
+    }
+    out
+}
+
+fn mentions_crate(text: &str, name: &str) -> bool {
+    let needle = format!("{name}::");
+    text.match_indices(&needle).any(|(i, _)| {
+        !text[..i]
+            .chars()
+            .last()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+    })
+}
+
+#[test]
+fn rooms_import_only_what_the_architecture_allows() {
+    let imports = imports();
+    let mut broken = Vec::new();
+    for (room, forbidden, why) in RULES {
+        let Some(found) = imports.get(*room) else {
+            broken.push(format!("room `{room}` named in the rules does not exist"));
+            continue;
+        };
+        for (file, imported) in found {
+            let crate_room = imports.contains_key(imported);
+            let external = EXTERNAL.contains(&imported.as_str());
+            if forbidden.contains(&imported.as_str())
+                || (forbidden.contains(&"*") && (crate_room || external))
+            {
+                broken.push(format!("src/{file} imports `{imported}` ({why})"));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}
+
+#[test]
+fn commands_do_not_import_each_other() {
+    let dir = root().join("src/cmd");
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    let names: Vec<String> = files
+        .iter()
+        .filter_map(|f| f.file_stem().map(|s| s.to_string_lossy().to_string()))
+        .filter(|n| n != "mod")
+        .collect();
+    let mut broken = Vec::new();
+    for file in &files {
+        let me = file.file_stem().unwrap().to_string_lossy().to_string();
+        let text = std::fs::read_to_string(file).unwrap();
+        for other in names.iter().filter(|n| **n != me) {
+            if text.contains(&format!("cmd::{other}")) || text.contains(&format!("super::{other}"))
+            {
+                broken.push(format!("src/cmd/{me}.rs imports cmd::{other}"));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}
+
+#[test]
+fn detection_has_no_io_dependency() {
+    let manifest = std::fs::read_to_string(root().join("crates/detect/Cargo.toml")).unwrap();
+    let deps = manifest
+        .split("[dependencies]")
+        .nth(1)
+        .unwrap()
+        .split("\n[")
+        .next()
+        .unwrap();
+    let names: Vec<&str> = deps
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| l.split(['=', '.']).next())
+        .map(str::trim)
+        .collect();
+    assert_eq!(names, ["serde", "serde_json", "memchr"], "{deps}");
+    let clippy = std::fs::read_to_string(root().join("crates/detect/clippy.toml")).unwrap();
+    for banned in [
+        "std::fs",
+        "std::net",
+        "std::time",
+        "std::process",
+        "std::env",
+        "std::thread",
+    ] {
+        assert!(
+            clippy.contains(banned),
+            "crates/detect/clippy.toml bans {banned}"
+        );
+    }
+}
+
+#[test]
+fn nothing_reads_beside_the_repository() {
+    // Code, scripts and manifests: what a test or the product could read from.
+    let code = |p: &Path| {
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
+        name == "run"
+            || ["rs", "toml", "sh", "py", "yml", "yaml"]
+                .iter()
+                .any(|e| name.ends_with(&format!(".{e}")))
+    };
+    let mut files = Vec::new();
+    for dir in [
+        "src", "tests", "crates", "examples", "scripts", "ci", ".ci", "fuzz", "helm", "deploy",
+    ] {
+        files_where(&root().join(dir), &code, &mut files);
+    }
+    files.push(root().join("Cargo.toml"));
+    files.push(root().join("docker-compose.yml"));
+    let me = root().join("tests/layers.rs");
+    let needle = ["..", "/shared"].concat();
+    let broken: Vec<String> = files
+        .iter()
+        .filter(|f| **f != me)
+        .filter(|f| {
+            std::fs::read_to_string(f)
+                .map(|t| t.contains(&needle))
+                .unwrap_or(false)
+        })
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(
+        broken.is_empty(),
+        "these read beside the repository, which a fresh clone does not have:\n{}",
+        broken.join("\n")
+    );
+}
