@@ -3,7 +3,7 @@
 //! removed text verbatim), the summary published with the moderation message, and the
 //! ids derived from ledger rows.
 //!
-//! May depend on: the parent `recover`, `event`, `error`, `sqlx`.
+//! May depend on: the parent `recover`, `ids`, `error`, `sqlx`.
 
 use super::{CallReport, ForwardedCall, Item, MessageRow, Mode, Outcome, Source};
 use crate::error::Error;

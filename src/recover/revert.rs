@@ -14,7 +14,7 @@
 //!
 //! Publishing the restored message is the caller's job, after the commit.
 //!
-//! May depend on: the parent `recover` (ledger, save_memory), `event`, `error`, `sqlx`.
+//! May depend on: the parent `recover` (ledger, save_memory), `ids`, `error`, `sqlx`.
 
 use super::{ledger, save_memory, string_entries, Mode};
 use crate::error::{Error, Poison};
