@@ -38,9 +38,12 @@ mod error;
 
 pub use error::ApiError;
 
+use crate::error::Error;
 use crate::ids::MessageId;
 use crate::metrics::Metrics;
+use crate::outbound::StandIn;
 use crate::publish::{PublishTarget, PublishedCounts, Publisher};
+use crate::recover::outbox::{Envelope, Queued};
 use crate::recover::revert::{self, RevertOutcome, RevertedBy};
 use crate::recover::{self, Outcome, Policy, Report, Source};
 use crate::settings::{AdminSettings, AdminToken, Settings};
@@ -167,7 +170,9 @@ async fn recover_now(
     Path(raw): Path<String>,
 ) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
-    let report = recover::recover_message(&s.pool, id, &s.policy, Source::Admin).await?;
+    let envelope = StandIn { origin: "admin" };
+    let owed = s.publisher.as_ref().map(|_| &envelope as &dyn Envelope);
+    let report = recover::recover_with_outbox(&s.pool, id, &s.policy, Source::Admin, owed).await?;
     s.metrics.recovery_pass(
         report.mode.as_str(),
         report.call_labels(),
@@ -283,7 +288,10 @@ async fn revert_now(
 ) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
     let Query(q) = q.map_err(invalid_query)?;
-    let report = revert::revert_message(&s.pool, id, RevertedBy::Admin, q.dry_run).await?;
+    let envelope = StandIn { origin: "admin" };
+    let owed = s.publisher.as_ref().map(|_| &envelope as &dyn Envelope);
+    let report =
+        revert::revert_with_outbox(&s.pool, id, RevertedBy::Admin, q.dry_run, owed).await?;
     if !q.dry_run {
         s.metrics.revert(report.outcome.as_str());
     }
@@ -293,24 +301,12 @@ async fn revert_now(
     })?;
     match report.outcome {
         RevertOutcome::Reverted | RevertOutcome::AlreadyReverted => {
-            if let Some(publisher) = s.publisher.as_ref().filter(|_| !report.dry_run) {
-                let published =
-                    publisher
-                        .publish_restored(&report, "admin")
-                        .await
-                        .map_err(|e| {
-                            tracing::error!(message_id = %id, recovery_id = ?report.recovery_id,
-                            error = %e, "reverted through the admin API but not published");
-                            ApiError::PublishFailed {
-                                message: format!(
-                                    "the revert was committed (ledger row {}), but publishing the \
-                                 restored message failed: {e}",
-                                    report.recovery_id.unwrap_or_default()
-                                ),
-                                recovery: body.clone(),
-                            }
-                        })?;
-                body["published"] = json!({"moderation": published.moderation});
+            if s.publisher.is_some() && !report.dry_run {
+                let published = deliver(&s, id, report.recovery_id, &report.outbox).await?;
+                body["published"] = json!({
+                    "moderation": published.moderation,
+                    "pending": published.pending + published.unroutable,
+                });
             }
             Ok(json_response(StatusCode::OK, &body))
         }
@@ -330,23 +326,33 @@ fn unprocessable(report: &Report, message: String) -> ApiError {
     }
 }
 
-/// Publishes what the pass changed; counts it.
+/// Sends what the pass wrote to the outbox. A broker failure is not the caller's failure:
+/// the change is committed and what it owes is in the outbox, which the worker's relay
+/// sends once the broker is back; the answer says how much is still pending.
 async fn publish(s: &AdminState, report: &Report) -> Result<PublishedCounts, ApiError> {
+    deliver(s, report.message_id, report.recovery_id, &report.outbox).await
+}
+
+async fn deliver(
+    s: &AdminState,
+    id: MessageId,
+    recovery_id: Option<i64>,
+    rows: &[Queued],
+) -> Result<PublishedCounts, ApiError> {
     let Some(publisher) = &s.publisher else {
         return Ok(PublishedCounts::default());
     };
-    match publisher.publish_report(report, "admin").await {
+    match publisher.deliver(&s.pool, rows).await {
         Ok(counts) => Ok(counts),
+        Err(e @ Error::Database(_)) => Err(e.into()),
         Err(e) => {
-            tracing::error!(message_id = %report.message_id, recovery_id = ?report.recovery_id,
-                error = %e, "recovered through the admin API but not published");
-            Err(ApiError::PublishFailed {
-                message: format!(
-                    "the recovery was committed (ledger row {}), but publishing it failed: {e}",
-                    report.recovery_id.unwrap_or_default()
-                ),
-                recovery: report_body(report, None),
-            })
+            tracing::warn!(message_id = %id, recovery_id = ?recovery_id, error = %e,
+                "committed; its publishes stay in the outbox for the relay");
+            let sent = PublishedCounts {
+                pending: rows.len(),
+                ..PublishedCounts::default()
+            };
+            Ok(sent)
         }
     }
 }
@@ -391,7 +397,11 @@ fn report_body(r: &Report, published: Option<PublishedCounts>) -> Value {
         "recovery_id": r.recovery_id,
     });
     if let Some(p) = published {
-        body["published"] = json!({"moderation": p.moderation, "tool_calls": p.tool_calls});
+        body["published"] = json!({
+            "moderation": p.moderation,
+            "tool_calls": p.tool_calls,
+            "pending": p.pending + p.unroutable,
+        });
     }
     body
 }

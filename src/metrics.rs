@@ -32,6 +32,8 @@ pub struct Metrics {
     memories: IntCounterVec,
     published: IntCounterVec,
     unroutable: IntCounterVec,
+    outbox_pending: IntGauge,
+    outbox_relayed: IntCounterVec,
     dead_lettered: IntCounterVec,
     transient_errors: IntCounterVec,
     duration: Histogram,
@@ -106,6 +108,20 @@ impl Metrics {
             "toolcall_recovery_messages_unroutable_total",
             "Confirmed publishes the broker returned because no queue was bound, by exchange.",
             &["exchange"],
+        );
+        let outbox_pending = IntGauge::new(
+            "toolcall_recovery_outbox_pending",
+            "Outbox rows (publishes owed by a committed recovery or revert) not yet confirmed \
+             by the broker, as of the relay's last sweep.",
+        )
+        .unwrap_or_else(|e| unreachable!("{e}"));
+        register(&r, Box::new(outbox_pending.clone()));
+        let outbox_relayed = counter_vec(
+            &r,
+            "toolcall_recovery_outbox_relayed_total",
+            "Pending outbox rows the relay tried to send, by result (`sent`, `unroutable`: \
+             no queue bound, kept pending; `failed`: broker error, kept pending).",
+            &["result"],
         );
         let dead_lettered = counter_vec(
             &r,
@@ -187,6 +203,8 @@ impl Metrics {
             memories,
             published,
             unroutable,
+            outbox_pending,
+            outbox_relayed,
             dead_lettered,
             transient_errors,
             duration,
@@ -214,6 +232,9 @@ impl Metrics {
         }
         for r in labels.revert_results {
             self.reverts.with_label_values(&[r]);
+        }
+        for r in ["sent", "unroutable", "failed"] {
+            self.outbox_relayed.with_label_values(&[r]);
         }
     }
 
@@ -277,6 +298,16 @@ impl Metrics {
     /// A confirmed publish to `exchange` was returned as unroutable.
     pub fn unroutable(&self, exchange: &str) {
         self.unroutable.with_label_values(&[exchange]).inc();
+    }
+
+    /// The outbox holds `n` rows not yet sent.
+    pub fn outbox_pending(&self, n: i64) {
+        self.outbox_pending.set(n);
+    }
+
+    /// The relay tried a pending outbox row: `sent`, `unroutable` or `failed`.
+    pub fn outbox_relayed(&self, result: &str) {
+        self.outbox_relayed.with_label_values(&[result]).inc();
     }
 
     /// A delivery was dead-lettered.

@@ -1,16 +1,20 @@
 //! The bodies of what the worker publishes (contract §5): the moderation message of a
 //! finalized message, the tool-calls message of a forwarded call, and the stand-in
 //! `message.finalized` event of a pass that did not come from an event (backfill, admin API,
-//! revert). Plain JSON built from plain data, identical wherever it is published from, so
-//! that the recovery transaction can write it to the outbox and the publisher can send it.
+//! revert). Plain JSON built from plain data, identical wherever it is published from. The
+//! [`Envelope`]s say what a pass owes the broker ([`ForEvent`] for the worker, [`StandInMessage`]
+//! for the backfill, the admin API and revert); the recovery transaction writes that to the
+//! outbox and `publish` sends it.
 //!
-//! May depend on: `ids`, `event` (the decoded event), `recover` (the report types).
-//! No I/O: no broker, no database.
+//! May depend on: `ids`, `event` (the decoded event), `recover` (the report types),
+//! `error`. No I/O: no broker, no database.
 
+use crate::error::Error;
 use crate::event::{self, EventMessage, FinalizedEvent, Role};
 use crate::ids::{AgentId, ChatId, EventId, MessageId, ID_NAMESPACE};
+use crate::recover::outbox::{Envelope, Outgoing, Target};
 use crate::recover::revert::RevertReport;
-use crate::recover::{ForwardedCall, Report};
+use crate::recover::{self, ForwardedCall, Mode, Outcome, Report};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -81,7 +85,7 @@ pub fn revert_event_id(recovery_id: i64) -> EventId {
 pub fn restored_event(report: &RevertReport, recovery_id: i64, origin: &str) -> FinalizedEvent {
     stand_in(
         revert_event_id(recovery_id),
-        &StandIn {
+        &StandInMessage {
             message_id: report.message_id,
             chat_id: report.chat_id,
             agent_id: report.agent_id,
@@ -93,7 +97,7 @@ pub fn restored_event(report: &RevertReport, recovery_id: i64, origin: &str) -> 
 }
 
 /// The message a stand-in event carries.
-struct StandIn<'a> {
+struct StandInMessage<'a> {
     message_id: MessageId,
     chat_id: ChatId,
     agent_id: Option<AgentId>,
@@ -106,7 +110,7 @@ struct StandIn<'a> {
 pub fn stand_in_event(report: &Report, recovery_id: i64, origin: &str) -> FinalizedEvent {
     stand_in(
         source_event_id(recovery_id),
-        &StandIn {
+        &StandInMessage {
             message_id: report.message_id,
             chat_id: report.chat_id,
             agent_id: report.agent_id,
@@ -117,7 +121,7 @@ pub fn stand_in_event(report: &Report, recovery_id: i64, origin: &str) -> Finali
     )
 }
 
-fn stand_in(event_id: EventId, m: &StandIn<'_>, origin: &str) -> FinalizedEvent {
+fn stand_in(event_id: EventId, m: &StandInMessage<'_>, origin: &str) -> FinalizedEvent {
     let occurred_at = chrono::Utc::now().fixed_offset();
     let raw = json!({
         "event_id": event_id.to_string(),
@@ -148,5 +152,95 @@ fn stand_in(event_id: EventId, m: &StandIn<'_>, origin: &str) -> FinalizedEvent 
             tools_used: m.tools_used.to_vec(),
         },
         raw,
+    }
+}
+
+/// Serialises a body for the outbox (it is sent byte for byte as written).
+fn text(body: &Value) -> Result<String, Error> {
+    serde_json::to_string(body).map_err(|e| Error::Bug(format!("body not serialisable: {e}")))
+}
+
+/// The moderation message of `event` with this content, `tools_used` and `recovery`
+/// object; none for blank content (nothing to moderate).
+pub fn moderation(
+    event: &FinalizedEvent,
+    content: Option<&str>,
+    tools_used: &[String],
+    recovery: &Value,
+) -> Result<Option<Outgoing>, Error> {
+    let Some(content) = content.filter(|c| !c.trim().is_empty()) else {
+        return Ok(None);
+    };
+    Ok(Some(Outgoing {
+        target: Target::Moderation,
+        key: event.event_id.moderation_event_id().to_string(),
+        body: text(&moderation_body(event, content, tools_used, recovery))?,
+    }))
+}
+
+/// The forwarded calls of `report`, then its moderation message when the content is not
+/// blank: the order the worker has always published in.
+fn owed(report: &Report, event: &FinalizedEvent) -> Result<Vec<Outgoing>, Error> {
+    let mut out = Vec::with_capacity(report.forward.len() + 1);
+    for call in &report.forward {
+        out.push(Outgoing {
+            target: Target::ToolCalls,
+            key: call.event_id.to_string(),
+            body: text(&tool_call_body(report, call, event.event_id))?,
+        });
+    }
+    out.extend(moderation(
+        event,
+        report.content.as_deref(),
+        &report.tools_used,
+        &report.summary,
+    )?);
+    Ok(out)
+}
+
+/// What a pass on a delivered event owes: the moderation message of the event (every
+/// finalized message is moderated, observed ones with their original text) and the
+/// forwarded calls.
+pub struct ForEvent<'a>(pub &'a FinalizedEvent);
+
+impl Envelope for ForEvent<'_> {
+    fn outgoing(&self, report: &Report) -> Result<Vec<Outgoing>, Error> {
+        owed(report, self.0)
+    }
+}
+
+/// What a pass without an event owes (the backfill, the admin API: `origin` says which),
+/// under a stand-in event derived from the ledger row: only a pass that changed the message
+/// is published (moderation saw the text before), and a revert publishes the restored text.
+pub struct StandIn<'a> {
+    /// `backfill`, `admin` or `cli`, carried as the stand-in event's `origin`.
+    pub origin: &'a str,
+}
+
+impl Envelope for StandIn<'_> {
+    fn outgoing(&self, report: &Report) -> Result<Vec<Outgoing>, Error> {
+        match report.recovery_id {
+            Some(id) if report.content_changed() => {
+                owed(report, &stand_in_event(report, id, self.origin))
+            }
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    fn restored(&self, report: &RevertReport) -> Result<Vec<Outgoing>, Error> {
+        let Some(id) = report.recovery_id else {
+            return Ok(Vec::new());
+        };
+        let event = restored_event(report, id, self.origin);
+        let mut summary = recover::empty_summary(Outcome::Reverted, Mode::Recover);
+        summary["reverted_recovery_id"] = json!(id);
+        Ok(moderation(
+            &event,
+            report.content.as_deref(),
+            &report.tools_used,
+            &summary,
+        )?
+        .into_iter()
+        .collect())
     }
 }

@@ -1,19 +1,27 @@
 //! Sending to the broker: one persistent, mandatory publish that waits for the broker's
 //! confirm ([`publish_confirmed`]), used by the worker's session and by the [`Publisher`]
-//! of the backfill, the admin API and `revert`, and the counting of what was published
-//! ([`count`]), so every way out of the process is measured the same.
+//! of the backfill, the admin API, `revert` and the outbox [`Relay`]; the counting of what
+//! was published ([`count`]), so every way out of the process is measured the same; and
+//! the send side of the outbox ([`outbox`]: marking rows sent, parking, claiming).
 //!
-//! What is published (the bodies) is `outbound`'s; when, is the caller's.
+//! What is published (the bodies) is `outbound`'s; what a pass owes is written to the
+//! outbox by the recovery transaction itself.
 //!
-//! May depend on: `outbound`, `recover` (the reports it publishes), `metrics`, `settings`,
-//! `error`, `lapin`. No HTTP, no database.
+//! May depend on: `outbound` (routing keys), `recover::outbox` (the rows), `metrics`,
+//! `settings`, `shutdown`, `error`, `lapin`, `sqlx`. No HTTP.
 
+pub mod outbox;
 mod publisher;
+mod relay;
 
 pub use publisher::{PublishTarget, PublishedCounts, Publisher};
+pub use relay::Relay;
 
 use crate::error::Error;
 use crate::metrics::Metrics;
+use crate::outbound::{MODERATION_ROUTING_KEY, TOOL_CALLS_ROUTING_KEY};
+use crate::recover::outbox::Target;
+use crate::settings::PublishSettings;
 use lapin::options::BasicPublishOptions;
 use lapin::publisher_confirm::Confirmation;
 use lapin::types::{FieldTable, ShortString};
@@ -60,6 +68,33 @@ pub async fn publish_confirmed(
         Confirmation::Ack(None) | Confirmation::NotRequested => Ok(Published::Routed),
         Confirmation::Ack(Some(_)) => Ok(Published::Unroutable),
         Confirmation::Nack(_) => Err(Error::NotConfirmed(exchange.to_string())),
+    }
+}
+
+/// The two output exchanges, by the outbox's [`Target`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exchanges {
+    /// Topic exchange of moderation messages (routing key `message.ready`).
+    pub moderation: String,
+    /// Topic exchange of forwarded calls (routing key `tool_call.recovered`).
+    pub tool_calls: String,
+}
+
+impl Exchanges {
+    /// The exchanges of these settings.
+    pub fn from_settings(settings: &PublishSettings) -> Self {
+        Exchanges {
+            moderation: settings.moderation_exchange.clone(),
+            tool_calls: settings.tool_calls_exchange.clone(),
+        }
+    }
+
+    /// The exchange and routing key of a target.
+    pub fn route(&self, target: Target) -> (&str, &'static str) {
+        match target {
+            Target::Moderation => (&self.moderation, MODERATION_ROUTING_KEY),
+            Target::ToolCalls => (&self.tool_calls, TOOL_CALLS_ROUTING_KEY),
+        }
     }
 }
 

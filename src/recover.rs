@@ -19,6 +19,7 @@
 
 mod dry_run;
 mod ledger;
+pub mod outbox;
 mod policy;
 mod report;
 pub mod revert;
@@ -39,6 +40,9 @@ use toolcall_detect::{Call, Detection, Family, Input, Leak, ResultKind};
 
 /// The tool the worker can run itself.
 pub const SAVE_MEMORY: &str = "save_memory";
+/// The outcome a moderation message carries when recovery failed for good (not a ledger
+/// outcome: nothing was recorded).
+pub const FAILED: &str = "failed";
 /// What a recovered call appends to `tools_used`.
 pub const RECOVERED_TOOL_MARK: &str = "save_memory (recovered)";
 
@@ -59,11 +63,16 @@ struct MessageRow {
 /// and racing-revert tests catch exactly that.
 const LOCK_MESSAGE: &str = "SELECT chat_id, agent_id, role, content, tools_used, created_at \
      FROM messages WHERE id = $1 FOR UPDATE";
-/// After the lock, in one round trip: the agent's enabled tools and the message's latest
-/// ledger row (`prev_*`, all NULL without one). A statement of its own, so it sees what a
-/// pass that held the lock before committed.
+/// After the lock, in one round trip: the agent's enabled tools, the message's latest
+/// ledger row (`prev_*`, all NULL without one), and the latest applied pass whose
+/// `content_before` is the content as it is now (`replayed_id`: the app wrote the
+/// pre-cleaning text back, so that pass's calls ran already). A statement of its own, so it
+/// sees what a pass that held the lock before committed.
 const CONTEXT: &str = "SELECT \
        coalesce((SELECT enabled_tools FROM agents WHERE id = $2), '{}') AS enabled_tools, \
+       (SELECT id FROM recoveries WHERE message_id = $1 AND mode = 'recover' \
+          AND reverted_at IS NULL AND content_before = $3 ORDER BY id DESC LIMIT 1) \
+         AS replayed_id, \
        r.id AS prev_id, r.event_id AS prev_event_id, r.summary AS prev_summary, \
        r.content_before AS prev_content_before, r.content_after AS prev_content_after, \
        r.mode AS prev_mode, r.reverted_at IS NOT NULL AS prev_reverted \
@@ -90,19 +99,47 @@ pub fn empty_summary(outcome: Outcome, mode: Mode) -> Value {
     ledger::summary_of(outcome, mode, &[], 0)
 }
 
-/// Runs the recovery of one message in one transaction and commits it.
-///
-/// Errors: [`Poison::MissingMessage`] when the row does not exist; database errors
-/// otherwise (see [`Error::kind`] for which are worth a retry). Nothing is written unless
-/// the whole pass commits.
+/// The `recovery` object of a moderation message for an event whose recovery failed for
+/// good (`reason`: the dead-letter reason): the message is moderated as it is stored.
+pub fn failed_summary(mode: Mode, reason: &str) -> Value {
+    let mut summary = ledger::summary_of(Outcome::Clean, mode, &[], 0);
+    summary["outcome"] = json!(FAILED);
+    summary["reason"] = json!(reason);
+    summary
+}
+
+/// Runs the recovery of one message in one transaction and commits it, publishing
+/// nothing: [`recover_with_outbox`] without an envelope.
 pub async fn recover_message(
     pool: &PgPool,
     message_id: MessageId,
     policy: &Policy,
     source: Source,
 ) -> Result<Report, Error> {
+    recover_with_outbox(pool, message_id, policy, source, None).await
+}
+
+/// Runs the recovery of one message in one transaction and commits it. A pass that
+/// records something (a ledger row) also writes, in the same transaction, what `envelope`
+/// says it owes the broker to the outbox; those rows come back in [`Report::outbox`], for
+/// the caller to send after the commit. Without an envelope nothing is owed (`--no-publish`).
+///
+/// Errors: [`Poison::MissingMessage`] when the row does not exist; database errors
+/// otherwise (see [`Error::kind`] for which are worth a retry). Nothing is written unless
+/// the whole pass commits.
+pub async fn recover_with_outbox(
+    pool: &PgPool,
+    message_id: MessageId,
+    policy: &Policy,
+    source: Source,
+    envelope: Option<&dyn outbox::Envelope>,
+) -> Result<Report, Error> {
     let mut tx = pool.begin().await?;
-    let report = recover_in(&mut tx, message_id, policy, source).await?;
+    let mut report = recover_in(&mut tx, message_id, policy, source).await?;
+    if let (Some(envelope), true) = (envelope, report.recorded()) {
+        let owed = envelope.outgoing(&report)?;
+        report.outbox = outbox::enqueue(&mut tx, report.recovery_id, message_id, owed).await?;
+    }
     tx.commit().await?;
     Ok(report)
 }
@@ -131,6 +168,7 @@ pub async fn recover_in(
         forward: Vec::new(),
         repaired_tool_messages: Vec::new(),
         memories_created: 0,
+        outbox: Vec::new(),
     };
     let content = match (&row.role[..], &row.content) {
         ("assistant", Some(c)) => c.clone(),
@@ -139,11 +177,13 @@ pub async fn recover_in(
     let context = sqlx::query(CONTEXT)
         .bind(message_id.get())
         .bind(row.agent_id)
+        .bind(&content)
         .fetch_one(&mut *conn)
         .await?;
     let enabled_tools: Vec<String> = context.try_get("enabled_tools")?;
     let prev = ledger::prev_recovery(&context)?;
-    let detection = toolcall_detect::detect(
+    let replayed: Option<i64> = context.try_get("replayed_id")?;
+    let mut detection = toolcall_detect::detect(
         &Input {
             content: &content,
             tools_used: &tools_used,
@@ -179,6 +219,12 @@ pub async fn recover_in(
             return already_recovered(conn, report, prev, source).await;
         }
     }
+    // The content is what an applied pass found before it cleaned it: the app wrote the old
+    // text back (a full-row save of a stale copy). That pass's calls ran; running them again
+    // would save every memory twice. The markup is stripped (and recorded) only.
+    if replayed.is_some() {
+        detection.strip_only = true;
+    }
     if !detection.strip_only && row.agent_id.is_none() {
         report.outcome = Outcome::NoAgent;
         report.summary = ledger::summary_of(Outcome::NoAgent, mode, &[], 0);
@@ -190,7 +236,7 @@ pub async fn recover_in(
         enabled_tools: &enabled_tools,
         config: &policy.detect,
     };
-    let pass = match mode {
+    let mut pass = match mode {
         Mode::Recover => run_pass(conn, &call, &content, &detection).await?,
         Mode::Observe => {
             // The same effects, undone: the would-be outcome is the real decision.
@@ -200,6 +246,13 @@ pub async fn recover_in(
             pass?.forget_effects()
         }
     };
+    if let Some(earlier) = replayed {
+        for item in &mut pass.items {
+            item.report.detail = Some(format!(
+                "the text was written back after ledger row {earlier} ran this call; not run again"
+            ));
+        }
+    }
     record(conn, &row, &content, &detection, pass, mode, source, report).await
 }
 

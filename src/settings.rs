@@ -362,6 +362,22 @@ pub struct Settings {
     #[arg(long, env = "TCR_DRAIN_TIMEOUT_SECS", default_value_t = 30)]
     pub drain_timeout_secs: u64,
 
+    /// Seconds an event whose message is not in the database (yet) is retried before it is
+    /// dead-lettered as `missing_message`: the app may publish before its commit is
+    /// visible, or the database may be a lagging replica.
+    #[arg(long, env = "TCR_MISSING_MESSAGE_RETRY_SECS", default_value_t = 30)]
+    pub missing_message_retry_secs: u64,
+
+    /// Seconds between two sweeps of the outbox relay, which sends publishes that stayed
+    /// pending (broker outage, unroutable, a crash between commit and confirm).
+    #[arg(long, env = "TCR_OUTBOX_RELAY_SECS", default_value_t = 5)]
+    pub outbox_relay_secs: u64,
+
+    /// Seconds a pending outbox row is left to the process that wrote it before the relay
+    /// sends it (the writer normally sends it within milliseconds).
+    #[arg(long, env = "TCR_OUTBOX_GRACE_SECS", default_value_t = 30)]
+    pub outbox_grace_secs: u64,
+
     /// Apply pending migrations on start instead of refusing to start.
     #[arg(long, env = "TCR_MIGRATE")]
     pub migrate: bool,
@@ -380,6 +396,11 @@ impl Settings {
     /// The recovery policy these settings describe.
     pub fn policy(&self) -> Policy {
         self.policy.policy()
+    }
+
+    /// How long a missing message is waited for.
+    pub fn missing_message_window(&self) -> Duration {
+        Duration::from_secs(self.missing_message_retry_secs)
     }
 }
 

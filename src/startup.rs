@@ -11,6 +11,8 @@ use crate::admin::{self, AdminState};
 use crate::error::{self, Error};
 use crate::http::{self, AppState};
 use crate::metrics::{Metrics, Prime};
+use crate::publish::outbox::Marker;
+use crate::publish::{PublishTarget, Publisher, Relay};
 use crate::recover;
 use crate::settings::{DatabaseSettings, Settings};
 use crate::shutdown::{self, Trigger};
@@ -107,9 +109,38 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
         }
     });
     tracing::info!(%http_addr, "HTTP listening");
-    let worker = Arc::new(Worker::new(settings, pool.clone(), metrics, broker_ready));
+    let relay = tokio::spawn(
+        Relay {
+            pool: pool.clone(),
+            publisher: Publisher::new(
+                PublishTarget::from_settings(
+                    &settings.publish,
+                    &format!("{}-relay", settings.connection_name),
+                ),
+                metrics.clone(),
+            ),
+            metrics: metrics.clone(),
+            interval: Duration::from_secs(settings.outbox_relay_secs.max(1)),
+            grace: Duration::from_secs(settings.outbox_grace_secs),
+        }
+        .run(shutdown.clone()),
+    );
+    let (marker, marking) = Marker::start(
+        store::connect_options(&settings.database)?.application_name("toolcall-recovery-outbox"),
+    );
+    let worker = Arc::new(Worker::new(
+        settings,
+        pool.clone(),
+        metrics,
+        broker_ready,
+        marker,
+    ));
     let task = tokio::spawn(async move {
+        // `run` consumes the worker: once it returns, the last marker is dropped and the
+        // marking task writes what is left and ends.
         worker.run(shutdown).await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), marking).await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), relay).await;
         if tokio::time::timeout(Duration::from_secs(5), pool.close())
             .await
             .is_err()

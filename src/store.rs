@@ -18,6 +18,11 @@ pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 /// `application_name` of the worker's database connections.
 pub const APPLICATION_NAME: &str = "toolcall-recovery";
 
+/// The connection options of `settings` (for a connection outside the pool).
+pub fn connect_options(settings: &DatabaseSettings) -> Result<PgConnectOptions, Error> {
+    options(settings)
+}
+
 fn options(settings: &DatabaseSettings) -> Result<PgConnectOptions, Error> {
     let opts = PgConnectOptions::from_str(settings.database_url.expose()).map_err(|e| {
         Error::Startup(format!(

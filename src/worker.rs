@@ -1,29 +1,37 @@
-//! The pipeline, one delivery at a time (several in flight):
+//! The pipeline, one delivery at a time (up to `--prefetch` in flight):
 //!
 //! delivery -> [`event::decode`] -> detect on the event's content -> (leak?)
-//! [`recover::recover_message`] -> publish tool calls and the moderation message, each
-//! confirmed -> ack.
+//! [`recover::recover_with_outbox`] (which writes what the pass owes to the outbox) ->
+//! publish the forwarded calls and the moderation message, each confirmed -> ack.
 //!
-//! A clean message costs a decode and a detection scan: no database work. Poison (and our
-//! own bugs) are published to the dead-letter exchange with the reason in `x-tcr-reason`,
-//! then acked. Transient failures are retried in-process with backoff, without acking or
-//! requeueing; when the broker session breaks, unacked deliveries are left to the broker
-//! to redeliver and a new session is built. Nothing is acked that was not done.
+//! A clean message costs a decode and a detection scan: no database work, and no database
+//! permit (recoveries take one of `--concurrency`), so a database outage holds up only the
+//! leaks. Poison (and our own bugs) are published to the dead-letter exchange with the
+//! reason in `x-tcr-reason`, then acked; a decoded event whose recovery failed for good is
+//! first published for moderation as it is stored (`recovery.outcome = "failed"`), so every
+//! finalized message reaches moderation. Transient failures are retried in-process with
+//! backoff, without acking or requeueing; when the broker session breaks, unacked
+//! deliveries are left to the broker to redeliver and a new session is built. Nothing is
+//! acked that was not done.
 //!
 //! May depend on: everything below it (`event`, `ids`, `recover`, `outbound`, `publish`,
 //! `amqp`, `metrics`, `retry`, `shutdown`, `settings`, `error`); nothing depends on it but
 //! `startup`.
 
 mod dead_letter;
+mod outgoing;
 
 use crate::amqp::{self, Session};
+use crate::error::Poison;
 use crate::error::{Error, ErrorKind};
 use crate::event::{self, FinalizedEvent, Role};
 use crate::ids::{EventId, MessageId};
 use crate::metrics::Metrics;
-use crate::outbound::{self, MODERATION_ROUTING_KEY, TOOL_CALLS_ROUTING_KEY};
-use crate::publish;
-use crate::recover::{self, Mode, Outcome, Policy, Report, Source};
+use crate::outbound::{self, ForEvent};
+use crate::publish::outbox::Marker;
+use crate::publish::Exchanges;
+use crate::recover::outbox::Envelope;
+use crate::recover::{self, Mode, Outcome, Policy, Source};
 use crate::retry;
 use crate::settings::Settings;
 use crate::shutdown::Shutdown;
@@ -31,9 +39,7 @@ use backon::Retryable;
 use futures_util::{FutureExt, StreamExt};
 use lapin::message::Delivery;
 use lapin::options::BasicAckOptions;
-use lapin::types::FieldTable;
 use lapin::Consumer;
-use serde_json::Value;
 use sqlx::PgPool;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -58,6 +64,10 @@ pub struct Worker {
     policy: Policy,
     metrics: Arc<Metrics>,
     broker_ready: Arc<AtomicBool>,
+    exchanges: Exchanges,
+    marker: Marker,
+    /// Recoveries (database transactions) at once: `--concurrency`.
+    db_permits: Semaphore,
 }
 
 /// What a delivery ended as, for the events metric.
@@ -67,20 +77,25 @@ enum Done {
 }
 
 impl Worker {
-    /// A worker over these parts. `broker_ready` is set while a session is consuming.
+    /// A worker over these parts. `broker_ready` is set while a session is consuming;
+    /// `marker` writes the outbox's "sent" marks.
     pub fn new(
         settings: Settings,
         pool: PgPool,
         metrics: Arc<Metrics>,
         broker_ready: Arc<AtomicBool>,
+        marker: Marker,
     ) -> Self {
         let policy = settings.policy();
         Worker {
+            exchanges: Exchanges::from_settings(&settings.publish),
+            db_permits: Semaphore::new(settings.concurrency.max(1)),
             settings,
             pool,
             policy,
             metrics,
             broker_ready,
+            marker,
         }
     }
 
@@ -143,18 +158,13 @@ impl Worker {
         mut consumer: Consumer,
         shutdown: &mut Shutdown,
     ) {
-        let permits = Arc::new(Semaphore::new(self.settings.concurrency.max(1)));
+        // No permit is taken here: the broker hands out at most `prefetch` unacked
+        // deliveries, which bounds the tasks. Recoveries take a database permit of their
+        // own (`db_permits`), so deliveries waiting on the database never hold up clean
+        // ones, which need none.
         let mut tasks = JoinSet::new();
         loop {
             while tasks.try_join_next().is_some() {}
-            let permit = tokio::select! {
-                p = permits.clone().acquire_owned() => match p {
-                    Ok(p) => p,
-                    Err(_) => break,
-                },
-                _ = shutdown.wait() => break,
-                _ = session.health.broken() => break,
-            };
             let next = tokio::select! {
                 d = consumer.next() => d,
                 _ = shutdown.wait() => break,
@@ -167,7 +177,6 @@ impl Worker {
                     let shutdown = shutdown.clone();
                     tasks.spawn(async move {
                         worker.handle(&session, delivery, shutdown).await;
-                        drop(permit);
                     });
                 }
                 Some(Err(e)) => {
@@ -206,20 +215,63 @@ impl Worker {
     async fn handle(&self, session: &Session, delivery: Delivery, shutdown: Shutdown) {
         let started = Instant::now();
         self.metrics.in_flight(1);
-        // A panic (a bug in detection, say) must not leave the delivery unacked forever,
-        // holding a prefetch slot: it is caught here, where the delivery is still ours, and
-        // handled like any other bug.
-        let attempt = AssertUnwindSafe(self.decode_and_process(session, &delivery, &shutdown))
-            .catch_unwind()
-            .await;
-        let (result, event_id, message_id) = attempt.unwrap_or_else(|panic| {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            (Err(Error::Bug(format!("panic: {what}"))), None, None)
-        });
+        let decoded = event::decode(&delivery.data, self.settings.max_body_bytes);
+        let (result, event) = match decoded {
+            Ok(event) => {
+                // A panic (a bug in detection, say) must not leave the delivery unacked
+                // forever, holding a prefetch slot: it is caught here, where the delivery is
+                // still ours, and handled like any other bug.
+                let attempt =
+                    AssertUnwindSafe(self.process_with_retries(session, &event, &shutdown))
+                        .catch_unwind()
+                        .await;
+                (
+                    attempt.unwrap_or_else(|panic| Err(bug_of(panic))),
+                    Some(event),
+                )
+            }
+            Err((poison, event_id)) => {
+                let result: Result<(Outcome, Mode), Error> = Err(Error::Poison(poison));
+                self.finish(
+                    session, &delivery, result, event_id, None, &shutdown, started,
+                )
+                .await;
+                return;
+            }
+        };
+        let (event_id, message_id) = match &event {
+            Some(e) => (Some(e.event_id), Some(e.message.id)),
+            None => (None, None),
+        };
+        let result = match (result, &event) {
+            (Err(e), Some(event)) if e.kind() != ErrorKind::Transient => {
+                // Recovery failed for good: moderation still sees the message, once,
+                // before the event is dead-lettered.
+                match self.moderate_failed(session, event, &e, &shutdown).await {
+                    Ok(()) => Err(e),
+                    Err(publish) => Err(publish),
+                }
+            }
+            (result, _) => result,
+        };
+        self.finish(
+            session, &delivery, result, event_id, message_id, &shutdown, started,
+        )
+        .await;
+    }
+
+    /// Dead-letters what failed for good, acks what is done, leaves the rest unacked.
+    #[allow(clippy::too_many_arguments)]
+    async fn finish(
+        &self,
+        session: &Session,
+        delivery: &Delivery,
+        result: Result<(Outcome, Mode), Error>,
+        event_id: Option<EventId>,
+        message_id: Option<MessageId>,
+        shutdown: &Shutdown,
+        started: Instant,
+    ) {
         let result = match result {
             Err(e) if e.kind() != ErrorKind::Transient => {
                 let reason = e.dead_letter_reason();
@@ -228,7 +280,7 @@ impl Worker {
                 } else {
                     tracing::warn!(event_id = %show(event_id), message_id = %show(message_id), reason, error = %truncate(&e.to_string(), 300), "poison delivery; dead-lettering it");
                 }
-                self.dead_letter_with_retries(session, &delivery, &e, event_id, &shutdown)
+                self.dead_letter_with_retries(session, delivery, &e, event_id, shutdown)
                     .await
                     .map(|()| {
                         self.metrics.dead_lettered(reason);
@@ -262,27 +314,10 @@ impl Worker {
         self.metrics.in_flight(-1);
     }
 
-    async fn decode_and_process(
-        &self,
-        session: &Session,
-        delivery: &Delivery,
-        shutdown: &Shutdown,
-    ) -> (
-        Result<(Outcome, Mode), Error>,
-        Option<EventId>,
-        Option<MessageId>,
-    ) {
-        match event::decode(&delivery.data, self.settings.max_body_bytes) {
-            Ok(event) => {
-                let r = self.process_with_retries(session, &event, shutdown).await;
-                (r, Some(event.event_id), Some(event.message.id))
-            }
-            Err((poison, event_id)) => (Err(Error::Poison(poison)), event_id, None),
-        }
-    }
-
     /// [`Self::process`] with retries of transient failures, for as long as the session is
-    /// usable and the worker is not shutting down.
+    /// usable and the worker is not shutting down; a message not (yet) in the database is
+    /// retried too, for `--missing-message-retry-secs`: the app may publish before its
+    /// commit is visible, or the database read may be a lagging replica.
     async fn process_with_retries(
         &self,
         session: &Session,
@@ -291,16 +326,24 @@ impl Worker {
     ) -> Result<(Outcome, Mode), Error> {
         let db_failed = AtomicBool::new(false);
         let stop = shutdown.clone();
+        let started = Instant::now();
+        let missing_window = self.settings.missing_message_window();
         let result = (|| self.process(session, event))
             .retry(retry::policy())
             .sleep(retry::sleeper(shutdown.clone()))
-            .when(|e: &Error| e.is_transient() && !session.health.is_broken() && !stop.is_shutdown())
+            .when(|e: &Error| {
+                let retry = e.is_transient()
+                    || (matches!(e, Error::Poison(Poison::MissingMessage(_)))
+                        && started.elapsed() < missing_window);
+                retry && !session.health.is_broken() && !stop.is_shutdown()
+            })
             .notify(|e: &Error, after| {
                 let dependency = match e {
                     Error::Database(_) => {
                         db_failed.store(true, Ordering::SeqCst);
                         "database"
                     }
+                    Error::Poison(_) => "missing_message",
                     _ => "broker",
                 };
                 self.metrics.transient_error(dependency);
@@ -313,62 +356,51 @@ impl Worker {
         result
     }
 
-    /// One attempt: detect, recover when needed, publish, each publish confirmed.
+    /// One attempt: detect; a clean message is published for moderation as it is, a leak
+    /// goes through THE recovery transaction (which writes what it owes to the outbox), and
+    /// what it owes is sent, each publish confirmed.
     async fn process(
         &self,
         session: &Session,
         event: &FinalizedEvent,
     ) -> Result<(Outcome, Mode), Error> {
-        let (content, tools_used, summary, outcome, report) = if self.needs_recovery(event) {
-            let report = recover::recover_message(
+        if !self.needs_recovery(event) {
+            let summary = recover::empty_summary(Outcome::Clean, self.policy.mode);
+            let m = &event.message;
+            let owed = outbound::moderation(event, m.content.as_deref(), &m.tools_used, &summary)?;
+            self.send_direct(session, m.id, owed).await?;
+            return Ok((Outcome::Clean, self.policy.mode));
+        }
+        let report = {
+            // Closed never; without a permit the bound would only be lost.
+            let _permit = self.db_permits.acquire().await.ok();
+            recover::recover_with_outbox(
                 &self.pool,
                 event.message.id,
                 &self.policy,
                 Source::Event(event.event_id),
+                Some(&ForEvent(event)),
+            )
+            .await?
+        };
+        self.metrics.recovery_pass(
+            report.mode.as_str(),
+            report.call_labels(),
+            report.memories_created,
+        );
+        if report.recorded() {
+            self.send_queued(session, &report.outbox).await?;
+        } else {
+            // The pass wrote nothing (clean after all, no agent, done before): nothing
+            // committed can be lost, and the delivery is not acked before the confirm.
+            self.send_direct(
+                session,
+                event.message.id,
+                ForEvent(event).outgoing(&report)?,
             )
             .await?;
-            self.metrics.recovery_pass(
-                report.mode.as_str(),
-                report.call_labels(),
-                report.memories_created,
-            );
-            (
-                report.content.clone(),
-                report.tools_used.clone(),
-                report.summary.clone(),
-                report.outcome,
-                Some(report),
-            )
-        } else {
-            (
-                event.message.content.clone(),
-                event.message.tools_used.clone(),
-                recover::empty_summary(Outcome::Clean, self.policy.mode),
-                Outcome::Clean,
-                None,
-            )
-        };
-        let mode = report.as_ref().map_or(self.policy.mode, |r| r.mode);
-        if let Some(report) = &report {
-            self.publish_tool_calls(session, report, event.event_id)
-                .await?;
         }
-        match content.as_deref() {
-            Some(c) if !c.trim().is_empty() => {
-                let body = outbound::moderation_body(event, c, &tools_used, &summary);
-                let id = event.event_id.moderation_event_id().to_string();
-                self.publish(
-                    session,
-                    &self.settings.publish.moderation_exchange,
-                    MODERATION_ROUTING_KEY,
-                    &body,
-                    &id,
-                )
-                .await?;
-            }
-            _ => {}
-        }
-        Ok((outcome, mode))
+        Ok((report.outcome, report.mode))
     }
 
     /// Whether the event's content may hold a leak, so the database must be consulted: a
@@ -389,48 +421,16 @@ impl Worker {
         );
         !detection.is_clean() || detection.depends_on_tools
     }
+}
 
-    async fn publish_tool_calls(
-        &self,
-        session: &Session,
-        report: &Report,
-        source: EventId,
-    ) -> Result<(), Error> {
-        for call in &report.forward {
-            let body = outbound::tool_call_body(report, call, source);
-            self.publish(
-                session,
-                &self.settings.publish.tool_calls_exchange,
-                TOOL_CALLS_ROUTING_KEY,
-                &body,
-                &call.event_id.to_string(),
-            )
-            .await?;
-        }
-        Ok(())
-    }
-
-    async fn publish(
-        &self,
-        session: &Session,
-        exchange: &str,
-        routing_key: &str,
-        body: &Value,
-        id: &str,
-    ) -> Result<(), Error> {
-        let bytes = serde_json::to_vec(body).map_err(|e| Error::Bug(e.to_string()))?;
-        let published = session
-            .publish(
-                exchange,
-                routing_key,
-                &bytes,
-                Some(id),
-                FieldTable::default(),
-            )
-            .await?;
-        publish::count(&self.metrics, exchange, published);
-        Ok(())
-    }
+/// The error of a caught panic.
+fn bug_of(panic: Box<dyn std::any::Any + Send>) -> Error {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    Error::Bug(format!("panic: {what}"))
 }
 
 /// An optional id for a log field: the id, or `-`.

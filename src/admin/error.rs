@@ -55,14 +55,6 @@ pub enum ApiError {
         /// What the revert found.
         recovery: Value,
     },
-    /// Recovered and committed, but the publish for moderation failed.
-    #[error("{message}")]
-    PublishFailed {
-        /// Why.
-        message: String,
-        /// What the pass did.
-        recovery: Value,
-    },
     /// The database is unavailable; retry later.
     #[error("the database is unavailable, retry later")]
     Unavailable,
@@ -81,7 +73,6 @@ impl ApiError {
             ApiError::Timeout | ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::NothingToRecover(_) | ApiError::Refused { .. } => StatusCode::CONFLICT,
             ApiError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::PublishFailed { .. } => StatusCode::BAD_GATEWAY,
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -96,7 +87,6 @@ impl ApiError {
             ApiError::Timeout => "timeout",
             ApiError::NothingToRecover(_) => "nothing_to_recover",
             ApiError::Unprocessable { code, .. } | ApiError::Refused { code, .. } => code,
-            ApiError::PublishFailed { .. } => "publish_failed",
             ApiError::Unavailable => "unavailable",
             ApiError::Internal => "internal",
         }
@@ -106,9 +96,7 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut body = json!({"error": {"code": self.code(), "message": self.to_string()}});
-        if let ApiError::Unprocessable { recovery, .. }
-        | ApiError::Refused { recovery, .. }
-        | ApiError::PublishFailed { recovery, .. } = &self
+        if let ApiError::Unprocessable { recovery, .. } | ApiError::Refused { recovery, .. } = &self
         {
             body["recovery"] = recovery.clone();
         }

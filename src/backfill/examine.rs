@@ -12,7 +12,9 @@ use super::pace::Pacer;
 use crate::error::{Error, Poison};
 use crate::ids::MessageId;
 use crate::metrics::Metrics;
+use crate::outbound::StandIn;
 use crate::publish::{PublishedCounts, Publisher};
+use crate::recover::outbox::Envelope;
 use crate::recover::{self, CallReport, Mode, Outcome, Policy, Report, Source};
 use crate::retry;
 use crate::shutdown::Shutdown;
@@ -32,7 +34,7 @@ pub const PREVIEW_CHARS: usize = 100;
 const ATTEMPTS: usize = 6;
 
 /// Outcome label of a message whose recovery failed for good (logged, counted, skipped).
-pub const FAILED: &str = "failed";
+pub use crate::recover::FAILED;
 /// Outcome label of a message deleted between the page read and its recovery.
 pub const MISSING: &str = "missing";
 
@@ -225,11 +227,11 @@ impl Examiner {
             );
             if let Some(publisher) = &self.publisher {
                 examined.published = self
-                    .retrying(|| publisher.publish_report(&report, "backfill"))
+                    .retrying(|| publisher.deliver(&self.pool, &report.outbox))
                     .await
                     .inspect_err(|e| {
                         tracing::error!(message_id = c.id, recovery_id = ?report.recovery_id, error = %e,
-                            "recovered but not published for moderation");
+                            "recovered; its publishes stay pending in the outbox (a worker's relay sends them)");
                     })?;
             }
         }
@@ -240,7 +242,9 @@ impl Examiner {
         if self.dry_run {
             recover::what_if(&self.pool, id, &self.policy, Source::Backfill).await
         } else {
-            recover::recover_message(&self.pool, id, &self.policy, Source::Backfill).await
+            let envelope = StandIn { origin: "backfill" };
+            let owed = self.publisher.as_ref().map(|_| &envelope as &dyn Envelope);
+            recover::recover_with_outbox(&self.pool, id, &self.policy, Source::Backfill, owed).await
         }
     }
 

@@ -34,6 +34,9 @@ pub struct Summary {
     pub moderation_published: u64,
     /// Forwarded calls published and confirmed.
     pub tool_calls_published: u64,
+    /// Publishes left pending in the outbox (unroutable: no queue bound); a worker's relay
+    /// sends them.
+    pub publishes_pending: u64,
     /// The first and last message examined.
     pub first_id: Option<i64>,
     /// The last message examined; the checkpoint (real runs).
@@ -78,6 +81,7 @@ impl Summary {
         self.memories_created += e.memories_created as u64;
         self.moderation_published += e.published.moderation;
         self.tool_calls_published += e.published.tool_calls;
+        self.publishes_pending += (e.published.unroutable + e.published.pending) as u64;
         if e.outcome == FAILED && self.failed_ids.len() < FAILED_IDS_KEPT {
             self.failed_ids.push(e.message_id);
         }
@@ -268,6 +272,12 @@ fn summary_text(s: &Summary) -> String {
             "  published: {} moderation message(s), {} tool call(s)\n",
             s.moderation_published, s.tool_calls_published
         ));
+        if s.publishes_pending > 0 {
+            t.push_str(&format!(
+                "  pending in the outbox (unroutable; a running worker relays them): {}\n",
+                s.publishes_pending
+            ));
+        }
     }
     if let Some(r) = s.transcripts {
         t.push_str(&format!(

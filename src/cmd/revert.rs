@@ -9,8 +9,10 @@
 use crate::error::{Error, Poison};
 use crate::ids::MessageId;
 use crate::metrics::Metrics;
+use crate::outbound::StandIn;
 use crate::publish::{PublishTarget, Publisher};
-use crate::recover::revert::{revert_message, RevertOutcome, RevertReport, RevertedBy};
+use crate::recover::outbox::Envelope;
+use crate::recover::revert::{revert_with_outbox, RevertOutcome, RevertReport, RevertedBy};
 use crate::settings::{DatabaseSettings, LogFormat, PublishSettings};
 use crate::store;
 use serde_json::json;
@@ -84,18 +86,21 @@ pub async fn run(args: &RevertArgs, out: &mut (dyn Write + Send)) -> Result<Reve
     let result = async {
         for &id in &args.messages {
             let id = MessageId::new(id);
-            let report = match revert_message(&pool, id, RevertedBy::Cli, args.dry_run).await {
-                Ok(r) => r,
-                Err(Error::Poison(Poison::MissingMessage(_))) => {
-                    summary.refused += 1;
-                    line(out, &missing(id));
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
+            let envelope = StandIn { origin: "cli" };
+            let owed = publisher.as_ref().map(|_| &envelope as &dyn Envelope);
+            let report =
+                match revert_with_outbox(&pool, id, RevertedBy::Cli, args.dry_run, owed).await {
+                    Ok(r) => r,
+                    Err(Error::Poison(Poison::MissingMessage(_))) => {
+                        summary.refused += 1;
+                        line(out, &missing(id));
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
             let mut published = 0;
             if let Some(p) = &publisher {
-                published = p.publish_restored(&report, "cli").await?.moderation;
+                published = p.deliver(&pool, &report.outbox).await?.moderation;
             }
             match report.outcome {
                 RevertOutcome::Reverted => summary.reverted += 1,

@@ -1,33 +1,25 @@
 //! The publisher of the passes that did not come from a delivery (the backfill, the admin
-//! API, `revert`): the cleaned message for moderation and the forwarded calls for the app,
-//! each confirmed by the broker, with the bodies the worker publishes (`outbound`); and a
-//! revert's restored message for moderation.
-//!
-//! There is no source event, so a stand-in one is built from the message row; its id is
-//! derived from the ledger row (`recovery:{id}`, `revert:{id}`), which makes the
-//! moderation message id deterministic too: publishing the same recovery twice publishes
-//! the same ids, and consumers drop the duplicate.
+//! API, `revert`) and of the outbox relay: it sends outbox rows (the bodies `outbound`
+//! built, under their deterministic message ids), each confirmed by the broker, and marks
+//! them sent.
 //!
 //! The publisher owns one connection with one confirm-mode channel, opened on first use
 //! and reopened after a failure. It only declares the two exchanges it publishes to (the
 //! same idempotent declares the worker makes); it never touches the worker's queues. Every
 //! confirmed publish is counted ([`super::count`]).
 //!
-//! May depend on: `outbound`, `recover` (the reports), `metrics`, `settings`, `error`,
-//! `lapin`.
+//! May depend on: `recover::outbox` (the rows), `metrics`, `settings`, `error`, `lapin`,
+//! `sqlx`.
 
-use super::{count, publish_confirmed};
+use super::{count, outbox, publish_confirmed, Exchanges, Published};
 use crate::error::Error;
-use crate::event::FinalizedEvent;
 use crate::metrics::Metrics;
-use crate::outbound::{self, MODERATION_ROUTING_KEY, TOOL_CALLS_ROUTING_KEY};
-use crate::recover::revert::{RevertOutcome, RevertReport};
-use crate::recover::{self, Mode, Outcome, Report};
+use crate::recover::outbox::{Outgoing, Queued, Target};
 use crate::settings::{PublishSettings, SecretUrl};
 use lapin::options::{ConfirmSelectOptions, ExchangeDeclareOptions};
 use lapin::types::{FieldTable, LongString};
 use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
-use serde_json::{json, Value};
+use sqlx::PgPool;
 use std::sync::Arc;
 use tokio::sync::Mutex;
 
@@ -38,31 +30,41 @@ pub struct PublishTarget {
     pub amqp_url: SecretUrl,
     /// `connection_name` of the connection.
     pub connection_name: String,
-    /// Topic exchange of moderation messages (routing key `message.ready`).
-    pub moderation_exchange: String,
-    /// Topic exchange of forwarded calls (routing key `tool_call.recovered`).
-    pub tool_calls_exchange: String,
+    /// The two output exchanges.
+    pub exchanges: Exchanges,
 }
 
 impl PublishTarget {
-    /// The target of a one-off command's settings, on a connection named `connection_name`.
+    /// The target of these settings, on a connection named `connection_name`.
     pub fn from_settings(settings: &PublishSettings, connection_name: &str) -> Self {
         PublishTarget {
             amqp_url: settings.amqp_url.clone(),
             connection_name: connection_name.to_string(),
-            moderation_exchange: settings.moderation_exchange.clone(),
-            tool_calls_exchange: settings.tool_calls_exchange.clone(),
+            exchanges: Exchanges::from_settings(settings),
         }
     }
 }
 
-/// What publishing one report did.
+/// What delivering a pass's outbox rows did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PublishedCounts {
     /// Moderation messages confirmed (0 or 1).
     pub moderation: u64,
     /// Forwarded calls confirmed.
     pub tool_calls: u64,
+    /// Confirmed but returned (no queue bound): pending in the outbox.
+    pub unroutable: usize,
+    /// Not confirmed (the broker failed): pending in the outbox.
+    pub pending: usize,
+}
+
+impl PublishedCounts {
+    fn add(&mut self, target: Target) {
+        match target {
+            Target::Moderation => self.moderation += 1,
+            Target::ToolCalls => self.tool_calls += 1,
+        }
+    }
 }
 
 /// A confirm-mode publisher, shared by reference (its methods take `&self`).
@@ -93,97 +95,61 @@ impl Publisher {
         self.channel().await.map(|_| ())
     }
 
-    /// Publishes what a pass that changed a message owes the outside: the forwarded calls,
-    /// then the cleaned message for moderation (when its content is not blank). A pass that
-    /// changed nothing publishes nothing.
-    pub async fn publish_report(
-        &self,
-        report: &Report,
-        origin: &str,
-    ) -> Result<PublishedCounts, Error> {
+    /// Sends the outbox rows a pass wrote (in order, each confirmed by the broker) and
+    /// marks them sent. A row the broker returned as unroutable stays pending (counted,
+    /// noted, and sent again by the relay once a queue is bound). A broker failure stops
+    /// the sending: what was not confirmed stays pending, and the error says so.
+    pub async fn deliver(&self, pool: &PgPool, rows: &[Queued]) -> Result<PublishedCounts, Error> {
         let mut counts = PublishedCounts::default();
-        let Some(recovery_id) = report.recovery_id else {
-            return Ok(counts);
-        };
-        if !report.content_changed() {
-            return Ok(counts);
+        let mut sent = Vec::with_capacity(rows.len());
+        let mut result = Ok(());
+        for row in rows {
+            match self.send(&row.outgoing).await {
+                Ok(Published::Routed) => {
+                    sent.push(row.id);
+                    counts.add(row.outgoing.target);
+                }
+                Ok(Published::Unroutable) => {
+                    counts.unroutable += 1;
+                    outbox::note_failure(pool, row.id, "unroutable: no queue is bound").await?;
+                }
+                Err(e) => {
+                    counts.pending = rows.len() - sent.len() - counts.unroutable;
+                    result = Err(e);
+                    break;
+                }
+            }
         }
-        let event = outbound::stand_in_event(report, recovery_id, origin);
-        for call in &report.forward {
-            let body = outbound::tool_call_body(report, call, event.event_id);
-            let id = call.event_id.to_string();
-            self.publish(
-                &self.target.tool_calls_exchange,
-                TOOL_CALLS_ROUTING_KEY,
-                &body,
-                &id,
-            )
-            .await?;
-            counts.tool_calls += 1;
-        }
-        if let Some(content) = report.content.as_deref().filter(|c| !c.trim().is_empty()) {
-            self.publish_moderation(&event, content, &report.tools_used, &report.summary)
-                .await?;
-            counts.moderation = 1;
-        }
-        Ok(counts)
+        outbox::mark_sent(pool, &sent).await?;
+        result.map(|()| counts)
     }
 
-    /// Publishes a reverted message for moderation: moderation approved the cleaned text,
-    /// and must see the restored one. The `recovery` object says `reverted` and which
-    /// ledger row was undone. Also for `already_reverted` while the message is still as the
-    /// revert left it: a publish that failed after the revert committed is not lost, and
-    /// the id (`revert:{row}`) is the same, so consumers drop a duplicate. Publishes nothing
-    /// otherwise.
-    pub async fn publish_restored(
-        &self,
-        report: &RevertReport,
-        origin: &str,
-    ) -> Result<PublishedCounts, Error> {
-        let mut counts = PublishedCounts::default();
-        let (
-            RevertOutcome::Reverted | RevertOutcome::AlreadyReverted,
-            Some(recovery_id),
-            true,
-            false,
-        ) = (
-            report.outcome,
-            report.recovery_id,
-            report.restored,
-            report.dry_run,
+    /// One outbox row, persistent, mandatory and confirmed, under its message id; counted.
+    pub async fn send(&self, out: &Outgoing) -> Result<Published, Error> {
+        let (exchange, routing_key) = self.target.exchanges.route(out.target);
+        let channel = self.channel().await?;
+        let published = publish_confirmed(
+            &channel,
+            exchange,
+            routing_key,
+            out.body.as_bytes(),
+            Some(&out.key),
+            FieldTable::default(),
         )
-        else {
-            return Ok(counts);
-        };
-        let Some(content) = report.content.as_deref().filter(|c| !c.trim().is_empty()) else {
-            return Ok(counts);
-        };
-        let event = outbound::restored_event(report, recovery_id, origin);
-        let mut summary = recover::empty_summary(Outcome::Reverted, Mode::Recover);
-        summary["reverted_recovery_id"] = json!(recovery_id);
-        self.publish_moderation(&event, content, &report.tools_used, &summary)
-            .await?;
-        counts.moderation = 1;
-        Ok(counts)
-    }
-
-    /// The moderation message of a stand-in event, under the id derived from it.
-    async fn publish_moderation(
-        &self,
-        event: &FinalizedEvent,
-        content: &str,
-        tools_used: &[String],
-        summary: &Value,
-    ) -> Result<(), Error> {
-        let body = outbound::moderation_body(event, content, tools_used, summary);
-        let id = event.event_id.moderation_event_id().to_string();
-        self.publish(
-            &self.target.moderation_exchange,
-            MODERATION_ROUTING_KEY,
-            &body,
-            &id,
-        )
-        .await
+        .await;
+        match published {
+            Ok(p) => {
+                count(&self.metrics, exchange, p);
+                Ok(p)
+            }
+            Err(e) => {
+                if matches!(e, Error::Broker(_)) {
+                    // Drop the link so the next publish reconnects.
+                    self.link.lock().await.take();
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Closes the connection, if open.
@@ -222,8 +188,8 @@ impl Publisher {
             ..Default::default()
         };
         for exchange in [
-            &self.target.moderation_exchange,
-            &self.target.tool_calls_exchange,
+            &self.target.exchanges.moderation,
+            &self.target.exchanges.tool_calls,
         ] {
             channel
                 .exchange_declare(
@@ -238,41 +204,5 @@ impl Publisher {
             connection,
             channel,
         })
-    }
-
-    /// One persistent, mandatory publish, waiting for the broker's confirm
-    /// ([`publish_confirmed`]), counted. A returned (unroutable) message is counted and
-    /// logged, not an error: nobody has bound a queue yet.
-    async fn publish(
-        &self,
-        exchange: &str,
-        routing_key: &str,
-        body: &Value,
-        id: &str,
-    ) -> Result<(), Error> {
-        let bytes = serde_json::to_vec(body).map_err(|e| Error::Bug(e.to_string()))?;
-        let channel = self.channel().await?;
-        let published = publish_confirmed(
-            &channel,
-            exchange,
-            routing_key,
-            &bytes,
-            Some(id),
-            FieldTable::default(),
-        )
-        .await;
-        match published {
-            Ok(published) => {
-                count(&self.metrics, exchange, published);
-                Ok(())
-            }
-            Err(e) => {
-                if matches!(e, Error::Broker(_)) {
-                    // Drop the link so the next publish reconnects.
-                    self.link.lock().await.take();
-                }
-                Err(e)
-            }
-        }
     }
 }

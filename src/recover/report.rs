@@ -178,6 +178,9 @@ pub struct Report {
     pub repaired_tool_messages: Vec<i64>,
     /// Memories created.
     pub memories_created: usize,
+    /// What the pass wrote to the outbox and is still to be sent (see
+    /// [`super::recover_with_outbox`]).
+    pub outbox: Vec<super::outbox::Queued>,
 }
 
 impl Report {
@@ -195,6 +198,11 @@ impl Report {
                     | Outcome::InvalidArgs
                     | Outcome::Forwarded
             )
+    }
+
+    /// Whether this pass wrote a ledger row (not a pass that found the work done before).
+    pub fn recorded(&self) -> bool {
+        self.recovery_id.is_some() && self.outcome != Outcome::AlreadyRecovered
     }
 
     /// The `(family, tool, outcome)` metric labels of each call of the pass.

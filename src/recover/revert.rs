@@ -16,6 +16,7 @@
 //!
 //! May depend on: the parent `recover` (ledger, save_memory), `ids`, `error`, `sqlx`.
 
+use super::outbox::{enqueue, Envelope};
 use super::{ledger, save_memory, string_entries, Mode};
 use crate::error::{Error, Poison};
 use crate::ids::{AgentId, ChatId, MessageId};
@@ -135,18 +136,45 @@ pub struct RevertReport {
     /// `tools_used` after the revert (string entries).
     #[serde(skip)]
     pub tools_used: Vec<String>,
+    /// What the revert wrote to the outbox and is still to be sent.
+    #[serde(skip)]
+    pub outbox: Vec<super::outbox::Queued>,
 }
 
 /// Reverts the latest applied recovery of a message in one transaction (rolled back when
-/// `dry_run`). Errors: [`Poison::MissingMessage`] for an unknown message, database errors.
+/// `dry_run`), publishing nothing: [`revert_with_outbox`] without an envelope.
 pub async fn revert_message(
     pool: &PgPool,
     id: MessageId,
     by: RevertedBy,
     dry_run: bool,
 ) -> Result<RevertReport, Error> {
+    revert_with_outbox(pool, id, by, dry_run, None).await
+}
+
+/// Reverts the latest applied recovery of a message in one transaction (rolled back when
+/// `dry_run`). While the message is as the revert left it (reverted now, or before and
+/// unchanged since), what `envelope` says is owed for it (the restored message for
+/// moderation) is written to the outbox in the same transaction, once: asking again finds
+/// the row, and sends it only if it was never sent. Errors: [`Poison::MissingMessage`] for
+/// an unknown message, database errors.
+pub async fn revert_with_outbox(
+    pool: &PgPool,
+    id: MessageId,
+    by: RevertedBy,
+    dry_run: bool,
+    envelope: Option<&dyn Envelope>,
+) -> Result<RevertReport, Error> {
     let mut tx = pool.begin().await?;
     let mut report = revert_in(&mut tx, id, by).await?;
+    let owes = matches!(
+        report.outcome,
+        RevertOutcome::Reverted | RevertOutcome::AlreadyReverted
+    ) && report.restored;
+    if let (Some(envelope), true, false) = (envelope, owes, dry_run) {
+        let owed = envelope.restored(&report)?;
+        report.outbox = enqueue(&mut tx, report.recovery_id, id, owed).await?;
+    }
     if dry_run {
         tx.rollback().await?;
         report.dry_run = true;
@@ -183,6 +211,7 @@ async fn revert_in(
         restored: false,
         content: content.clone(),
         tools_used: string_entries(&tools_used),
+        outbox: Vec::new(),
     };
     let Some(pass) = sqlx::query(LATEST_RECOVERY)
         .bind(id.get())

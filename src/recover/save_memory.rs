@@ -9,7 +9,7 @@ use super::ledger::without_nul;
 use super::{bare_item, tool_label, Item, MessageRow, Outcome, SAVE_MEMORY};
 use crate::error::Error;
 use crate::ids::MessageId;
-use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, Utc};
 use serde_json::{json, Value};
 use sqlx::PgConnection;
 use toolcall_detect::{Call, Config, Leak};
@@ -188,9 +188,18 @@ pub(super) fn memory_content(args: &Value) -> Option<String> {
 }
 
 /// `expires_around` as a timestamp: RFC 3339, a naive date-time (UTC), or a date
-/// (midnight UTC). Anything else is no expiry.
+/// (midnight UTC). Anything else is no expiry, and so is a date PostgreSQL cannot hold
+/// (`timestamptz` spans 4713 BC to 294276 AD): a leak must not be able to make the insert
+/// fail and the message skip recovery.
 fn parse_date(s: &str) -> Option<DateTime<Utc>> {
-    let s = s.trim();
+    parse_any_date(s.trim()).filter(|t| (PG_MIN_YEAR..=PG_MAX_YEAR).contains(&t.year()))
+}
+
+/// The years `timestamptz` holds whole (chrono counts 1 BC as year 0).
+const PG_MIN_YEAR: i32 = -4712;
+const PG_MAX_YEAR: i32 = 294_275;
+
+fn parse_any_date(s: &str) -> Option<DateTime<Utc>> {
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
         return Some(t.with_timezone(&Utc));
     }
@@ -214,6 +223,15 @@ mod tests {
         assert!(parse_date("2026-03-01").is_some());
         assert!(parse_date("2026-03-01T10:00:00Z").is_some());
         assert!(parse_date("next week").is_none());
+    }
+
+    #[test]
+    fn dates_postgres_cannot_hold_are_no_expiry() {
+        for out_of_range in ["-5000-01-01", "+300000-01-01", "-4713-06-01T00:00:00"] {
+            assert!(parse_date(out_of_range).is_none(), "{out_of_range}");
+        }
+        assert!(parse_date("-4712-06-01").is_some());
+        assert!(parse_date("9999-12-31").is_some());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use toolcall_recovery::admin::{self, AdminState};
 use toolcall_recovery::metrics::Metrics;
-use toolcall_recovery::publish::{PublishTarget, Publisher};
+use toolcall_recovery::publish::{Exchanges, PublishTarget, Publisher};
 use toolcall_recovery::settings::{AdminToken, SecretUrl};
 
 pub const TOKEN: &str = "test-admin-token-0123456789";
@@ -33,8 +33,7 @@ async fn serve_with(app: &TestApp, token: Option<&str>, timeout: Duration) -> So
             PublishTarget {
                 amqp_url: SecretUrl::new(AMQP_URL),
                 connection_name: "tcr-test-admin".into(),
-                moderation_exchange: p.moderation_exchange.clone(),
-                tool_calls_exchange: p.tool_calls_exchange.clone(),
+                exchanges: Exchanges::from_settings(p),
             },
             metrics.clone(),
         ))),

@@ -87,6 +87,11 @@ pub fn test_settings(suffix: &str, db_url: &str) -> Settings {
         "--concurrency=4".into(),
         "--drain-timeout-secs=10".into(),
         "--db-max-connections=5".into(),
+        // A missing message is waited for (the app may publish before its commit is
+        // visible); tests that are not about that wait little.
+        "--missing-message-retry-secs=1".into(),
+        "--outbox-relay-secs=1".into(),
+        "--outbox-grace-secs=2".into(),
         "--log-format=pretty".into(),
     ];
     P::parse_from(args).s

@@ -10,6 +10,7 @@ mod ledger;
 mod poison;
 mod process;
 mod recovery_table;
+mod reliability;
 mod revert;
 mod rollout;
 mod startup;

@@ -381,7 +381,10 @@ async fn the_admin_recover_endpoint_observes_in_observe_mode_and_recovers_an_obs
     assert_eq!(body["mode"], json!("observe"));
     assert_eq!(body["outcome"], json!("recovered"));
     assert_eq!(body["content"], json!(content), "the content as it stays");
-    assert_eq!(body["published"], json!({"moderation": 0, "tool_calls": 0}));
+    assert_eq!(
+        body["published"],
+        json!({"moderation": 0, "tool_calls": 0, "pending": 0})
+    );
     assert_eq!(fingerprint(&app).await.0, before.0, "nothing changed");
     assert_eq!(app.count("SELECT count(*) FROM agent_memories").await, 0);
     assert_eq!(app.queue_len(&app.moderation_queue).await, 0);

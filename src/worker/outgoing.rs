@@ -1,0 +1,139 @@
+//! What the worker sends on its session: the outbox rows a recovery wrote (confirmed, then
+//! marked sent in the background), the messages of a pass that wrote nothing (confirmed
+//! before the ack; an unroutable one is parked in the outbox rather than dropped), and the
+//! moderation message of an event whose recovery failed for good.
+//!
+//! May depend on: the parent `worker`, `amqp`, `outbound`, `publish`, `recover::outbox`,
+//! `error`, `retry`.
+
+use super::Worker;
+use crate::amqp::Session;
+use crate::error::Error;
+use crate::event::FinalizedEvent;
+use crate::ids::MessageId;
+use crate::outbound;
+use crate::publish::{self, outbox, Published};
+use crate::recover;
+use crate::recover::outbox::{Outgoing, Queued};
+use crate::retry;
+use crate::shutdown::Shutdown;
+use backon::Retryable;
+use lapin::types::FieldTable;
+use sqlx::Row;
+
+/// The message as stored, for the moderation of a failed recovery (no lock: it is read,
+/// not changed).
+const STORED: &str = "SELECT content, tools_used FROM messages WHERE id = $1";
+
+impl Worker {
+    /// One confirmed publish on the session, counted.
+    async fn send(&self, session: &Session, out: &Outgoing) -> Result<Published, Error> {
+        let (exchange, routing_key) = self.exchanges.route(out.target);
+        let published = session
+            .publish(
+                exchange,
+                routing_key,
+                out.body.as_bytes(),
+                Some(&out.key),
+                FieldTable::default(),
+            )
+            .await?;
+        publish::count(&self.metrics, exchange, published);
+        Ok(published)
+    }
+
+    /// Sends rows a recovery wrote to the outbox. A confirmed row is marked sent (in the
+    /// background: a lost mark is a resend under the same id); an unroutable one stays
+    /// pending for the relay. Any error leaves the delivery unacked: the rows are safe in
+    /// the outbox whatever happens next.
+    pub(super) async fn send_queued(
+        &self,
+        session: &Session,
+        rows: &[Queued],
+    ) -> Result<(), Error> {
+        for row in rows {
+            match self.send(session, &row.outgoing).await? {
+                Published::Routed => self.marker.sent(row.id),
+                Published::Unroutable => {
+                    outbox::note_failure(&self.pool, row.id, "unroutable: no queue is bound")
+                        .await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends what a pass that wrote nothing owes (a clean message's moderation, say). A
+    /// publish the broker returns as unroutable is parked in the outbox, so the relay sends
+    /// it once a queue is bound: a finalized message is never dropped on the floor.
+    pub(super) async fn send_direct(
+        &self,
+        session: &Session,
+        message_id: MessageId,
+        owed: impl IntoIterator<Item = Outgoing>,
+    ) -> Result<(), Error> {
+        for out in owed {
+            if self.send(session, &out).await? == Published::Unroutable {
+                outbox::park(&self.pool, message_id, &out).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Moderation of an event whose recovery failed for good (the database refused it, a
+    /// bug, a message that never appeared): the content as stored (or, when it cannot be
+    /// read, as the event carried it), with `recovery.outcome = "failed"` and the reason,
+    /// under the event's moderation id, so a later success is the same message to
+    /// moderation. Retried while transient; an error leaves the delivery unacked.
+    pub(super) async fn moderate_failed(
+        &self,
+        session: &Session,
+        event: &FinalizedEvent,
+        error: &Error,
+        shutdown: &Shutdown,
+    ) -> Result<(), Error> {
+        let (content, tools_used) = match self.stored(event.message.id).await {
+            Ok(Some(stored)) => stored,
+            Ok(None) | Err(_) => (
+                event.message.content.clone(),
+                event.message.tools_used.clone(),
+            ),
+        };
+        let summary = recover::failed_summary(self.policy.mode, error.dead_letter_reason());
+        let owed = outbound::moderation(event, content.as_deref(), &tools_used, &summary)?;
+        let stop = shutdown.clone();
+        (|| self.send_direct(session, event.message.id, owed.clone()))
+            .retry(retry::policy())
+            .sleep(retry::sleeper(shutdown.clone()))
+            .when(|e: &Error| {
+                e.is_transient() && !session.health.is_broken() && !stop.is_shutdown()
+            })
+            .notify(|e: &Error, after| {
+                self.metrics.transient_error("broker");
+                tracing::warn!(event_id = %event.event_id, error = %e, retry_in = ?after,
+                    "publishing a failed message for moderation failed; retrying");
+            })
+            .await
+    }
+
+    async fn stored(&self, id: MessageId) -> Result<Option<(Option<String>, Vec<String>)>, Error> {
+        let Some(row) = sqlx::query(STORED)
+            .bind(id.get())
+            .fetch_optional(&self.pool)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let tools_used: sqlx::types::Json<serde_json::Value> = row.try_get("tools_used")?;
+        let tools_used = tools_used
+            .0
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Some((row.try_get("content")?, tools_used)))
+    }
+}
