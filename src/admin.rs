@@ -1,8 +1,8 @@
 //! The admin API (contract §6), for the chat app's "fix" button and for operators:
 //!
 //! - `GET /v1/messages/{id}/diagnosis`: what recovery would do to the message now (the
-//!   recovery transaction run and rolled back, see [`crate::recover::what_if`]), with what
-//!   detection sees in it. Writes nothing.
+//!   same decision and plan on the message as read, [`crate::recover::diagnose`], in a READ
+//!   ONLY transaction), with what detection sees in it. Locks nothing, writes nothing.
 //! - `POST /v1/messages/{id}/recover`: runs THE recovery transaction
 //!   ([`crate::recover::recover_message`], source `admin`), publishes the cleaned message
 //!   for moderation and the forwarded calls like the worker does, and says what it did:
@@ -153,10 +153,10 @@ async fn diagnosis(
     Path(raw): Path<String>,
 ) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
-    let detection = recover::detect_stored(&s.pool, id, &s.policy.detect)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("message {id} not found")))?;
-    let report = recover::what_if(&s.pool, id, &s.policy, Source::Admin).await?;
+    let recover::Diagnosis { detection, report } =
+        recover::diagnose(&s.pool, id, &s.policy, Source::Admin)
+            .await?
+            .ok_or_else(|| ApiError::NotFound(format!("message {id} not found")))?;
     let mut body = report_body(&report, None);
     body["dry_run"] = json!(true);
     body["leaks"] = leaks_body(&detection);

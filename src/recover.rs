@@ -20,23 +20,27 @@
 mod dry_run;
 mod ledger;
 pub mod outbox;
+mod pass;
+mod plan;
 mod policy;
 mod report;
 pub mod revert;
 mod save_memory;
 
-pub use dry_run::{detect_stored, what_if};
+pub use dry_run::{diagnose, what_if, Diagnosis};
 pub use ledger::tool_call_event_id;
+pub use plan::planned_outcomes;
 pub use policy::{FamilyMode, Mode, Policy};
 pub use report::{preview, CallReport, ForwardedCall, Outcome, Report, Source};
 
 use crate::error::{Error, Poison};
 use crate::ids::{AgentId, ChatId, MessageId};
 use chrono::{DateTime, Utc};
+use pass::Effects;
 use serde_json::{json, Value};
 use sqlx::types::Json;
 use sqlx::{Connection, PgConnection, PgPool, Row};
-use toolcall_detect::{Call, Detection, Family, Input, Leak, ResultKind};
+use toolcall_detect::{Config, Detection, Input};
 
 /// The tool the worker can run itself.
 pub const SAVE_MEMORY: &str = "save_memory";
@@ -63,6 +67,9 @@ struct MessageRow {
 /// and racing-revert tests catch exactly that.
 const LOCK_MESSAGE: &str = "SELECT chat_id, agent_id, role, content, tools_used, created_at \
      FROM messages WHERE id = $1 FOR UPDATE";
+/// The same row, read and not locked (the diagnosis changes nothing).
+const READ_MESSAGE: &str = "SELECT chat_id, agent_id, role, content, tools_used, created_at \
+     FROM messages WHERE id = $1";
 /// After the lock, in one round trip: the agent's enabled tools, the message's latest
 /// ledger row (`prev_*`, all NULL without one), and the latest applied pass whose
 /// `content_before` is the content as it is now (`replayed_id`: the app wrote the
@@ -79,8 +86,6 @@ const CONTEXT: &str = "SELECT \
      FROM (SELECT 1) one LEFT JOIN LATERAL ( \
        SELECT id, event_id, summary, content_before, content_after, mode, reverted_at \
        FROM recoveries WHERE message_id = $1 ORDER BY id DESC LIMIT 1) r ON true";
-const UPDATE_MESSAGE: &str =
-    "UPDATE messages SET content = $2, tools_used = $3, updated_at = now() WHERE id = $1";
 /// Transcript repair: a tool message without a name gets the name of the assistant call
 /// with its tool_call_id, `unknown` for an orphan.
 const REPAIR_TRANSCRIPT: &str = "UPDATE messages t SET tool_name = COALESCE(( \
@@ -152,9 +157,78 @@ pub async fn recover_in(
     policy: &Policy,
     source: Source,
 ) -> Result<Report, Error> {
-    let row = lock_message(conn, message_id).await?;
+    let row = load_message(conn, message_id, LOCK_MESSAGE).await?;
+    let (mut report, loaded) = start(conn, message_id, &row, policy).await?;
+    let Some(loaded) = loaded else {
+        return Ok(report);
+    };
+    let detection = detect_with(&loaded, &policy.detect);
+    let (detection, replayed) = match decide(&mut report, &loaded, detection, policy, source) {
+        Decision::Done => return Ok(report),
+        Decision::AlreadyRecovered(prev) => {
+            return already_recovered(conn, report, prev, source).await
+        }
+        Decision::Pass {
+            detection,
+            replayed,
+        } => (detection, replayed),
+    };
+    let ctx = save_memory::CallCtx {
+        row: &row,
+        message_id,
+    };
+    let planned = plan::plan(&detection, &loaded.enabled_tools, &policy.detect);
+    let content = &loaded.content;
+    let mut pass = match report.mode {
+        Mode::Recover => {
+            pass::run_pass(conn, &ctx, content, &detection, planned, Effects::Apply).await?
+        }
+        Mode::Observe => {
+            // The same effects, undone: the would-be outcome is the real decision.
+            let mut savepoint = conn.begin().await?;
+            let pass = pass::run_pass(
+                &mut savepoint,
+                &ctx,
+                content,
+                &detection,
+                planned,
+                Effects::Apply,
+            )
+            .await;
+            savepoint.rollback().await?;
+            pass?.forget_effects()
+        }
+    };
+    if let Some(earlier) = replayed {
+        for item in &mut pass.items {
+            item.report.detail = Some(format!(
+                "the text was written back after ledger row {earlier} ran this call; not run again"
+            ));
+        }
+    }
+    pass::record(conn, &row, content, &detection, pass, source, report).await
+}
+
+/// What a pass reads after the message row: the content it works on, the agent's tools,
+/// the latest ledger row, and whether the content is one an applied pass started from.
+struct Loaded {
+    content: String,
+    tools_used: Vec<String>,
+    enabled_tools: Vec<String>,
+    prev: Option<ledger::PrevRecovery>,
+    replayed: Option<i64>,
+}
+
+/// The report of a pass that does nothing yet, and what the pass needs to decide; `None`
+/// for a message that cannot hold a leak (not an assistant's, no content).
+async fn start(
+    conn: &mut PgConnection,
+    message_id: MessageId,
+    row: &MessageRow,
+    policy: &Policy,
+) -> Result<(Report, Option<Loaded>), Error> {
     let tools_used = string_entries(&row.tools_used);
-    let mut report = Report {
+    let report = Report {
         message_id,
         chat_id: ChatId::new(row.chat_id),
         agent_id: row.agent_id.map(AgentId::new),
@@ -172,7 +246,7 @@ pub async fn recover_in(
     };
     let content = match (&row.role[..], &row.content) {
         ("assistant", Some(c)) => c.clone(),
-        _ => return Ok(report),
+        _ => return Ok((report, None)),
     };
     let context = sqlx::query(CONTEXT)
         .bind(message_id.get())
@@ -180,28 +254,50 @@ pub async fn recover_in(
         .bind(&content)
         .fetch_one(&mut *conn)
         .await?;
-    let enabled_tools: Vec<String> = context.try_get("enabled_tools")?;
-    let prev = ledger::prev_recovery(&context)?;
-    let replayed: Option<i64> = context.try_get("replayed_id")?;
-    let mut detection = toolcall_detect::detect(
-        &Input {
-            content: &content,
-            tools_used: &tools_used,
-            enabled_tools: &enabled_tools,
-        },
-        &policy.detect,
-    );
+    let loaded = Loaded {
+        content,
+        tools_used,
+        enabled_tools: context.try_get("enabled_tools")?,
+        prev: ledger::prev_recovery(&context)?,
+        replayed: context.try_get("replayed_id")?,
+    };
+    Ok((report, Some(loaded)))
+}
+
+/// What a pass will do, decided from what it read; `report` is completed for the cases
+/// that end here.
+enum Decision {
+    /// Nothing to do (clean, reverted, no agent): `report` says which.
+    Done,
+    /// A pass did the work before.
+    AlreadyRecovered(ledger::PrevRecovery),
+    /// Run the recovery table on this detection; `replayed`: the ledger row whose calls
+    /// already ran on this very content (then the detection is strip-only).
+    Pass {
+        detection: Detection,
+        replayed: Option<i64>,
+    },
+}
+
+fn decide(
+    report: &mut Report,
+    loaded: &Loaded,
+    mut detection: Detection,
+    policy: &Policy,
+    source: Source,
+) -> Decision {
+    let prev = loaded.prev.clone();
     if detection.is_clean() {
         return match prev.filter(|p| p.applied()) {
-            Some(prev) => already_recovered(conn, report, prev, source).await,
-            None => Ok(report),
+            Some(prev) => Decision::AlreadyRecovered(prev),
+            None => Decision::Done,
         };
     }
     if let Some(prev) = &prev {
         if prev.reverted && !matches!(source, Source::Admin) {
             report.outcome = Outcome::Reverted;
             report.summary = ledger::summary_of(Outcome::Reverted, policy.mode, &[], 0);
-            return Ok(report);
+            return Decision::Done;
         }
     }
     let mode = policy.pass_mode(&detection);
@@ -210,54 +306,51 @@ pub async fn recover_in(
     // The content is exactly what a pass left (cleaned text, a message kept for review),
     // or what an observe-mode pass already recorded: nothing new to do or to record.
     if let Some(prev) = prev {
-        let left_by_applied = prev.applied() && prev.content_after.as_deref() == Some(&content);
+        let content = Some(loaded.content.as_str());
+        let left_by_applied = prev.applied() && prev.content_after.as_deref() == content;
         let seen_by_observer = mode == Mode::Observe
             && prev.mode == Mode::Observe
             && !prev.reverted
-            && prev.content_before.as_deref() == Some(&content);
+            && prev.content_before.as_deref() == content;
         if left_by_applied || seen_by_observer {
-            return already_recovered(conn, report, prev, source).await;
+            return Decision::AlreadyRecovered(prev);
         }
     }
     // The content is what an applied pass found before it cleaned it: the app wrote the old
     // text back (a full-row save of a stale copy). That pass's calls ran; running them again
     // would save every memory twice. The markup is stripped (and recorded) only.
-    if replayed.is_some() {
+    if loaded.replayed.is_some() {
         detection.strip_only = true;
     }
-    if !detection.strip_only && row.agent_id.is_none() {
+    if !detection.strip_only && report.agent_id.is_none() {
         report.outcome = Outcome::NoAgent;
         report.summary = ledger::summary_of(Outcome::NoAgent, mode, &[], 0);
-        return Ok(report);
+        return Decision::Done;
     }
-    let call = save_memory::CallCtx {
-        row: &row,
-        message_id,
-        enabled_tools: &enabled_tools,
-        config: &policy.detect,
-    };
-    let mut pass = match mode {
-        Mode::Recover => run_pass(conn, &call, &content, &detection).await?,
-        Mode::Observe => {
-            // The same effects, undone: the would-be outcome is the real decision.
-            let mut savepoint = conn.begin().await?;
-            let pass = run_pass(&mut savepoint, &call, &content, &detection).await;
-            savepoint.rollback().await?;
-            pass?.forget_effects()
-        }
-    };
-    if let Some(earlier) = replayed {
-        for item in &mut pass.items {
-            item.report.detail = Some(format!(
-                "the text was written back after ledger row {earlier} ran this call; not run again"
-            ));
-        }
+    Decision::Pass {
+        detection,
+        replayed: loaded.replayed,
     }
-    record(conn, &row, &content, &detection, pass, mode, source, report).await
 }
 
-async fn lock_message(conn: &mut PgConnection, id: MessageId) -> Result<MessageRow, Error> {
-    let row = sqlx::query(LOCK_MESSAGE)
+fn detect_with(loaded: &Loaded, config: &Config) -> Detection {
+    toolcall_detect::detect(
+        &Input {
+            content: &loaded.content,
+            tools_used: &loaded.tools_used,
+            enabled_tools: &loaded.enabled_tools,
+        },
+        config,
+    )
+}
+
+/// The message row by `sql` ([`LOCK_MESSAGE`] or [`READ_MESSAGE`]).
+async fn load_message(
+    conn: &mut PgConnection,
+    id: MessageId,
+    sql: &'static str,
+) -> Result<MessageRow, Error> {
+    let row = sqlx::query(sql)
         .bind(id.get())
         .fetch_optional(&mut *conn)
         .await?
@@ -291,228 +384,6 @@ async fn already_recovered(
         report.forward = ledger::forwarded_calls(conn, prev.id).await?;
     }
     Ok(report)
-}
-
-/// One ledger item before it is written.
-struct Item {
-    report: CallReport,
-    leak_index: usize,
-    item_index: usize,
-    result_object: Option<Value>,
-    tool_call_id: Option<String>,
-}
-
-/// What the effects of a pass were (or, observed, would have been).
-struct Pass {
-    items: Vec<Item>,
-    content_after: String,
-    tools_used_after: Value,
-    repaired: Vec<i64>,
-}
-
-impl Pass {
-    /// An observed pass: its effects were rolled back, so no id it drew exists.
-    fn forget_effects(mut self) -> Self {
-        for item in &mut self.items {
-            item.report.memory_id = None;
-            item.report.tool_message_id = None;
-            item.tool_call_id = None;
-        }
-        self.repaired.clear();
-        self
-    }
-}
-
-/// The effects of the recovery table (contract §3) on the locked message: save_memory run
-/// or refused, the message cleaned, the chat's transcript repaired. No ledger writes.
-async fn run_pass(
-    conn: &mut PgConnection,
-    ctx: &save_memory::CallCtx<'_>,
-    content: &str,
-    detection: &Detection,
-) -> Result<Pass, Error> {
-    let row = ctx.row;
-    let mut tools_used_after = row.tools_used.clone();
-    let mut items = Vec::new();
-    let mut ordinal = 0usize;
-    for (li, leak) in detection.leaks.iter().enumerate() {
-        let mut leak_items = Vec::new();
-        if leak.family == Family::ResultOnly && !ctx.config.result_only_recover {
-            leak_items.push(bare_item(leak, Outcome::NeedsReview, None));
-        } else if detection.strip_only {
-            for call in &leak.calls {
-                leak_items.push(stripped_call(leak, call, ctx.enabled_tools));
-            }
-            if leak.calls.is_empty() {
-                leak_items.push(bare_item(leak, Outcome::StrippedOnly, None));
-            }
-        } else {
-            for call in &leak.calls {
-                ordinal += 1;
-                let item = ctx.run_call(conn, leak, call, ordinal).await?;
-                if item.report.outcome == Outcome::Recovered {
-                    push_recovered_mark(&mut tools_used_after);
-                }
-                leak_items.push(item);
-            }
-            for result in &leak.results {
-                match &result.kind {
-                    ResultKind::SaveMemory => {}
-                    ResultKind::InvalidSaveMemory { reason } => {
-                        ordinal += 1;
-                        let mut item = ctx
-                            .refuse(conn, leak, None, Outcome::InvalidArgs, reason, ordinal)
-                            .await?;
-                        item.result_object = Some(result.value.clone());
-                        leak_items.push(item);
-                    }
-                    ResultKind::Other { tool } => {
-                        let mut item = bare_item(leak, Outcome::StrippedOnly, *tool);
-                        item.result_object = Some(result.value.clone());
-                        leak_items.push(item);
-                    }
-                }
-            }
-            if leak_items.is_empty() {
-                leak_items.push(bare_item(leak, Outcome::StrippedOnly, None));
-            }
-        }
-        for (ii, mut item) in leak_items.into_iter().enumerate() {
-            item.leak_index = li;
-            item.item_index = ii;
-            items.push(item);
-        }
-    }
-
-    let content_after = detection
-        .cleaned
-        .clone()
-        .unwrap_or_else(|| content.to_string());
-    if content_after != content || tools_used_after != row.tools_used {
-        sqlx::query(UPDATE_MESSAGE)
-            .bind(ctx.message_id.get())
-            .bind(&content_after)
-            .bind(Json(&tools_used_after))
-            .execute(&mut *conn)
-            .await?;
-    }
-    let repaired = repair_transcript(&mut *conn, row.chat_id).await?;
-    Ok(Pass {
-        items,
-        content_after,
-        tools_used_after,
-        repaired,
-    })
-}
-
-/// Writes the ledger of a pass and completes its report.
-#[allow(clippy::too_many_arguments)]
-async fn record(
-    conn: &mut PgConnection,
-    row: &MessageRow,
-    content: &str,
-    detection: &Detection,
-    pass: Pass,
-    mode: Mode,
-    source: Source,
-    mut report: Report,
-) -> Result<Report, Error> {
-    let calls: Vec<CallReport> = pass.items.iter().map(|i| i.report.clone()).collect();
-    let outcome = calls
-        .iter()
-        .map(|c| c.outcome)
-        .max_by_key(|o| o.rank())
-        .unwrap_or(Outcome::StrippedOnly);
-    let bytes_removed = detection.bytes_removed(content);
-    let summary = ledger::summary_of(outcome, mode, &calls, bytes_removed);
-    let recovery_id = ledger::insert_recovery(
-        conn,
-        &ledger::NewRecovery {
-            message_id: report.message_id,
-            row,
-            source,
-            mode,
-            outcome,
-            content_before: content,
-            content_after: &pass.content_after,
-            tools_used_after: &pass.tools_used_after,
-            repaired: &pass.repaired,
-            summary: &summary,
-        },
-    )
-    .await?;
-    for item in &pass.items {
-        let leak = &detection.leaks[item.leak_index];
-        let item_id = ledger::insert_item(conn, recovery_id, item, leak, content).await?;
-        // Observed calls are not forwarded: the app would run them.
-        if item.report.outcome == Outcome::Forwarded && mode == Mode::Recover {
-            report.forward.push(ForwardedCall {
-                event_id: ledger::tool_call_event_id(item_id),
-                name: item.report.name.clone().unwrap_or_default(),
-                arguments: item.report.arguments.clone().unwrap_or(Value::Null),
-                family: leak.family.as_str().to_string(),
-            });
-        }
-    }
-
-    report.memories_created = calls
-        .iter()
-        .filter(|c| c.outcome == Outcome::Recovered)
-        .count();
-    report.outcome = outcome;
-    report.mode = mode;
-    report.calls = calls;
-    if mode == Mode::Recover {
-        report.content = Some(pass.content_after);
-        report.tools_used = string_entries(&pass.tools_used_after);
-    }
-    report.recovery_id = Some(recovery_id);
-    report.summary = summary;
-    report.repaired_tool_messages = pass.repaired;
-    Ok(report)
-}
-
-fn bare_item(leak: &Leak, outcome: Outcome, tool: Option<&str>) -> Item {
-    Item {
-        report: CallReport {
-            leak_index: 0,
-            family: leak.family,
-            name: None,
-            tool_label: tool.unwrap_or("none").to_string(),
-            arguments: None,
-            outcome,
-            detail: None,
-            memory_id: None,
-            tool_message_id: None,
-        },
-        leak_index: 0,
-        item_index: 0,
-        result_object: leak.results.first().map(|r| r.value.clone()),
-        tool_call_id: None,
-    }
-}
-
-fn stripped_call(leak: &Leak, call: &Call, enabled_tools: &[String]) -> Item {
-    let mut item = bare_item(leak, Outcome::StrippedOnly, None);
-    item.report.name = Some(call.name.clone());
-    item.report.tool_label = tool_label(&call.name, enabled_tools);
-    item.report.arguments = Some(call.arguments.clone());
-    item
-}
-
-fn tool_label(name: &str, enabled_tools: &[String]) -> String {
-    if name == SAVE_MEMORY || enabled_tools.iter().any(|t| t == name) {
-        name.to_string()
-    } else {
-        "other".to_string()
-    }
-}
-
-fn push_recovered_mark(tools_used: &mut Value) {
-    match tools_used {
-        Value::Array(a) => a.push(Value::String(RECOVERED_TOOL_MARK.into())),
-        other => *other = json!([RECOVERED_TOOL_MARK]),
-    }
 }
 
 fn string_entries(v: &Value) -> Vec<String> {

@@ -1,16 +1,20 @@
 //! `scan`: detection alone, offline. Reads messages from files or stdin, runs
-//! [`toolcall_detect::detect`] on each and writes one JSON line per message. Needs no
-//! database and no broker; operators use it to try the detector on exported messages and
-//! to see exactly what the worker would cut.
+//! [`toolcall_detect::detect`] on each and writes one JSON line per message, or, with
+//! `--stats`, one summary of the whole input (messages, leaks by family, what recovery would
+//! decide, by outcome). Needs no database and no broker; operators use it to try the
+//! detector on exported messages, to see exactly what the worker would cut, and to measure
+//! the leak rate of their history before deploying. Like the worker, it never takes a
+//! message whose `role` is not `assistant` for a leak.
 //!
-//! May depend on: `toolcall_detect`, std I/O. Nothing else.
+//! May depend on: `toolcall_detect`, `recover` (the pure plan), `settings`, std I/O.
 
 use clap::Args;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
-use toolcall_detect::{detect, Config, Input};
+use toolcall_detect::{detect, Config, Detection, Input};
 
 /// Flags of `scan`.
 #[derive(Debug, Args)]
@@ -30,10 +34,16 @@ pub struct ScanArgs {
     /// Print only messages with a leak.
     #[arg(long)]
     pub leaks_only: bool,
+
+    /// Print one JSON summary of the whole input instead of a line per message: messages,
+    /// messages with a leak, leaks by family, and what recovery would decide (by message
+    /// outcome and by call outcome, for an agent with the given tools).
+    #[arg(long)]
+    pub stats: bool,
 }
 
 /// Counts of one scan.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
 pub struct Summary {
     /// Messages examined.
     pub messages: usize,
@@ -42,11 +52,23 @@ pub struct Summary {
     /// Inputs (files or lines) that could not be read or decoded; each was reported on
     /// stderr.
     pub unreadable: usize,
+    /// Messages of another role than `assistant` (never a leak).
+    pub not_assistant: usize,
+    /// Leaks by family.
+    pub leaks_by_family: BTreeMap<&'static str, usize>,
+    /// Messages by the outcome recovery would give them.
+    pub messages_by_outcome: BTreeMap<&'static str, usize>,
+    /// Calls and result objects by the outcome recovery would give them.
+    pub calls_by_outcome: BTreeMap<&'static str, usize>,
 }
 
 #[derive(Deserialize)]
 struct Line {
+    /// The message text; `text` as in the detection vectors.
+    #[serde(alias = "text")]
     content: Option<String>,
+    #[serde(default)]
+    role: Option<String>,
     #[serde(default)]
     tools_used: Vec<String>,
     enabled_tools: Option<Vec<String>>,
@@ -91,6 +113,10 @@ pub fn run(args: &ScanArgs, out: &mut dyn Write) -> std::io::Result<Summary> {
             scanner.plain(&name, reader)?;
         }
     }
+    if args.stats {
+        serde_json::to_writer(&mut *scanner.out, &scanner.summary)?;
+        scanner.out.write_all(b"\n")?;
+    }
     Ok(scanner.summary)
 }
 
@@ -116,7 +142,7 @@ impl Scanner<'_> {
         match String::from_utf8(bytes) {
             Ok(content) => {
                 let enabled = self.args.enabled_tools.clone();
-                self.emit(name, None, &content, &[], &enabled)
+                self.emit(name, None, None, &content, &[], &enabled)
             }
             Err(e) => {
                 let at = e.utf8_error().valid_up_to();
@@ -159,33 +185,42 @@ impl Scanner<'_> {
                         .enabled_tools
                         .unwrap_or_else(|| self.args.enabled_tools.clone());
                     let content = l.content.unwrap_or_default();
-                    self.emit(&source, l.id, &content, &l.tools_used, &enabled)?;
+                    let role = l.role.as_deref();
+                    self.emit(&source, l.id, role, &content, &l.tools_used, &enabled)?;
                 }
                 Err(e) => self.unreadable(&source, &format!("not a message object: {e}")),
             }
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn emit(
         &mut self,
         source: &str,
         id: Option<Value>,
+        role: Option<&str>,
         content: &str,
         tools_used: &[String],
         enabled_tools: &[String],
     ) -> std::io::Result<()> {
-        let d = detect(
-            &Input {
-                content,
-                tools_used,
-                enabled_tools,
-            },
-            &self.config,
-        );
         self.summary.messages += 1;
-        if !d.is_clean() {
-            self.summary.with_leaks += 1;
-        } else if self.args.leaks_only {
+        // Only an assistant's message can hold a leak (as in the worker); no role given
+        // means an assistant's (plain-text input, exports of replies).
+        let d = if role.is_none_or(|r| r == "assistant") {
+            detect(
+                &Input {
+                    content,
+                    tools_used,
+                    enabled_tools,
+                },
+                &self.config,
+            )
+        } else {
+            self.summary.not_assistant += 1;
+            Detection::default()
+        };
+        self.count(&d, enabled_tools);
+        if self.args.stats || (d.is_clean() && self.args.leaks_only) {
             return Ok(());
         }
         let mut record = json!({
@@ -211,6 +246,24 @@ impl Scanner<'_> {
     }
 }
 
+impl Scanner<'_> {
+    /// Adds one message's detection, and what recovery would decide for it, to the summary.
+    fn count(&mut self, d: &Detection, enabled_tools: &[String]) {
+        let s = &mut self.summary;
+        if !d.is_clean() {
+            s.with_leaks += 1;
+        }
+        for leak in &d.leaks {
+            *s.leaks_by_family.entry(leak.family.as_str()).or_default() += 1;
+        }
+        let (outcome, calls) = crate::recover::planned_outcomes(d, enabled_tools, &self.config);
+        *s.messages_by_outcome.entry(outcome.as_str()).or_default() += 1;
+        for (_, call) in calls {
+            *s.calls_by_outcome.entry(call.as_str()).or_default() += 1;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,6 +278,7 @@ mod tests {
                 families_disabled: crate::settings::FamilyList::default(),
             },
             leaks_only: false,
+            stats: false,
         }
     }
 
@@ -297,5 +351,57 @@ mod tests {
         let mut out = Vec::new();
         let s = run(&args(vec![bad_line], true), &mut out).unwrap();
         assert_eq!((s.messages, s.unreadable), (1, 2));
+    }
+
+    #[test]
+    fn other_roles_are_never_leaks_and_text_is_read_as_content() {
+        let leak = r#"<tool_call>{\"name\": \"save_memory\", \"arguments\": {\"content\": \"tea\", \"memory_type\": \"fact\"}}</tool_call>"#;
+        let body = format!(
+            "{{\"id\": 1, \"role\": \"user\", \"content\": \"{leak}\"}}\n\
+             {{\"id\": 2, \"role\": \"tool\", \"content\": \"{leak}\"}}\n\
+             {{\"id\": 3, \"role\": \"assistant\", \"text\": \"{leak}\"}}\n"
+        );
+        let f = temp_file("roles.jsonl", body.as_bytes());
+        let mut out = Vec::new();
+        let s = run(&args(vec![f], true), &mut out).unwrap();
+        assert_eq!((s.messages, s.with_leaks, s.not_assistant), (3, 1, 2));
+        let v = lines(&out);
+        assert_eq!(v[0]["clean"], true);
+        assert_eq!(v[1]["clean"], true);
+        assert_eq!(v[2]["families"][0], "hermes");
+    }
+
+    #[test]
+    fn stats_count_leaks_by_family_and_what_recovery_would_do() {
+        let body = concat!(
+            r#"{"content": "{success: true, memory_type: 'fact', content: 'tea'}Noted."}"#,
+            "\n",
+            r#"{"content": "{success: true, memory_type: 'nope', content: 'tea'}Noted."}"#,
+            "\n",
+            r#"{"content": "<tool_call>{\"name\": \"web_search\", \"arguments\": {}}</tool_call>", "enabled_tools": ["web_search"]}"#,
+            "\n",
+            r#"{"content": "Just prose."}"#,
+            "\n",
+            r#"{"role": "user", "content": "{success: true}"}"#,
+            "\n",
+        );
+        let f = temp_file("stats.jsonl", body.as_bytes());
+        let mut a = args(vec![f], true);
+        a.stats = true;
+        let mut out = Vec::new();
+        let s = run(&a, &mut out).unwrap();
+        let v = lines(&out);
+        assert_eq!(v.len(), 1, "one summary, no per-message lines");
+        let v = &v[0];
+        assert_eq!(v["messages"], 5);
+        assert_eq!(v["with_leaks"], 3);
+        assert_eq!(v["not_assistant"], 1);
+        assert_eq!(v["leaks_by_family"]["result_prefix"], 2);
+        assert_eq!(v["leaks_by_family"]["hermes"], 1);
+        assert_eq!(v["messages_by_outcome"]["recovered"], 1);
+        assert_eq!(v["messages_by_outcome"]["invalid_args"], 1);
+        assert_eq!(v["messages_by_outcome"]["forwarded"], 1);
+        assert_eq!(v["messages_by_outcome"]["clean"], 2);
+        assert_eq!(s.calls_by_outcome.values().sum::<usize>(), 3);
     }
 }

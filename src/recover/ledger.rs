@@ -5,7 +5,8 @@
 //!
 //! May depend on: the parent `recover`, `ids`, `error`, `sqlx`.
 
-use super::{CallReport, ForwardedCall, Item, MessageRow, Mode, Outcome, Source};
+use super::plan::Item;
+use super::{CallReport, ForwardedCall, MessageRow, Mode, Outcome, Source};
 use crate::error::Error;
 use crate::ids::{MessageId, ID_NAMESPACE};
 use serde_json::{json, Value};
@@ -27,6 +28,7 @@ const INSERT_ITEM: &str = "INSERT INTO recovery_items (recovery_id, leak_index, 
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING id";
 
 /// The latest ledger row of a message.
+#[derive(Debug, Clone)]
 pub(super) struct PrevRecovery {
     pub(super) id: i64,
     pub(super) event_id: Option<Uuid>,

@@ -17,7 +17,7 @@
 //! May depend on: the parent `recover` (ledger, save_memory), `ids`, `error`, `sqlx`.
 
 use super::outbox::{enqueue, Envelope};
-use super::{ledger, save_memory, string_entries, Mode};
+use super::{ledger, plan, string_entries, Mode};
 use crate::error::{Error, Poison};
 use crate::ids::{AgentId, ChatId, MessageId};
 use serde::Serialize;
@@ -265,7 +265,7 @@ async fn revert_in(
         if let Some(memory_id) = item.try_get::<Option<i64>, _>("memory_id")? {
             let written = item
                 .try_get::<Option<Json<Value>>, _>("call_arguments")?
-                .and_then(|a| save_memory::memory_content(&a.0));
+                .and_then(|a| plan::memory_content(&a.0));
             report.memories.push(RowFate {
                 id: memory_id,
                 fate: remove_memory(conn, memory_id, written.as_deref()).await?,

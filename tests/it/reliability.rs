@@ -516,3 +516,71 @@ async fn the_app_writing_the_old_text_back_does_not_save_the_memory_twice() {
     assert_eq!(removed[0], removed[1]);
     app.cleanup().await;
 }
+
+/// `GET .../diagnosis` reads: with the app holding the message row locked it still answers
+/// at once (a pass would wait for the lock), and it draws no id and fires no trigger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_diagnosis_locks_nothing_and_writes_nothing() {
+    let app = TestApp::prepare().await;
+    sqlx::raw_sql(
+        "CREATE SEQUENCE app_trigger_calls; \
+         CREATE FUNCTION app_audit() RETURNS trigger LANGUAGE plpgsql AS \
+           $$ BEGIN PERFORM nextval('app_trigger_calls'); RETURN NEW; END $$; \
+         CREATE TRIGGER app_audit_messages BEFORE INSERT OR UPDATE ON messages \
+           FOR EACH ROW EXECUTE FUNCTION app_audit(); \
+         CREATE TRIGGER app_audit_memories BEFORE INSERT ON agent_memories \
+           FOR EACH ROW EXECUTE FUNCTION app_audit();",
+    )
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    let chat = app.create_chat().await;
+    let agent = app.create_agent(&["save_memory"]).await;
+    let id = app
+        .create_message(
+            chat,
+            Some(agent),
+            "assistant",
+            Some(&result_prefix_leak("Likes tea", "fact", "Noted.")),
+            &[],
+        )
+        .await;
+    let calls = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT coalesce(last_value * (is_called::int), 0) FROM app_trigger_calls",
+        )
+        .fetch_one(&app.pool)
+        .await
+        .unwrap()
+    };
+    let triggered_before = calls().await;
+    let addr = crate::admin::serve(&app, Some(crate::admin::TOKEN)).await;
+
+    // The app holds the row (a long transaction of its own).
+    let mut app_tx = app.pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM messages WHERE id = $1 FOR UPDATE")
+        .bind(id)
+        .execute(&mut *app_tx)
+        .await
+        .unwrap();
+    let answered = tokio::time::timeout(
+        Duration::from_secs(3),
+        crate::admin::request(
+            addr,
+            "GET",
+            &format!("/v1/messages/{id}/diagnosis"),
+            Some("Bearer test-admin-token-0123456789"),
+        ),
+    )
+    .await
+    .expect("answered while the app holds the row");
+    app_tx.rollback().await.unwrap();
+    let (status, body) = answered;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["outcome"], json!("recovered"));
+    assert_eq!(body["memories_created"], json!(1));
+    assert_eq!(body["calls"][0]["memory_id"], Value::Null);
+    assert_eq!(calls().await, triggered_before, "no trigger fired");
+    assert_eq!(app.count("SELECT count(*) FROM recoveries").await, 0);
+    app.cleanup().await;
+}
