@@ -17,7 +17,8 @@
 //! - Resumable: Ctrl-C (or SIGTERM) stops taking messages, lets those in flight finish,
 //!   saves the checkpoint and prints the summary; the next run starts after it. Running
 //!   twice changes nothing the second time: recovery itself is idempotent.
-//! - Bounded: `--rate` messages per second ([`pace`]), `--concurrency` transactions at
+//! - Bounded: `--rate` recoveries per second ([`pace`]; rows that need no recovery are not
+//!   paced), `--concurrency` transactions at
 //!   once, on a pool of its own of `concurrency + 1` connections, so it never takes the
 //!   live worker's connections.
 //!
@@ -59,6 +60,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
 use tokio::sync::Semaphore;
+use toolcall_detect::Detection;
 use window::{Slot, Window};
 
 /// `application_name` of the backfill's database connections (tell them apart from the
@@ -112,7 +114,8 @@ pub struct BackfillArgs {
     #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub batch_size: u32,
 
-    /// Messages examined per second at most; 0 for no limit.
+    /// Recoveries started per second at most (the transactions that write: what costs the
+    /// live database); rows that need none, most of them, are not limited. 0 for no limit.
     #[arg(long, default_value_t = 50.0, value_parser = non_negative)]
     pub rate: f64,
 
@@ -321,9 +324,6 @@ async fn walk(
         dry_run: args.dry_run,
         publisher,
         metrics: metrics.clone(),
-        // The walk paces itself, before it starts a candidate: a candidate that waits for
-        // its slot has not been taken, and Ctrl-C does not wait for it.
-        pacer: pace::Pacer::new(0.0),
         stop: stop.clone(),
     });
     let pacer = (args.rate > 0.0).then(|| pace::Pacer::new(args.rate));
@@ -368,6 +368,11 @@ async fn walk(
     let mut leaks = 0;
     let mut finished = Vec::with_capacity(PER_TURN);
     let mut page = Vec::new().into_iter();
+    // The leak taken from the page that waits for its rate slot: the walk paces what costs
+    // the database (recoveries), not rows examined, and takes nothing past a waiting leak,
+    // so candidates still start (and are checkpointed) in id order. A leak that waits has
+    // not been started, and Ctrl-C does not wait for it.
+    let mut waiting: Option<(candidates::Candidate, Detection)> = None;
     let mut read_all: Option<Read> = None;
     let mut taking = true;
     let mut interrupted = false;
@@ -385,33 +390,44 @@ async fn walk(
     loop {
         if taking && stop.is_shutdown() {
             taking = false;
-            interrupted = read_all.is_none() || !page.as_slice().is_empty();
+            interrupted = read_all.is_none() || !page.as_slice().is_empty() || waiting.is_some();
         }
         let mut started = 0;
         while taking
             && started < PER_TURN
             && leaks < LEAKS_IN_FLIGHT
             && window.len() < WINDOW
-            && !page.as_slice().is_empty()
+            && (waiting.is_some() || !page.as_slice().is_empty())
         {
-            if !paced {
+            let (c, detection) = match waiting.take() {
+                Some(leak) => (leak.0, Some(leak.1)),
+                None => {
+                    let Some(c) = page.next() else { break };
+                    let detection = examine::leaks(&c, &examiner.policy.detect);
+                    (c, detection)
+                }
+            };
+            if !paced && detection.is_some() {
                 if let Some(p) = &pacer {
                     tick.get_or_insert_with(|| Box::pin(p.tick()));
                 }
+                waiting = detection.map(|d| (c, d));
                 break;
             }
-            let Some(c) = page.next() else { break };
-            paced = pacer.is_none();
+            if detection.is_some() {
+                paced = pacer.is_none();
+            }
             started += 1;
-            let (examination, leak) = examine_one(&examiner, window.start(), c);
+            let (examination, leak) = examine_one(&examiner, window.start(), c, detection);
             leaks += usize::from(leak);
             running.push(examination);
         }
-        let read_to_end = read_all.is_some() && page.as_slice().is_empty();
+        let read_to_end = read_all.is_some() && page.as_slice().is_empty() && waiting.is_none();
         if running.is_empty() && (!taking || read_to_end) {
             break;
         }
-        let want_page = taking && read_all.is_none() && page.as_slice().is_empty();
+        let want_page =
+            taking && read_all.is_none() && page.as_slice().is_empty() && waiting.is_none();
         // Biased, and the walk's own results last: the others are ready once each, and a
         // save or a rate tick must not wait behind a stream of clean candidates.
         tokio::select! {
@@ -541,8 +557,9 @@ fn examine_one(
     examiner: &Arc<Examiner>,
     seq: u64,
     c: candidates::Candidate,
+    detection: Option<Detection>,
 ) -> (Boxed<'_, Examination>, bool) {
-    let Some(detection) = examine::leaks(&c, &examiner.policy.detect) else {
+    let Some(detection) = detection else {
         return (
             Box::pin(async move { (seq, false, examiner.examine_detected(c, None).await) }),
             false,

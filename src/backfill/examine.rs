@@ -8,7 +8,6 @@
 //! sibling modules.
 
 use super::candidates::Candidate;
-use super::pace::Pacer;
 use crate::error::{Error, Poison};
 use crate::ids::MessageId;
 use crate::metrics::Metrics;
@@ -169,8 +168,6 @@ pub struct Examiner {
     pub publisher: Option<Arc<Publisher>>,
     /// The run's metrics.
     pub metrics: Arc<Metrics>,
-    /// The rate limit.
-    pub pacer: Pacer,
     /// Cuts retry waits short on Ctrl-C.
     pub stop: Shutdown,
     /// Recoveries running at once (`--concurrency`): the window of candidates examined
@@ -193,7 +190,6 @@ impl Examiner {
         c: Candidate,
         detection: Option<Detection>,
     ) -> Result<Examined, Error> {
-        self.pacer.tick().await;
         let Some(detection) = detection else {
             return Ok(Examined::bare(
                 &c,

@@ -454,10 +454,12 @@ async fn interrupted_run_resumes_from_its_checkpoint() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rate_limit_holds() {
+async fn rate_limit_holds_on_recoveries_not_on_rows_examined() {
     let app = TestApp::prepare().await;
     let chat = app.create_chat().await;
-    for i in 0..10 {
+    let agent = app.create_agent(&["save_memory"]).await;
+    for i in 0..100 {
+        // Candidates of the SQL prefilter that hold no leak: examined, never recovered.
         app.create_message(
             chat,
             None,
@@ -466,13 +468,44 @@ async fn rate_limit_holds() {
             &[],
         )
         .await;
+        if i % 10 == 0 {
+            app.create_message(
+                chat,
+                Some(agent),
+                "assistant",
+                Some(&result_prefix_leak(&format!("fact {i}"), "fact", "Noted.")),
+                &[],
+            )
+            .await;
+        }
     }
+    let (summary, _) = run(&app, &["--rate=20", "--batch-size=16", "--concurrency=4"]).await;
+    assert_eq!(summary.examined, 110);
+    // Ten recoveries at 20 per second: on the ledger's own clock (transaction start), the
+    // last started about 9 / 20 s after the first; a slot's transaction may begin a little
+    // late, so the span is allowed one slot less. Unpaced, the ten take a few milliseconds.
+    let span: f64 = sqlx::query_scalar(
+        "SELECT extract(epoch FROM max(created_at) - min(created_at))::float8 FROM recoveries",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(app.count("SELECT count(*) FROM recoveries").await, 10);
+    assert!(span >= 0.40, "ten recoveries within {span} s");
+
+    // Rows that need no recovery are not paced: 100 clean candidates at one recovery per
+    // two seconds would take 200 s if rows examined were what the rate bounds.
     let started = Instant::now();
-    let (summary, _) = run(&app, &["--rate=20", "--batch-size=4", "--concurrency=4"]).await;
-    let elapsed = started.elapsed();
-    assert_eq!(summary.examined, 10);
-    // Ten starts at 20 per second: the last no earlier than 9 / 20 s after the first.
-    assert!(elapsed >= Duration::from_millis(450), "took {elapsed:?}");
+    let (summary, _) = run(
+        &app,
+        &["--rate=0.5", "--restart", "--dry-run", "--until-id=100"],
+    )
+    .await;
+    assert!(summary.examined >= 90, "{}", summary.examined);
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "clean rows were paced"
+    );
     app.cleanup().await;
 }
 
