@@ -1,11 +1,16 @@
 //! The load harness: seeds PostgreSQL, publishes message-finalized events, waits until the
 //! worker has moved all of them to the moderation exchange, and reports rate, latency,
-//! the worker's CPU and memory, and database commits. Next to it, in the same run and on
-//! the same broker and database, the two ceilings:
-//! - `forwarder`: consume → publish with confirm → ack, no detection, no database (the
-//!   clean-path ceiling), at the worker's prefetch and concurrency;
-//! - `txn`: the recovery transaction alone (`recover::recover_message`) at the worker's
-//!   concurrency, no broker (the dirty-path ceiling).
+//! the worker's CPU and memory, and database commits. The worker runs with its own
+//! defaults unless `--prefetch`/`--concurrency` are given. Next to it, in the same run and
+//! on the same broker and database, the two ceilings, each the best the bare component
+//! reaches on this machine:
+//! - `forwarder`: consume -> publish to a durable quorum queue with confirm -> ack after the
+//!   confirm, no detection, no database (the clean-path ceiling), swept over its window of
+//!   deliveries in flight (`--forwarder-windows`); the best window is the ceiling;
+//! - `txn`: the worker's recovery transaction alone (`recover::recover_with_outbox`, the
+//!   outbox row included), no broker (the dirty-path ceiling), swept over client counts
+//!   (`--txn-clients`); the best count is the ceiling. `--txn-per-commit 1,8` also measures
+//!   several recoveries per commit.
 //!
 //! ```sh
 //! cargo build --release && cargo run --release --example load -- --events 20000 --leak-share 0.02
@@ -31,7 +36,9 @@ use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
 use tokio::sync::Semaphore;
 use toolcall_recovery::ids::MessageId;
-use toolcall_recovery::recover::{recover_message, Source};
+use toolcall_recovery::outbound::StandIn;
+use toolcall_recovery::recover::outbox::{self, Envelope};
+use toolcall_recovery::recover::{recover_in, recover_with_outbox, Source};
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -50,12 +57,24 @@ struct Args {
     /// Worker processes on the one queue.
     #[arg(long, default_value_t = 1)]
     workers: usize,
-    /// Worker prefetch (also the forwarder's).
-    #[arg(long, default_value_t = 32)]
-    prefetch: u16,
-    /// Worker concurrency (also the forwarder's and the bare transaction's).
-    #[arg(long, default_value_t = 8)]
-    concurrency: usize,
+    /// Worker prefetch; unset: the worker's default.
+    #[arg(long)]
+    prefetch: Option<u16>,
+    /// Worker concurrency; unset: the worker's default.
+    #[arg(long)]
+    concurrency: Option<usize>,
+    /// Deliveries in flight the bare forwarder is run at; the best is the ceiling.
+    #[arg(long, value_delimiter = ',', default_value = "16,32,64,128,256,512")]
+    forwarder_windows: Vec<usize>,
+    /// Clients the bare recovery transaction is run at; the best is the ceiling.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32")]
+    txn_clients: Vec<usize>,
+    /// Recoveries per commit of the bare transaction (1 is what the worker does).
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    txn_per_commit: Vec<usize>,
+    /// Messages per bare-transaction run (every one a leak).
+    #[arg(long, default_value_t = 5_000)]
+    txn_events: usize,
     /// Which workloads: worker, forwarder, txn (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "worker,forwarder,txn")]
     only: Vec<String>,
@@ -94,9 +113,15 @@ async fn main() -> Res<()> {
         args.only = vec!["worker".into()];
     }
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let shown = |v: Option<String>| v.unwrap_or_else(|| "default".into());
     println!(
         "events={} leak_share={} rate={} workers={} prefetch={} concurrency={} cores={cores}",
-        args.events, args.leak_share, args.rate, args.workers, args.prefetch, args.concurrency
+        args.events,
+        args.leak_share,
+        args.rate,
+        args.workers,
+        shown(args.prefetch.map(|p| p.to_string())),
+        shown(args.concurrency.map(|c| c.to_string())),
     );
     println!("| workload | events/s | p50 ms | p95 ms | p99 ms | worker CPU s | worker peak RSS MB | db commits |");
     println!("|---|---|---|---|---|---|---|---|");
@@ -155,7 +180,22 @@ fn content(i: usize, leak: bool) -> String {
     }
 }
 
+/// The most database clients any workload of this run uses.
+fn max_clients(args: &Args) -> usize {
+    let txn = args.txn_clients.iter().copied().max().unwrap_or(1);
+    txn.max(args.concurrency.unwrap_or(8))
+}
+
 async fn seed(args: &Args, names: &Names, leak_share: f64) -> Res<(PgPool, Seeded)> {
+    seed_n(args, names, leak_share, args.events).await
+}
+
+async fn seed_n(
+    args: &Args,
+    names: &Names,
+    leak_share: f64,
+    events: usize,
+) -> Res<(PgPool, Seeded)> {
     let admin = PgPoolOptions::new()
         .max_connections(1)
         .connect(&format!("{}/postgres", args.pg))
@@ -164,7 +204,7 @@ async fn seed(args: &Args, names: &Names, leak_share: f64) -> Res<(PgPool, Seede
         .execute(format!("CREATE DATABASE \"{}\"", names.db).as_str())
         .await?;
     let pool = PgPoolOptions::new()
-        .max_connections(args.concurrency as u32 + 2)
+        .max_connections(max_clients(args) as u32 + 2)
         .connect(&format!("{}/{}", args.pg, names.db))
         .await?;
     toolcall_recovery::store::migrate(&pool).await?;
@@ -179,9 +219,9 @@ async fn seed(args: &Args, names: &Names, leak_share: f64) -> Res<(PgPool, Seede
     } else {
         usize::MAX
     };
-    let mut ids = Vec::with_capacity(args.events);
-    let mut contents = Vec::with_capacity(args.events);
-    for chunk in (0..args.events).collect::<Vec<_>>().chunks(5_000) {
+    let mut ids = Vec::with_capacity(events);
+    let mut contents = Vec::with_capacity(events);
+    for chunk in (0..events).collect::<Vec<_>>().chunks(5_000) {
         let (mut id, mut chat, mut text) = (vec![], vec![], vec![]);
         for &i in chunk {
             let leak = leak_share > 0.0 && i % every == 0;
@@ -448,7 +488,14 @@ fn report(
 }
 
 async fn spawn_worker(args: &Args, names: &Names, i: usize) -> Res<Child> {
-    let child = Command::new(&args.bin)
+    let mut command = Command::new(&args.bin);
+    if let Some(p) = args.prefetch {
+        command.env("TCR_PREFETCH", p.to_string());
+    }
+    if let Some(c) = args.concurrency {
+        command.env("TCR_CONCURRENCY", c.to_string());
+    }
+    let child = command
         .arg("run")
         .env("DATABASE_URL", format!("{}/{}", args.pg, names.db))
         .env("AMQP_URL", &args.amqp)
@@ -463,8 +510,6 @@ async fn spawn_worker(args: &Args, names: &Names, i: usize) -> Res<Child> {
         )
         .env("TCR_CONNECTION_NAME", format!("{}-{i}", names.tag))
         .env("TCR_HTTP_ADDR", "127.0.0.1:0")
-        .env("TCR_PREFETCH", args.prefetch.to_string())
-        .env("TCR_CONCURRENCY", args.concurrency.to_string())
         .env("RUST_LOG", "warn")
         .env("TCR_MODE", &args.mode)
         .stdout(Stdio::null())
@@ -612,7 +657,26 @@ async fn worker_case(args: &Args) -> Res<()> {
     Ok(())
 }
 
+/// The clean-path ceiling: the bare forwarder at each window; the best is the ceiling.
 async fn forwarder_case(args: &Args) -> Res<()> {
+    let mut best: Option<(usize, f64)> = None;
+    for &window in &args.forwarder_windows {
+        let rate = forwarder_run(args, window.max(1)).await?;
+        if best.is_none_or(|(_, b)| rate > b) {
+            best = Some((window, rate));
+        }
+    }
+    if let Some((window, rate)) = best {
+        println!(
+            "| ceiling: broker-only forwarder, best window ({window}) | {rate:.0} | | | | | | |"
+        );
+    }
+    Ok(())
+}
+
+/// One bare forwarder run at `window` deliveries in flight (prefetch = concurrency); returns
+/// events per second.
+async fn forwarder_run(args: &Args, window: usize) -> Res<f64> {
     let names = Names::new("fwd");
     let (pool, seeded) = seed(args, &names, args.leak_share).await?;
     let (_c1, ch) = channel(&args.amqp).await?;
@@ -640,10 +704,13 @@ async fn forwarder_case(args: &Args) -> Res<()> {
         FieldTable::default(),
     )
     .await?;
-    // The forwarder: same prefetch, same concurrency, publish with confirm, then ack.
+    // The forwarder: publish with confirm, then ack, `window` deliveries in flight.
     let (_c2, fwd) = channel(&args.amqp).await?;
-    fwd.basic_qos(args.prefetch, BasicQosOptions::default())
-        .await?;
+    fwd.basic_qos(
+        window.min(u16::MAX as usize) as u16,
+        BasicQosOptions::default(),
+    )
+    .await?;
     let mut consumer = fwd
         .basic_consume(
             &names.queue,
@@ -652,7 +719,7 @@ async fn forwarder_case(args: &Args) -> Res<()> {
             FieldTable::default(),
         )
         .await?;
-    let limit = Arc::new(Semaphore::new(args.concurrency));
+    let limit = Arc::new(Semaphore::new(window));
     let moderation = names.moderation.clone();
     let forwarder = tokio::spawn(async move {
         while let Some(Ok(d)) = consumer.next().await {
@@ -697,55 +764,110 @@ async fn forwarder_case(args: &Args) -> Res<()> {
     let elapsed = started.elapsed();
     forwarder.abort();
     drop_broker_names(&ch, &names).await;
-    let (cpu, rss) = proc_usage(std::process::id());
     report(
-        "ceiling: broker-only forwarder (in the harness process)",
+        &format!("bare forwarder, window {window}"),
         expected,
         elapsed,
         lat,
-        Some((cpu, rss)),
+        None,
         0,
     );
     drop_database(args, pool, &names.db).await?;
+    Ok(expected as f64 / elapsed.as_secs_f64())
+}
+
+/// The dirty-path ceiling: the bare recovery transaction at each client count (and each
+/// number of recoveries per commit); the best at one recovery per commit is the ceiling.
+async fn txn_case(args: &Args) -> Res<()> {
+    for &per_commit in &args.txn_per_commit {
+        let mut best: Option<(usize, f64)> = None;
+        for &clients in &args.txn_clients {
+            let rate = txn_run(args, clients.max(1), per_commit.max(1)).await?;
+            if best.is_none_or(|(_, b)| rate > b) {
+                best = Some((clients, rate));
+            }
+        }
+        if let Some((clients, rate)) = best {
+            println!(
+                "| ceiling: recovery transaction alone, {per_commit} per commit, best client count ({clients}) | {rate:.0} | | | | | | |"
+            );
+        }
+    }
     Ok(())
 }
 
-async fn txn_case(args: &Args) -> Res<()> {
+/// One run of the bare recovery transaction (every message a leak) at `clients` at once,
+/// `per_commit` recoveries per transaction; returns recoveries per second.
+async fn txn_run(args: &Args, clients: usize, per_commit: usize) -> Res<f64> {
     let names = Names::new("txn");
-    // Every message dirty: this is the dirty-path ceiling.
-    let (pool, seeded) = seed(args, &names, 1.0).await?;
-    let config = toolcall_recovery::recover::Policy::default();
+    let (pool, seeded) = seed_n(args, &names, 1.0, args.txn_events).await?;
+    let policy = Arc::new(toolcall_recovery::recover::Policy::default());
     let commits_before = commits(&pool, &names.db).await;
-    let limit = Arc::new(Semaphore::new(args.concurrency));
+    let limit = Arc::new(Semaphore::new(clients));
     let started = Instant::now();
-    let mut tasks = Vec::with_capacity(seeded.ids.len());
-    let mut lat = Vec::with_capacity(seeded.ids.len());
-    for (id, _) in &seeded.ids {
+    let ids: Vec<i64> = seeded.ids.iter().map(|(id, _)| *id).collect();
+    let mut tasks = Vec::with_capacity(ids.len() / per_commit + 1);
+    for group in ids.chunks(per_commit) {
         let permit = limit.clone().acquire_owned().await?;
         let pool = pool.clone();
-        let config = config.clone();
-        let id = *id;
+        let policy = policy.clone();
+        let group = group.to_vec();
         tasks.push(tokio::spawn(async move {
             let t = Instant::now();
-            let r = recover_message(&pool, MessageId::new(id), &config, Source::Backfill).await;
+            let r = recover_group(&pool, &group, &policy).await;
             drop(permit);
-            r.map(|_| t.elapsed().as_secs_f64() * 1000.0)
+            r.map(|()| t.elapsed().as_secs_f64() * 1000.0)
                 .map_err(|e| e.to_string())
         }));
     }
+    let mut lat = Vec::with_capacity(tasks.len());
     for t in tasks {
         lat.push(t.await??);
     }
     let elapsed = started.elapsed();
+    // PostgreSQL publishes a backend's counters up to a second after its transactions.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     let commits_after = commits(&pool, &names.db).await;
     report(
-        "ceiling: recovery transaction alone (100% leaks)",
-        seeded.ids.len(),
+        &format!("bare recovery transaction, {clients} clients, {per_commit} per commit"),
+        ids.len(),
         elapsed,
         lat,
         None,
         commits_after - commits_before,
     );
     drop_database(args, pool, &names.db).await?;
+    Ok(ids.len() as f64 / elapsed.as_secs_f64())
+}
+
+/// The worker's transaction for one message (outbox included), or several in one commit.
+async fn recover_group(
+    pool: &PgPool,
+    ids: &[i64],
+    policy: &toolcall_recovery::recover::Policy,
+) -> Result<(), toolcall_recovery::error::Error> {
+    let envelope = StandIn { origin: "load" };
+    if let [id] = ids {
+        recover_with_outbox(
+            pool,
+            MessageId::new(*id),
+            policy,
+            Source::Backfill,
+            Some(&envelope),
+        )
+        .await?;
+        return Ok(());
+    }
+    // The same statements as `recover_with_outbox`, several messages to one commit.
+    let mut tx = pool.begin().await?;
+    for id in ids {
+        let id = MessageId::new(*id);
+        let report = recover_in(&mut tx, id, policy, Source::Backfill).await?;
+        if report.recorded() {
+            let owed = envelope.outgoing(&report)?;
+            outbox::enqueue(&mut tx, report.recovery_id, id, owed).await?;
+        }
+    }
+    tx.commit().await?;
     Ok(())
 }
