@@ -12,9 +12,9 @@
 
 use crate::error::Error;
 use crate::ids::MessageId;
-use crate::recover::outbox::{Outgoing, Queued, Target};
+use crate::recover::outbox::{Outgoing, Queued};
 use sqlx::postgres::PgConnectOptions;
-use sqlx::{ConnectOptions, Connection, PgConnection, PgPool, Row};
+use sqlx::{ConnectOptions, Connection, PgConnection, PgPool};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -87,22 +87,7 @@ pub async fn claim(
         .bind(interval(lease))
         .fetch_all(pool)
         .await?;
-    let mut out = Vec::with_capacity(rows.len());
-    for row in rows {
-        let label: String = row.try_get("target")?;
-        let target = Target::from_label(&label)
-            .ok_or_else(|| Error::Bug(format!("outbox target {label:?}")))?;
-        out.push(Queued {
-            id: row.try_get("id")?,
-            outgoing: Outgoing {
-                target,
-                key: row.try_get("message_key")?,
-                body: row.try_get("body")?,
-            },
-        });
-    }
-    out.sort_by_key(|q| q.id);
-    Ok(out)
+    Queued::from_rows(rows)
 }
 
 /// Rows not yet sent.

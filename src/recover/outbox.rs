@@ -10,6 +10,7 @@ use super::revert::RevertReport;
 use super::Report;
 use crate::error::Error;
 use crate::ids::MessageId;
+use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
 
 /// Which output exchange a row goes to; the exchange names are configuration, resolved
@@ -103,24 +104,34 @@ pub async fn enqueue(
         .bind(&bodies)
         .fetch_all(&mut *conn)
         .await?;
-    let mut queued = Vec::with_capacity(written.len());
+    let mut unsent = Vec::with_capacity(written.len());
     for row in written {
-        if row.try_get::<bool, _>("sent")? {
-            continue;
+        if !row.try_get::<bool, _>("sent")? {
+            unsent.push(row);
         }
-        let label: String = row.try_get("target")?;
-        let target = Target::from_label(&label)
-            .ok_or_else(|| Error::Bug(format!("outbox target {label:?}")))?;
-        queued.push(Queued {
-            id: row.try_get("id")?,
-            outgoing: Outgoing {
-                target,
-                key: row.try_get("message_key")?,
-                body: row.try_get("body")?,
-            },
-        });
     }
-    // RETURNING gives no order; the ids do (one statement, in input order).
-    queued.sort_by_key(|q| q.id);
-    Ok(queued)
+    Queued::from_rows(unsent)
+}
+
+impl Queued {
+    /// Rows of `outbox` (`id`, `target`, `message_key`, `body`), in id order: RETURNING
+    /// gives no order, and the ids are the order the rows were written in.
+    pub fn from_rows(rows: Vec<PgRow>) -> Result<Vec<Queued>, Error> {
+        let mut queued = Vec::with_capacity(rows.len());
+        for row in rows {
+            let label: String = row.try_get("target")?;
+            let target = Target::from_label(&label)
+                .ok_or_else(|| Error::Bug(format!("outbox target {label:?}")))?;
+            queued.push(Queued {
+                id: row.try_get("id")?,
+                outgoing: Outgoing {
+                    target,
+                    key: row.try_get("message_key")?,
+                    body: row.try_get("body")?,
+                },
+            });
+        }
+        queued.sort_by_key(|q| q.id);
+        Ok(queued)
+    }
 }

@@ -103,27 +103,18 @@ async fn database_and_broker_connections_killed_mid_stream_lose_nothing() {
     app.cleanup().await;
 }
 
-/// Runs a statement on the `postgres` database (the test's own may refuse connections).
-async fn admin(sql: &str) {
-    let pool = sqlx::PgPool::connect(&format!("{PG_BASE}/postgres"))
-        .await
-        .expect("admin");
-    sqlx::query(sql).execute(&pool).await.expect(sql);
-    pool.close().await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn database_outage_is_waited_out_without_acking_or_dead_lettering() {
     let app = TestApp::spawn().await;
     let (events, memories) = app.mixed_events(60).await;
     let mut sink = app.consumer(&app.moderation_queue).await;
     let mut seen = HashSet::new();
-    admin(&format!(
+    on_postgres(&format!(
         "ALTER DATABASE \"{}\" ALLOW_CONNECTIONS false",
         app.db_name
     ))
     .await;
-    admin(&format!(
+    on_postgres(&format!(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}' \
          AND application_name = 'toolcall-recovery'",
         app.db_name
@@ -148,7 +139,7 @@ async fn database_outage_is_waited_out_without_acking_or_dead_lettering() {
         ) >= 1.0
     })
     .await;
-    admin(&format!(
+    on_postgres(&format!(
         "ALTER DATABASE \"{}\" ALLOW_CONNECTIONS true",
         app.db_name
     ))

@@ -37,6 +37,15 @@ pub fn hermes_leak(name: &str, arguments: Value, before: &str, after: &str) -> S
     )
 }
 
+/// Runs a statement on the `postgres` database (the test's own may refuse connections).
+pub async fn on_postgres(sql: &str) {
+    let pool = PgPool::connect(&format!("{PG_BASE}/postgres"))
+        .await
+        .expect("admin");
+    sqlx::query(sql).execute(&pool).await.expect(sql);
+    pool.close().await;
+}
+
 /// The stderr lines of a spawned binary.
 #[derive(Clone, Default)]
 pub struct BinaryLog(std::sync::Arc<std::sync::Mutex<Vec<String>>>);

@@ -377,15 +377,6 @@ async fn a_message_that_appears_after_its_event_is_waited_for() {
     app.cleanup().await;
 }
 
-/// Runs a statement on the `postgres` database (the test's own may refuse connections).
-async fn on_postgres(sql: &str) {
-    let pool = sqlx::PgPool::connect(&format!("{PG_BASE}/postgres"))
-        .await
-        .expect("admin");
-    sqlx::query(sql).execute(&pool).await.expect(sql);
-    pool.close().await;
-}
-
 /// The database is down and leaks keep waiting on it, more of them than the worker runs
 /// recoveries at once: clean messages, which need no database, are still moderated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
