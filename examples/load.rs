@@ -727,7 +727,13 @@ async fn txn_case(args: &Args) -> Res<()> {
         let id = *id;
         tasks.push(tokio::spawn(async move {
             let t = Instant::now();
-            let r = recover_message(&pool, MessageId::new(id), &config, Source::Backfill).await;
+            let r = recover_message(
+                &pool,
+                MessageId::new(id),
+                &config,
+                Source::Backfill { model: None },
+            )
+            .await;
             drop(permit);
             r.map(|_| t.elapsed().as_secs_f64() * 1000.0)
                 .map_err(|e| e.to_string())

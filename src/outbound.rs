@@ -146,6 +146,7 @@ fn stand_in(event_id: EventId, m: &StandIn<'_>, origin: &str) -> FinalizedEvent 
             role: Role::Assistant,
             content: m.content.clone(),
             tools_used: m.tools_used.to_vec(),
+            model_id: None,
         },
         raw,
     }

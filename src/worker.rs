@@ -10,17 +10,23 @@
 //! requeueing; when the broker session breaks, unacked deliveries are left to the broker
 //! to redeliver and a new session is built. Nothing is acked that was not done.
 //!
-//! May depend on: everything below it (`event`, `ids`, `recover`, `outbound`, `publish`,
-//! `amqp`, `metrics`, `retry`, `shutdown`, `settings`, `error`); nothing depends on it but
-//! `startup`.
+//! Every processed event is counted by the model that wrote it (`model`: a label of the
+//! configured list, computed with a few slices of the id, no allocation), on ack, like the
+//! events counter; the leaks a recovery pass recorded are counted by model where the pass's
+//! calls are.
+//!
+//! May depend on: everything below it (`event`, `ids`, `model`, `recover`, `outbound`,
+//! `publish`, `amqp`, `metrics`, `retry`, `shutdown`, `settings`, `error`); nothing depends
+//! on it but `startup`.
 
 mod dead_letter;
 
 use crate::amqp::{self, Session};
 use crate::error::{Error, ErrorKind};
 use crate::event::{self, FinalizedEvent, Role};
-use crate::ids::{EventId, MessageId};
+use crate::ids::{EventId, MessageId, ModelId};
 use crate::metrics::Metrics;
+use crate::model::{Label, Models};
 use crate::outbound::{self, MODERATION_ROUTING_KEY, TOOL_CALLS_ROUTING_KEY};
 use crate::publish;
 use crate::recover::{self, Mode, Outcome, Policy, Report, Source};
@@ -56,13 +62,14 @@ pub struct Worker {
     settings: Settings,
     pool: PgPool,
     policy: Policy,
+    models: Models,
     metrics: Arc<Metrics>,
     broker_ready: Arc<AtomicBool>,
 }
 
-/// What a delivery ended as, for the events metric.
+/// What a delivery ended as, for the events metrics.
 enum Done {
-    Processed(Outcome, Mode),
+    Processed(Outcome, Mode, Label),
     DeadLettered,
 }
 
@@ -75,10 +82,12 @@ impl Worker {
         broker_ready: Arc<AtomicBool>,
     ) -> Self {
         let policy = settings.policy();
+        let models = settings.models.models.clone();
         Worker {
             settings,
             pool,
             policy,
+            models,
             metrics,
             broker_ready,
         }
@@ -235,13 +244,14 @@ impl Worker {
                         Done::DeadLettered
                     })
             }
-            other => other.map(|(outcome, mode)| Done::Processed(outcome, mode)),
+            other => other.map(|(outcome, mode, model)| Done::Processed(outcome, mode, model)),
         };
         match result {
             Ok(done) => match delivery.acker.ack(BasicAckOptions::default()).await {
                 Ok(()) => {
-                    if let Done::Processed(outcome, mode) = done {
+                    if let Done::Processed(outcome, mode, model) = done {
                         self.metrics.event(outcome.as_str(), mode.as_str());
+                        self.metrics.message_seen(self.models.name(model));
                         if outcome == Outcome::Clean {
                             tracing::debug!(event_id = %show(event_id), message_id = %show(message_id), outcome = outcome.as_str(), "event processed");
                         } else {
@@ -268,13 +278,17 @@ impl Worker {
         delivery: &Delivery,
         shutdown: &Shutdown,
     ) -> (
-        Result<(Outcome, Mode), Error>,
+        Result<(Outcome, Mode, Label), Error>,
         Option<EventId>,
         Option<MessageId>,
     ) {
         match event::decode(&delivery.data, self.settings.max_body_bytes) {
             Ok(event) => {
-                let r = self.process_with_retries(session, &event, shutdown).await;
+                let model = self.model(&event);
+                let r = self
+                    .process_with_retries(session, &event, shutdown)
+                    .await
+                    .map(|(outcome, mode)| (outcome, mode, model));
                 (r, Some(event.event_id), Some(event.message.id))
             }
             Err((poison, event_id)) => (Err(Error::Poison(poison)), event_id, None),
@@ -320,18 +334,20 @@ impl Worker {
         event: &FinalizedEvent,
     ) -> Result<(Outcome, Mode), Error> {
         let (content, tools_used, summary, outcome, report) = if self.needs_recovery(event) {
-            let report = recover::recover_message(
-                &self.pool,
-                event.message.id,
-                &self.policy,
-                Source::Event(event.event_id),
-            )
-            .await?;
+            let source = Source::Event {
+                event_id: event.event_id,
+                model: event.message.model_id.clone(),
+            };
+            let report =
+                recover::recover_message(&self.pool, event.message.id, &self.policy, source)
+                    .await?;
             self.metrics.recovery_pass(
                 report.mode.as_str(),
                 report.call_labels(),
                 report.memories_created,
             );
+            self.metrics
+                .model_pass(self.models.name(self.model(event)), report.call_labels());
             (
                 report.content.clone(),
                 report.tools_used.clone(),
@@ -369,6 +385,12 @@ impl Worker {
             _ => {}
         }
         Ok((outcome, mode))
+    }
+
+    /// The `model` label of the event's model id.
+    fn model(&self, event: &FinalizedEvent) -> Label {
+        self.models
+            .label(event.message.model_id.as_ref().map(ModelId::as_str))
     }
 
     /// Whether the event's content may hold a leak, so the database must be consulted: a
