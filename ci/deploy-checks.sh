@@ -15,11 +15,13 @@
 # 4. The dashboard's layout and queries and the rules' queries, statically (ci/obs.py lint:
 #    $job/$instance on every panel query, a mode matcher wherever a metric has a mode
 #    label). promtool: check rules on the rules file and on the PrometheusRule rendered by
-#    Helm, test rules (ci/alerts.test.yml), check config on compose's prometheus.yml.
+#    Helm, test rules (ci/alerts.test.yml, ci/alerts-models.test.yml), check config on
+#    compose's prometheus.yml.
 # 5. Live: the built worker (`run --migrate`) against the local PostgreSQL and RabbitMQ,
 #    with its own database and broker names, scraped by a real Prometheus on loopback.
 #    A leaked save_memory message is inserted and its event published; the recovery
-#    counters read through PromQL must say 1. Poison, an unroutable publish, a dropped
+#    counters read through PromQL must say 1. Events naming models as providers spell them
+#    make the per-model series appear under their normalised labels. Poison, an unroutable publish, a dropped
 #    broker connection and a database outage make every other metric appear. A second
 #    worker with TCR_MODE=observe recovers nothing: the message stays as it is, no memory
 #    is created, the ledger row says observe, and its counters say what would have happened.
@@ -99,16 +101,19 @@ docker-compose -f docker-compose.yml --profile demo config -q
 echo "docker-compose.yml valid; services: $(docker-compose -f docker-compose.yml --profile demo config --services | tr '\n' ' ')"
 # `TCR_MODE=observe docker-compose up` works, and without it the worker recovers; the family
 # lists stay unset unless the shell sets them.
-env -u TCR_MODE -u TCR_FAMILIES_DISABLED -u TCR_FAMILIES_OBSERVE \
+env -u TCR_MODE -u TCR_FAMILIES_DISABLED -u TCR_FAMILIES_OBSERVE -u TCR_MODELS -u TCR_MODEL_COLUMN \
   docker-compose -f docker-compose.yml --profile backfill config \
   | python3 ci/obs.py compose-env worker backfill \
     --expect TCR_MODE=recover --expect TCR_FAMILIES_DISABLED --expect TCR_FAMILIES_OBSERVE \
-  || die "docker-compose.yml: the worker's default rollout settings"
+    --expect TCR_MODELS --expect TCR_MODEL_COLUMN \
+  || die "docker-compose.yml: the worker's default rollout and model settings"
 TCR_MODE=observe TCR_FAMILIES_DISABLED=pythonic TCR_FAMILIES_OBSERVE=hermes,mistral \
+  TCR_MODELS='gemini-2.5*,gpt-4o' TCR_MODEL_COLUMN=llm_model \
   docker-compose -f docker-compose.yml --profile backfill config \
   | python3 ci/obs.py compose-env worker backfill \
     --expect TCR_MODE=observe --expect TCR_FAMILIES_DISABLED=pythonic --expect TCR_FAMILIES_OBSERVE=hermes,mistral \
-  || die "docker-compose.yml does not pass TCR_MODE / TCR_FAMILIES_* from the shell"
+    --expect 'TCR_MODELS=gemini-2.5*,gpt-4o' --expect TCR_MODEL_COLUMN=llm_model \
+  || die "docker-compose.yml does not pass TCR_MODE / TCR_FAMILIES_* / TCR_MODELS / TCR_MODEL_COLUMN from the shell"
 
 WORK=$(mktemp -d -t tcr-deploy-checks.XXXXXX)
 PIDS=()
@@ -161,8 +166,8 @@ log "promtool"
 promtool check rules "$RULES" "$WORK/helm/prometheusrule-rendered.rules.yml"
 mkdir -p "$WORK/ruletest"
 python3 ci/strip_annotations.py "$RULES" >"$WORK/ruletest/toolcall-recovery.rules.yml"
-cp ci/alerts.test.yml "$WORK/ruletest/"
-promtool test rules "$WORK/ruletest/alerts.test.yml"
+cp ci/alerts.test.yml ci/alerts-models.test.yml "$WORK/ruletest/"
+promtool test rules "$WORK/ruletest/alerts.test.yml" "$WORK/ruletest/alerts-models.test.yml"
 # compose's prometheus.yml, with the rules where the container mounts them
 mkdir -p "$WORK/promcfg/rules"
 cp deploy/prometheus/prometheus.yml "$WORK/promcfg/"
@@ -191,8 +196,8 @@ start_worker() { # LOG_FILE [VAR=value...] [run flags...]: `run` on the test dat
   local logf=$1 settings=()
   shift
   while [[ $# -gt 0 && $1 == *=* ]]; do settings+=("$1"); shift; done
-  # Only the rollout settings given here: none leaks in from the caller's shell.
-  env -u TCR_MODE -u TCR_FAMILIES_DISABLED -u TCR_FAMILIES_OBSERVE \
+  # Only the rollout and model settings given here: none leaks in from the caller's shell.
+  env -u TCR_MODE -u TCR_FAMILIES_DISABLED -u TCR_FAMILIES_OBSERVE -u TCR_MODELS \
     DATABASE_URL="postgres://$PG_USER@$PG_HOST:$PG_PORT/$DB_NAME" AMQP_URL="$AMQP_URL" TCR_LOG_FORMAT=json \
     RUST_LOG="$(sed -n 's/^ *RUST_LOG: //p' docker-compose.yml)" "${settings[@]}" \
     "$TCR_BIN" run "$@" >"$logf" 2>&1 &
@@ -246,6 +251,14 @@ python3 ci/obs.py prom-expect "$PROM" "count(toolcall_recovery_events_total{$W, 
   || die "PromQL: the reverted outcome is not primed in both modes"
 python3 ci/obs.py prom-expect "$PROM" "count(toolcall_recovery_reverts_total{$W, result=~\"reverted|already_reverted|conflict|nothing_to_revert\"} == 0)" 4 \
   || die "PromQL: the revert results are not primed at 0 (ToolcallRecoveryReverts needs them)"
+# Every model label of the default list, with other and unknown, at 0 (the Models row's
+# panels and ToolcallRecoveryModelLeakRateDoubled read them).
+for model in gemini-2.5-flash gpt-4o claude-sonnet llama qwen3 mistral deepseek grok gpt-oss other unknown; do
+  python3 ci/obs.py prom-expect "$PROM" "count(toolcall_recovery_messages_seen_total{$W, model=\"$model\"} == 0) + count(toolcall_recovery_leaked_messages_total{$W, model=\"$model\"} == 0) + count(toolcall_recovery_unrecovered_calls_total{$W, model=\"$model\"} == 0)" 5 \
+    || die "PromQL: the model label $model is not primed at 0"
+done
+python3 ci/obs.py prom-expect "$PROM" "count(toolcall_recovery_leaks_total{$W}) or vector(0)" 0 \
+  || die "PromQL: leak series by family before any leak (not primed: models x families would be hundreds of zeros)"
 
 log "live: one leaked save_memory message"
 AGENT=$(psql_db "INSERT INTO agents (name, enabled_tools) VALUES ('deploy-checks', '{save_memory}') RETURNING id")
@@ -301,6 +314,39 @@ python3 ci/obs.py wait-http "$WORKER/readyz" --timeout 30 || die "the worker is 
 python3 ci/obs.py prom-expect "$PROM" 'sum(toolcall_recovery_events_total{job="toolcall-recovery"})' 2 \
   || die "PromQL: events after the outage"
 
+log "live: leaks by model (model ids as providers spell them, normalised to bounded labels)"
+# The two leaks above (result_prefix, hermes) came with model_id gemini-2.5-flash (obs.py's
+# default).
+python3 ci/obs.py prom-expect "$PROM" 'sum(toolcall_recovery_leaked_messages_total{job="toolcall-recovery", model="gemini-2.5-flash"})' 2 \
+  || die "PromQL: the two leaked messages are not counted for gemini-2.5-flash"
+python3 ci/obs.py prom-expect "$PROM" 'count(toolcall_recovery_leaks_total{job="toolcall-recovery", model="gemini-2.5-flash"} == 1)' 2 \
+  || die "PromQL: the two leaks are not counted by family for gemini-2.5-flash"
+python3 ci/obs.py publish "$AMQP_URL" "tcr-deploy.$SUFFIX.events" message.finalized --event-for "$MSG" "$CHAT" "$AGENT" "A clean reply." \
+  --model 'models/gemini-2.5-flash-preview-05-20'
+python3 ci/obs.py publish "$AMQP_URL" "tcr-deploy.$SUFFIX.events" message.finalized --event-for "$MSG" "$CHAT" "$AGENT" "A clean reply." \
+  --model null
+REVIEW='{success: true, memory_type: "journal", content: "Left for review in the deploy checks."}'
+MSG4=$(psql_db "INSERT INTO messages (chat_id, agent_id, role, content) VALUES ($CHAT, $AGENT, 'assistant', \$leak\$$REVIEW\$leak\$) RETURNING id")
+python3 ci/obs.py publish "$AMQP_URL" "tcr-deploy.$SUFFIX.events" message.finalized --event-for "$MSG4" "$CHAT" "$AGENT" "$REVIEW" \
+  --model 'openrouter/qwen/qwen3-235b-a22b-2507:free'
+python3 ci/obs.py wait-metric "$WORKER/metrics" 'toolcall_recovery_unrecovered_calls_total{model="qwen3", outcome="needs_review"}' --value 1 --timeout 60 \
+  || die "the needs_review leak of qwen3 was not counted as unrecovered"
+for check in 'toolcall_recovery_messages_seen_total{job="toolcall-recovery", model="gemini-2.5-flash"}|3' \
+  'toolcall_recovery_messages_seen_total{job="toolcall-recovery", model="unknown"}|1' \
+  'toolcall_recovery_messages_seen_total{job="toolcall-recovery", model="qwen3"}|1' \
+  'toolcall_recovery_leaked_messages_total{job="toolcall-recovery", model="qwen3"}|1' \
+  'toolcall_recovery_leaks_total{job="toolcall-recovery", model="qwen3", family="result_only"}|1' \
+  'toolcall_recovery_unrecovered_calls_total{job="toolcall-recovery", model="qwen3", outcome="needs_review"}|1'; do
+  python3 ci/obs.py prom-expect "$PROM" "sum(${check%|*})" "${check#*|}" || die "PromQL: ${check%|*} is not ${check#*|}"
+done
+LEDGER4=$(psql_db "SELECT model FROM recoveries WHERE message_id = $MSG4")
+[[ $LEDGER4 == 'openrouter/qwen/qwen3-235b-a22b-2507:free' ]] || die "the ledger row records model '$LEDGER4'"
+echo "ledger: the pass records the model id as the event spelled it"
+# The Leak rate panel's query, as the dashboard runs it, sees both models (primed counters:
+# increase() sees their first leak).
+python3 ci/obs.py prom-expect "$PROM" 'count(1000 * sum by (model) (increase(toolcall_recovery_leaked_messages_total{job=~"toolcall-recovery", instance=~".*"}[1h])) / (sum by (model) (increase(toolcall_recovery_messages_seen_total{job=~"toolcall-recovery", instance=~".*"}[1h])) > 0) > 0)' 2 \
+  || die "PromQL: the Leak rate by model panel does not see gemini-2.5-flash and qwen3"
+
 log "live: observe mode (TCR_MODE=observe) changes nothing and counts what it would do"
 # A second worker on the same database with its own broker names; one family switched off.
 mapfile -t NAMES_OBS < <(names "tcr-deploy.$SUFFIX.observe")
@@ -352,6 +398,7 @@ python3 ci/obs.py prom-rules "$PROM" "$RULES" --expect-firing ToolcallRecoveryDe
 # Contract: message content never in the logs at info or above (the worker log is at info).
 for f in "$WORK/worker.log" "$WORK/worker-observe.log"; do
   python3 ci/obs.py log-clean "$f" "I lost track of the days this week." "Prefers tea" "Observed and never saved." \
+    "Left for review in the deploy checks." \
     || die "$(basename "$f") carries message content (with RUST_LOG as deployed: $(sed -n 's/^ *RUST_LOG: //p' docker-compose.yml))"
 done
 

@@ -130,7 +130,8 @@ def worker_checks(k: dict[str, list[dict[str, Any]]], label: str, values: dict[s
     cfg = merged["config"]
     want = {"TCR_MODE": cfg["mode"],
             "TCR_FAMILIES_DISABLED": ",".join(cfg["familiesDisabled"]) or None,
-            "TCR_FAMILIES_OBSERVE": ",".join(cfg["familiesObserve"]) or None}
+            "TCR_FAMILIES_OBSERVE": ",".join(cfg["familiesObserve"]) or None,
+            "TCR_MODELS": ",".join(cfg["models"]) or None}
     got = {n: cm["data"].get(n) for n in want}
     check(got == want, f"{label}: ConfigMap rollout settings {got}")
     pods = {"worker": c} | {f"Job {j['metadata']['name']}": j["spec"]["template"]["spec"]["containers"][0]
@@ -203,6 +204,7 @@ def main() -> int:
             ("config.mode: Observe", {"config": {"mode": "Observe"}}, "/config/mode"),
             ("config.familiesObserve: hermes (not a list)", {"config": {"familiesObserve": "hermes"}}, "/config/familiesObserve"),
             ("config.familiesDisabled: [Hermes]", {"config": {"familiesDisabled": ["Hermes"]}}, "/config/familiesDisabled/0"),
+            ("config.models: [google/gemini-2.5-flash]", {"config": {"models": ["google/gemini-2.5-flash"]}}, "/config/models/0"),
             ("keda.queueLength: 0", {"keda": {"enabled": True, "queueLength": 0}}, "/keda/queueLength"),
         ):
             values = json.loads(json.dumps(minimal))

@@ -4,6 +4,7 @@
     obs.py free-port
     obs.py wait-http URL [--timeout S] [--status 200]
     obs.py publish AMQP_URL EXCHANGE ROUTING_KEY (--event-for MESSAGE_ID CHAT_ID AGENT_ID CONTENT | --raw TEXT)
+                   [--model MODEL_ID]                              # model_id of --event-for; `null` for none
     obs.py wait-metric METRICS_URL 'NAME{label="v",...}' (--value N | --min N) [--timeout S]
                                                                     # polls a /metrics scrape (labels in any order)
     obs.py connection-pid CONNECTION_NAME                           # rabbitmqctl pid of a named connection
@@ -286,7 +287,8 @@ def cmd_publish(a: argparse.Namespace) -> int:
             "type": "message.finalized",
             "occurred_at": datetime.now(timezone.utc).isoformat(),
             "message": {"id": int(mid), "chat_id": int(chat), "agent_id": int(agent) if agent else None,
-                        "role": "assistant", "content": content, "tools_used": [], "model_id": "gemini-2.5-flash"},
+                        "role": "assistant", "content": content, "tools_used": [],
+                        "model_id": None if a.model == "null" else a.model},
         }).encode()
     conn, ch = amqp_channel(a.amqp_url)
     ch.confirm_delivery()
@@ -592,6 +594,7 @@ def main() -> int:
     g = s.add_mutually_exclusive_group(required=True)
     g.add_argument("--event-for", nargs=4, metavar=("MESSAGE_ID", "CHAT_ID", "AGENT_ID", "CONTENT"))
     g.add_argument("--raw")
+    s.add_argument("--model", default="gemini-2.5-flash", help="message.model_id of --event-for (`null`: JSON null)")
     s.set_defaults(fn=cmd_publish)
     s = sub.add_parser("wait-metric")
     s.add_argument("metrics_url")

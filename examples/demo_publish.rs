@@ -330,8 +330,21 @@ async fn broker(args: &Args) -> Result<(Connection, Channel), BoxError> {
     Ok((connection, channel))
 }
 
+/// Model ids as providers spell them, so the dashboard's Models row shows several models,
+/// one of them outside the default list (`other`) and events without one (`unknown`).
+const MODEL_IDS: [Option<&str>; 7] = [
+    Some("models/gemini-2.5-flash-preview-05-20"),
+    Some("google/gemini-2.5-flash"),
+    Some("openai/gpt-4o-mini-2024-07-18"),
+    Some("anthropic/claude-sonnet-4-20250514"),
+    Some("qwen/qwen3-235b-a22b-2507"),
+    Some("acme-support-finetune"),
+    None,
+];
+
 /// A `message.finalized` event body (contract §5).
 fn event(id: i64, chat: i64, agent: Option<i64>, content: Option<&str>) -> Vec<u8> {
+    let model = MODEL_IDS[usize::try_from(id).unwrap_or(0) % MODEL_IDS.len()];
     json!({
         "event_id": uuid::Uuid::new_v4(),
         "type": "message.finalized",
@@ -343,7 +356,7 @@ fn event(id: i64, chat: i64, agent: Option<i64>, content: Option<&str>) -> Vec<u
             "role": "assistant",
             "content": content,
             "tools_used": [],
-            "model_id": "gemini-2.5-flash"
+            "model_id": model
         }
     })
     .to_string()

@@ -852,7 +852,7 @@ async fn recover_group(
             pool,
             MessageId::new(*id),
             policy,
-            Source::Backfill,
+            Source::Backfill { model: None },
             Some(&envelope),
         )
         .await?;
@@ -862,7 +862,7 @@ async fn recover_group(
     let mut tx = pool.begin().await?;
     for id in ids {
         let id = MessageId::new(*id);
-        let report = recover_in(&mut tx, id, policy, Source::Backfill).await?;
+        let report = recover_in(&mut tx, id, policy, Source::Backfill { model: None }).await?;
         if report.recorded() {
             let owed = envelope.outgoing(&report)?;
             outbox::enqueue(&mut tx, report.recovery_id, id, owed).await?;

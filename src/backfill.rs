@@ -17,6 +17,10 @@
 //! - Resumable: Ctrl-C (or SIGTERM) stops taking messages, lets those in flight finish,
 //!   saves the checkpoint and prints the summary; the next run starts after it. Running
 //!   twice changes nothing the second time: recovery itself is idempotent.
+//! - By model: the summary counts examined messages, leaks and unrecovered calls by the
+//!   model that wrote them, read from the app's `messages` table when it has the column
+//!   `--model-column` names ([`candidates::ModelColumn`]), labelled as the worker's metrics
+//!   are (`--models`).
 //! - Bounded: `--rate` recoveries per second ([`pace`]; rows that need no recovery are not
 //!   paced), `--concurrency` transactions at
 //!   once, on a pool of its own of `concurrency + 1` connections, so it never takes the
@@ -41,7 +45,9 @@ use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::publish::{PublishTarget, Publisher};
 use crate::recover::{Mode, Policy};
-use crate::settings::{DatabaseSettings, LogFormat, PolicySettings, PublishSettings};
+use crate::settings::{
+    DatabaseSettings, LogFormat, ModelSettings, PolicySettings, PublishSettings,
+};
 use crate::shutdown::{self, Shutdown};
 use crate::{http, store};
 use checkpoint::Step;
@@ -87,6 +93,17 @@ pub struct BackfillArgs {
     /// records what it would do and changes nothing else), family switches.
     #[command(flatten)]
     pub policy: PolicySettings,
+
+    /// The models the summary's breakdown by model keeps apart (as for `run`).
+    #[command(flatten)]
+    pub models: ModelSettings,
+
+    /// Column of the app's `messages` table that names the model which wrote each message
+    /// (read as text, normalised like an event's model_id), for the summary's breakdown by
+    /// model and the ledger. Used only when the table has it (checked once at start);
+    /// otherwise, or when empty, every message's model is `unknown`.
+    #[arg(long, env = "TCR_MODEL_COLUMN", default_value = "model_id")]
+    pub model_column: String,
 
     /// Report what would happen; write nothing, publish nothing, keep the checkpoint.
     #[arg(long)]
@@ -317,7 +334,10 @@ async fn walk(
         after,
         candidates::last_id(pool, until).await?,
     );
+    let model_column = candidates::ModelColumn::find(pool, &args.model_column).await?;
     let examiner = Arc::new(Examiner {
+        model_column,
+        models: args.models.models.clone(),
         recoveries: Arc::new(Semaphore::new(args.concurrency.max(1) as usize)),
         pool: pool.clone(),
         policy: args.policy(),

@@ -9,7 +9,7 @@
 //! May depend on: `ids`, `error`, `serde`, `uuid`, `chrono`. No I/O.
 
 use crate::error::Poison;
-use crate::ids::{AgentId, ChatId, EventId, MessageId};
+use crate::ids::{AgentId, ChatId, EventId, MessageId, ModelId};
 use chrono::{DateTime, FixedOffset};
 use serde::Deserialize;
 use serde_json::Value;
@@ -67,6 +67,9 @@ pub struct EventMessage {
     pub content: Option<String>,
     /// `messages.tools_used`.
     pub tools_used: Vec<String>,
+    /// The model that wrote it (`message.model_id`); `None` when the event names none
+    /// (absent, `null` or blank).
+    pub model_id: Option<ModelId>,
 }
 
 #[derive(Deserialize)]
@@ -88,6 +91,8 @@ struct WireMessage {
     content: Option<String>,
     #[serde(default)]
     tools_used: Vec<String>,
+    #[serde(default)]
+    model_id: Option<String>,
 }
 
 /// What decoding a delivery body gives: the event, or the poison reason together with the
@@ -141,6 +146,7 @@ pub fn decode(body: &[u8], max_bytes: usize) -> Decoded {
             role: Role::parse(&m.role),
             content: m.content,
             tools_used: m.tools_used,
+            model_id: m.model_id.as_deref().and_then(ModelId::parse),
         },
         raw,
     })
@@ -158,6 +164,27 @@ mod tests {
         assert_eq!(e.message.id.get(), 1);
         assert_eq!(e.message.agent_id, None);
         assert_eq!(e.message.role, Role::Assistant);
+        assert_eq!(e.message.model_id, None);
+    }
+
+    #[test]
+    fn decodes_the_model_id_and_treats_a_wrong_type_as_poison() {
+        let with =
+            |model: &str| GOOD.replace("\"model_id\":null", &format!("\"model_id\":{model}"));
+        let e = decode(with("\" models/gemini-2.5-flash \"").as_bytes(), 1 << 20).unwrap();
+        assert_eq!(
+            e.message.model_id.as_ref().map(ModelId::as_str),
+            Some("models/gemini-2.5-flash")
+        );
+        let blank = decode(with("\"  \"").as_bytes(), 1 << 20).unwrap();
+        assert_eq!(blank.message.model_id, None);
+        let absent = decode(GOOD.replace(",\"model_id\":null", "").as_bytes(), 1 << 20).unwrap();
+        assert_eq!(absent.message.model_id, None);
+        for wrong in ["7", "[\"gpt-4o\"]", "{\"name\":\"gpt-4o\"}", "true"] {
+            let err = decode(with(wrong).as_bytes(), 1 << 20).unwrap_err();
+            assert_eq!(err.0.reason(), "invalid_event", "{wrong}");
+            assert!(err.1.is_some(), "the event id is known for the log line");
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The ids the crate passes around: database ids of messages, chats and agents, and event
-//! ids (UUIDs), each its own type so that one cannot stand in for another. Also the UUID
+//! The ids the crate passes around: database ids of messages, chats and agents, event ids
+//! (UUIDs) and the model id an event names, each its own type so that one cannot stand in
+//! for another. Also the UUID
 //! namespace of the ids the worker derives, so that a redelivery derives the same id again.
 //!
 //! May depend on: `uuid`, `serde`. Nothing of the crate: every module may name a message.
@@ -72,5 +73,74 @@ impl EventId {
 impl fmt::Display for EventId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)
+    }
+}
+
+/// The model an event says wrote the message (`message.model_id`), as recorded in the
+/// ledger: trimmed, without NUL (PostgreSQL text cannot hold it), at most
+/// [`ModelId::MAX_BYTES`] bytes (cut on a character boundary), never blank. Kept as the
+/// event spelled it, provider prefix and snapshot included: it is the audit record. The
+/// bounded label the metrics use is `model::Models::label` of it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ModelId(String);
+
+impl ModelId {
+    /// The longest id kept, in bytes; no real model id comes close (a Bedrock
+    /// inference-profile ARN is about 100).
+    pub const MAX_BYTES: usize = 200;
+
+    /// The id as recorded, or `None` for a blank one.
+    pub fn parse(raw: &str) -> Option<ModelId> {
+        let mut id = if raw.contains('\0') {
+            raw.replace('\0', "")
+        } else {
+            raw.to_string()
+        };
+        let trimmed = id.trim();
+        if trimmed.is_empty() {
+            return None;
+        }
+        if trimmed.len() != id.len() {
+            id = trimmed.to_string();
+        }
+        if id.len() > Self::MAX_BYTES {
+            let mut end = Self::MAX_BYTES;
+            while !id.is_char_boundary(end) {
+                end -= 1;
+            }
+            id.truncate(end);
+            id.truncate(id.trim_end().len());
+        }
+        Some(ModelId(id))
+    }
+
+    /// The id.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ModelId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_ids_are_trimmed_cut_and_never_blank() {
+        assert_eq!(
+            ModelId::parse(" gemini-2.5-flash\n").unwrap().as_str(),
+            "gemini-2.5-flash"
+        );
+        assert_eq!(ModelId::parse("gpt\0-4o").unwrap().as_str(), "gpt-4o");
+        assert_eq!(ModelId::parse(" \0 "), None);
+        assert_eq!(ModelId::parse(""), None);
+        let long = ModelId::parse(&format!("m{}", "é".repeat(300))).unwrap();
+        assert!(long.as_str().len() <= ModelId::MAX_BYTES);
+        assert!(long.as_str().starts_with("mé"));
     }
 }

@@ -11,14 +11,24 @@
 //!
 //! Reads only; never creates a database nor applies migrations.
 //!
-//! May depend on: `error`, `recover` (the outcome and mode labels), `sqlx`,
+//! Each row names the model that wrote the message as recorded (`recoveries.model`: the
+//! event's `model_id` as it came). [`Filter::model`] matches a name against it two ways:
+//! the recorded id itself (`models/gemini-2.5-flash`, any case), or the `model` label the
+//! metrics give it under a model list (`gemini-2.5-flash`, `other`, `unknown`), so the
+//! label an operator reads on the dashboard finds its rows. The label is computed here, in
+//! Rust, over the distinct recorded ids (one more query): SQL cannot apply the
+//! normalisation, and the column has no index to spare a scan anyway.
+//!
+//! May depend on: `error`, `recover` (the outcome and mode labels), `model`, `sqlx`,
 //! `toolcall_detect::Family`. No broker, no HTTP.
 
 pub mod render;
 
 use crate::error::Error;
+use crate::model::{self, Models};
 use crate::recover::{Mode, Outcome};
 use chrono::{DateTime, Utc};
+use futures_util::TryStreamExt;
 use serde::Serialize;
 use serde_json::{json, Value};
 use sqlx::types::Json;
@@ -45,6 +55,8 @@ pub struct Filter {
     pub outcome: Option<Outcome>,
     /// `recoveries.mode`.
     pub mode: Option<Mode>,
+    /// The model that wrote the message: a recorded id or a label.
+    pub model: Option<ModelFilter>,
     /// `recoveries.created_at` at or after this.
     pub since: Option<DateTime<Utc>>,
     /// Rows listed at most (clamped to 1..=[`MAX_LIMIT`]).
@@ -59,9 +71,33 @@ impl Default for Filter {
             family: None,
             outcome: None,
             mode: None,
+            model: None,
             since: None,
             limit: DEFAULT_LIMIT,
         }
+    }
+}
+
+/// Rows of a model: those whose recorded model id is `name` (ignoring ASCII case and
+/// surrounding space), or whose id `models` labels `name` (`unknown`: rows without one).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelFilter {
+    /// A recorded id or a label.
+    pub name: String,
+    /// The model list the labels come from (`--models`, as the worker's).
+    pub models: Models,
+}
+
+impl ModelFilter {
+    fn matches(&self, recorded: &str) -> bool {
+        let name = self.name.trim();
+        recorded.trim().eq_ignore_ascii_case(name)
+            || self.models.name(self.models.label(Some(recorded))) == name
+    }
+
+    /// Whether rows without a recorded model match (their label is `unknown`).
+    fn matches_none(&self) -> bool {
+        self.name.trim() == model::UNKNOWN
     }
 }
 
@@ -84,6 +120,9 @@ pub struct Entry {
     pub event_id: Option<Uuid>,
     /// `recover` or `observe`.
     pub mode: String,
+    /// The model that wrote the message, as recorded (the event's `model_id`; None: the
+    /// event named none, an admin pass, a backfill without a model column).
+    pub model: Option<String>,
     /// The message-level outcome.
     pub outcome: String,
     /// The families of the items, distinct, in item order.
@@ -146,9 +185,10 @@ pub struct ItemEntry {
 }
 
 /// The recoveries: optional filters as `($n IS NULL OR ...)`, family and outcome through
-/// the items. Content is selected only when `$8` (show_text) is true.
+/// the items. Content is selected only when `$8` (show_text) is true. `$9`: the recorded
+/// model ids to list (NULL: any), `$10`: also rows without one.
 const LIST_RECOVERIES: &str = "SELECT r.id, r.created_at, r.message_id, r.chat_id, \
-       r.agent_id, r.source, r.event_id, r.mode, r.outcome, \
+       r.agent_id, r.source, r.event_id, r.mode, r.model, r.outcome, \
        CASE WHEN jsonb_typeof(r.summary -> 'bytes_removed') = 'number' \
             THEN (r.summary ->> 'bytes_removed')::numeric::bigint END AS bytes_removed, \
        r.reverted_at, r.reverted_by, r.revert_summary, \
@@ -163,8 +203,13 @@ const LIST_RECOVERIES: &str = "SELECT r.id, r.created_at, r.message_id, r.chat_i
              WHERE i.recovery_id = r.id AND i.outcome = $4)) \
        AND ($5::text IS NULL OR r.mode = $5) \
        AND ($6::timestamptz IS NULL OR r.created_at >= $6) \
+       AND ($9::text[] IS NULL OR r.model = ANY($9) OR ($10 AND r.model IS NULL)) \
      ORDER BY r.id DESC \
      LIMIT $7";
+
+/// The model ids recorded in the rows a listing can reach (the `since` bound applied).
+const RECORDED_MODELS: &str = "SELECT DISTINCT model FROM recoveries \
+     WHERE model IS NOT NULL AND ($1::timestamptz IS NULL OR created_at >= $1)";
 
 /// The items of the listed recoveries; the removed text only when `$2` (show_text).
 const LIST_ITEMS: &str =
@@ -179,6 +224,13 @@ const LIST_ITEMS: &str =
 /// items. Message content is read only when `show_text` is set.
 pub async fn list(pool: &PgPool, filter: &Filter, show_text: bool) -> Result<Vec<Entry>, Error> {
     let limit = i64::from(filter.limit.clamp(1, MAX_LIMIT));
+    let (model_ids, model_none) = match &filter.model {
+        Some(m) => (
+            Some(recorded_ids(pool, m, filter.since).await?),
+            m.matches_none(),
+        ),
+        None => (None, false),
+    };
     let rows = sqlx::query(LIST_RECOVERIES)
         .bind(filter.message_id)
         .bind(filter.chat_id)
@@ -188,6 +240,8 @@ pub async fn list(pool: &PgPool, filter: &Filter, show_text: bool) -> Result<Vec
         .bind(filter.since)
         .bind(limit)
         .bind(show_text)
+        .bind(model_ids)
+        .bind(model_none)
         .fetch_all(pool)
         .await?;
     let mut entries = Vec::with_capacity(rows.len());
@@ -204,6 +258,7 @@ pub async fn list(pool: &PgPool, filter: &Filter, show_text: bool) -> Result<Vec
             source: row.try_get("source")?,
             event_id: row.try_get("event_id")?,
             mode: row.try_get("mode")?,
+            model: row.try_get("model")?,
             outcome: row.try_get("outcome")?,
             families: Vec::new(),
             bytes_removed: 0,
@@ -281,6 +336,32 @@ pub async fn list(pool: &PgPool, filter: &Filter, show_text: bool) -> Result<Vec
     Ok(entries)
 }
 
+/// The recorded model ids `m` matches. Streamed and filtered as they come, so only the
+/// matching ones are kept, however many distinct ids the events carried.
+async fn recorded_ids(
+    pool: &PgPool,
+    m: &ModelFilter,
+    since: Option<DateTime<Utc>>,
+) -> Result<Vec<String>, Error> {
+    let mut ids = Vec::new();
+    let mut rows = sqlx::query_scalar::<_, String>(RECORDED_MODELS)
+        .bind(since)
+        .fetch(pool);
+    while let Some(id) = rows.try_next().await? {
+        if m.matches(&id) {
+            ids.push(id);
+        }
+    }
+    if ids.is_empty() && !m.matches_none() && !m.models.names().any(|n| n == m.name.trim()) {
+        tracing::warn!(
+            model = %m.name,
+            "no ledger row records this model id, and it is not a label of the model list \
+             (--models): nothing to list"
+        );
+    }
+    Ok(ids)
+}
+
 /// The ledger of one message for the admin API: `{"message_id": id, "recoveries": [...]}`,
 /// newest first (at most [`MAX_LIMIT`] rows); an empty list when it has none.
 pub async fn message_ledger(pool: &PgPool, id: i64, show_text: bool) -> Result<Value, Error> {
@@ -291,4 +372,29 @@ pub async fn message_ledger(pool: &PgPool, id: i64, show_text: bool) -> Result<V
     };
     let entries = list(pool, &filter, show_text).await?;
     Ok(json!({ "message_id": id, "recoveries": entries }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_filter_matches_the_recorded_id_or_its_label() {
+        let f = |name: &str| ModelFilter {
+            name: name.to_string(),
+            models: Models::default(),
+        };
+        let recorded = "models/gemini-2.5-flash-preview-05-20";
+        assert!(f("gemini-2.5-flash").matches(recorded));
+        assert!(f(" Models/Gemini-2.5-Flash-Preview-05-20 ").matches(recorded));
+        assert!(!f("gemini-2.5-flash-lite").matches(recorded));
+        assert!(
+            !f("gemini").matches(recorded),
+            "the label, not a prefix of it"
+        );
+        assert!(f("other").matches("acme-9000"));
+        assert!(!f("other").matches(recorded));
+        assert!(f("unknown").matches_none());
+        assert!(!f("gemini-2.5-flash").matches_none());
+    }
 }

@@ -18,7 +18,8 @@
 //!
 //! Around it: [`ids`] (the id types every module may name), [`settings`] (all
 //! configuration), [`store`] (pool, migrations), [`http`] (`/metrics`, `/healthz`,
-//! `/readyz`), [`metrics`], [`telemetry`] (logs), [`shutdown`] and [`retry`], [`error`]
+//! `/readyz`), [`metrics`], [`model`] (the bounded `model` label of a model id),
+//! [`telemetry`] (logs), [`shutdown`] and [`retry`], [`error`]
 //! (transient / poison / bug), and [`startup`], which wires the worker together for the
 //! binary and the integration tests.
 
@@ -32,6 +33,7 @@ pub mod http;
 pub mod ids;
 pub mod ledger;
 pub mod metrics;
+pub mod model;
 pub mod outbound;
 pub mod publish;
 pub mod recover;

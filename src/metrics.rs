@@ -22,7 +22,14 @@ pub struct Prime<'a> {
     pub dead_letter_reasons: &'a [&'a str],
     /// Revert results.
     pub revert_results: &'a [&'a str],
+    /// Every value of the `model` label (`model::Models::names`).
+    pub models: &'a [&'a str],
 }
+
+/// The call outcomes [`Metrics::model_pass`] counts as unrecovered: the leak stays for a
+/// person (`needs_review`) or the call could not run (`invalid_args`, `tool_not_enabled`).
+/// The same labels as the recovery's outcomes (a test in `recover` keeps them so).
+pub const UNRECOVERED_OUTCOMES: [&str; 3] = ["needs_review", "invalid_args", "tool_not_enabled"];
 
 /// The worker's metrics.
 pub struct Metrics {
@@ -44,6 +51,10 @@ pub struct Metrics {
     reverts: IntCounterVec,
     mode: IntGaugeVec,
     family_mode: IntGaugeVec,
+    messages_seen: IntCounterVec,
+    leaked_messages: IntCounterVec,
+    leaks: IntCounterVec,
+    unrecovered: IntCounterVec,
 }
 
 fn counter_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -192,6 +203,41 @@ impl Metrics {
              with it: recover, observe, or disabled.",
             &["family", "mode"],
         );
+        // Per model (`model` is a bounded label: the configured list + other + unknown).
+        // No `mode` label: a leak is the model's whatever the worker then does with it, so
+        // the rates stay comparable across a switch between observe and recover.
+        let messages_seen = counter_vec(
+            &r,
+            "toolcall_recovery_messages_seen_total",
+            "Finalized-message events the worker processed and acked (clean or not, any \
+             mode), by the model that wrote them: a configured model name, `other` or \
+             `unknown` (no model_id in the event). The denominator of leak rates.",
+            &["model"],
+        );
+        let leaked_messages = counter_vec(
+            &r,
+            "toolcall_recovery_leaked_messages_total",
+            "Finalized messages in which a recovery pass recorded a leak (in both modes), by \
+             model: the numerator of leak rates. Passes that recorded nothing \
+             (already_recovered, no_agent, reverted) do not count.",
+            &["model"],
+        );
+        let leaks = counter_vec(
+            &r,
+            "toolcall_recovery_leaks_total",
+            "Finalized messages in which a recovery pass recorded a leak, by model and leak \
+             family: a message with leaks of two families counts once for each (in both \
+             modes).",
+            &["model", "family"],
+        );
+        let unrecovered = counter_vec(
+            &r,
+            "toolcall_recovery_unrecovered_calls_total",
+            "Leaked calls and result objects recovery could not fix, by model and outcome: \
+             needs_review (left in the message for a person), invalid_args, \
+             tool_not_enabled (observe mode: would-be outcomes).",
+            &["model", "outcome"],
+        );
         for dependency in ["database", "broker"] {
             transient_errors.with_label_values(&[dependency]);
             recoveries.with_label_values(&[dependency]);
@@ -215,6 +261,10 @@ impl Metrics {
             reverts,
             mode,
             family_mode,
+            messages_seen,
+            leaked_messages,
+            leaks,
+            unrecovered,
         }
     }
 
@@ -235,6 +285,16 @@ impl Metrics {
         }
         for r in ["sent", "unroutable", "failed"] {
             self.outbox_relayed.with_label_values(&[r]);
+        }
+        // What the rates and the alert divide is primed, so increase() sees every first leak
+        // of a process. Leaks by model and family are not: models x families would be
+        // hundreds of zeros; they appear at their first increment, as calls by family do.
+        for m in labels.models {
+            self.messages_seen.with_label_values(&[m]);
+            self.leaked_messages.with_label_values(&[m]);
+            for o in UNRECOVERED_OUTCOMES {
+                self.unrecovered.with_label_values(&[m, o]);
+            }
         }
     }
 
@@ -283,6 +343,37 @@ impl Metrics {
         self.memories
             .with_label_values(&[mode])
             .inc_by(memories as u64);
+    }
+
+    /// The worker processed and acked an event of a message written by `model` (a label of
+    /// `model::Models`).
+    pub fn message_seen(&self, model: &str) {
+        self.messages_seen.with_label_values(&[model]).inc();
+    }
+
+    /// A recovery pass of a message written by `model` handled these calls, as the
+    /// `(family, tool, outcome)` labels of [`Self::recovery_pass`]: one leaked message, one
+    /// leak for each family among them, one unrecovered call for each call with an
+    /// [`UNRECOVERED_OUTCOMES`] outcome. A pass without calls counts nothing.
+    pub fn model_pass<'a>(
+        &self,
+        model: &str,
+        calls: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>,
+    ) {
+        // A message has one or two families; a linear scan beats a set.
+        let mut families: Vec<&str> = Vec::new();
+        for (family, _, outcome) in calls {
+            if families.is_empty() {
+                self.leaked_messages.with_label_values(&[model]).inc();
+            }
+            if !families.contains(&family) {
+                families.push(family);
+                self.leaks.with_label_values(&[model, family]).inc();
+            }
+            if UNRECOVERED_OUTCOMES.contains(&outcome) {
+                self.unrecovered.with_label_values(&[model, outcome]).inc();
+            }
+        }
     }
 
     /// A revert through the admin API came to `result`.
@@ -378,6 +469,7 @@ mod tests {
             modes: &["recover", "observe"],
             dead_letter_reasons: &["malformed_json"],
             revert_results: &["conflict"],
+            models: &["gpt-4o", "other"],
         });
         let text = m.render();
         assert!(
@@ -389,6 +481,48 @@ mod tests {
         assert!(
             text.contains("toolcall_recovery_transient_errors_total{dependency=\"database\"} 0")
         );
+        assert!(text.contains("toolcall_recovery_messages_seen_total{model=\"other\"} 0"));
+        assert!(text.contains("toolcall_recovery_leaked_messages_total{model=\"gpt-4o\"} 0"));
+        assert!(text.contains(
+            "toolcall_recovery_unrecovered_calls_total{model=\"gpt-4o\",outcome=\"invalid_args\"} 0"
+        ));
+        assert!(!text.contains("toolcall_recovery_leaks_total{"));
+    }
+
+    #[test]
+    fn the_unrecovered_outcomes_are_outcomes_of_the_recovery() {
+        let labels = crate::recover::Outcome::ALL.map(crate::recover::Outcome::as_str);
+        for o in UNRECOVERED_OUTCOMES {
+            assert!(labels.contains(&o), "{o}");
+        }
+    }
+
+    #[test]
+    fn a_pass_counts_each_family_once_and_the_unrecovered_calls() {
+        let m = Metrics::new();
+        m.message_seen("gpt-4o");
+        m.model_pass(
+            "gpt-4o",
+            [
+                ("hermes", "save_memory", "recovered"),
+                ("hermes", "other", "forwarded"),
+                ("result_only", "none", "needs_review"),
+                ("hermes", "save_memory", "invalid_args"),
+            ],
+        );
+        m.model_pass("gpt-4o", []);
+        let text = m.render();
+        for line in [
+            "toolcall_recovery_messages_seen_total{model=\"gpt-4o\"} 1",
+            "toolcall_recovery_leaked_messages_total{model=\"gpt-4o\"} 1",
+            "toolcall_recovery_leaks_total{family=\"hermes\",model=\"gpt-4o\"} 1",
+            "toolcall_recovery_leaks_total{family=\"result_only\",model=\"gpt-4o\"} 1",
+            "toolcall_recovery_unrecovered_calls_total{model=\"gpt-4o\",outcome=\"needs_review\"} 1",
+            "toolcall_recovery_unrecovered_calls_total{model=\"gpt-4o\",outcome=\"invalid_args\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        assert!(!text.contains("outcome=\"forwarded\""));
     }
 
     #[test]

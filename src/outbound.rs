@@ -150,6 +150,7 @@ fn stand_in(event_id: EventId, m: &StandInMessage<'_>, origin: &str) -> Finalize
             role: Role::Assistant,
             content: m.content.clone(),
             tools_used: m.tools_used.to_vec(),
+            model_id: None,
         },
         raw,
     }

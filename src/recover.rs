@@ -163,7 +163,7 @@ pub async fn recover_in(
         return Ok(report);
     };
     let detection = detect_with(&loaded, &policy.detect);
-    let (detection, replayed) = match decide(&mut report, &loaded, detection, policy, source) {
+    let (detection, replayed) = match decide(&mut report, &loaded, detection, policy, &source) {
         Decision::Done => return Ok(report),
         Decision::AlreadyRecovered(prev) => {
             return already_recovered(conn, report, prev, source).await
@@ -284,7 +284,7 @@ fn decide(
     loaded: &Loaded,
     mut detection: Detection,
     policy: &Policy,
-    source: Source,
+    source: &Source,
 ) -> Decision {
     let prev = loaded.prev.clone();
     if detection.is_clean() {

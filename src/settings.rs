@@ -6,9 +6,10 @@
 //! one's settings; secrets are wrapped ([`SecretUrl`], [`AdminToken`]) so that settings
 //! can be logged whole.
 //!
-//! May depend on: `clap`, `recover` (the policy it builds), `toolcall_detect` (family
-//! names). No I/O.
+//! May depend on: `clap`, `recover` (the policy it builds), `model` (the model list it
+//! reads), `toolcall_detect` (family names). No I/O.
 
+use crate::model::{self, Models};
 use crate::recover::{Mode, Policy};
 use clap::{Args, ValueEnum};
 use std::fmt;
@@ -214,6 +215,33 @@ pub fn parse_family(s: &str) -> Result<toolcall_detect::Family, String> {
     })
 }
 
+/// Which model names the per-model metrics, the backfill's breakdown by model and `ledger
+/// --model` keep as labels. Shared by `run`, `backfill` and `ledger`.
+#[derive(Debug, Clone, Args)]
+pub struct ModelSettings {
+    /// Model names kept as the `model` label of the per-model metrics (leak rates by
+    /// model), comma-separated; a trailing `*` makes a prefix (`gemini-2.5*`), the longest
+    /// matching prefix wins. Any other model counts as `other`, an event without one as
+    /// `unknown`: the label has these values and no others, whatever the events carry.
+    /// Ids are normalised first (case, provider paths such as `models/` or
+    /// `openrouter/anthropic/`, `:tag`, `@version`, Bedrock's `us.anthropic.`, snapshot
+    /// suffixes such as `-2024-08-06`, `-20241022`, `-0613`, `-latest`, `-preview-05-20`),
+    /// so one model is one series. Replaces the default list, the widely deployed model
+    /// lines; empty: every model is `other`.
+    #[arg(
+        long = "models",
+        env = "TCR_MODELS",
+        value_name = "NAME[*],...",
+        value_parser = parse_models,
+        default_value = model::DEFAULT_LIST
+    )]
+    pub models: Models,
+}
+
+fn parse_models(s: &str) -> Result<Models, String> {
+    Models::parse(s)
+}
+
 /// Where the worker and the one-off commands (backfill, revert) publish: the broker and the
 /// two output exchanges.
 #[derive(Debug, Clone, Args)]
@@ -350,6 +378,10 @@ pub struct Settings {
     #[command(flatten)]
     pub policy: PolicySettings,
 
+    /// The models the per-model metrics keep apart.
+    #[command(flatten)]
+    pub models: ModelSettings,
+
     /// Log format.
     #[arg(long, env = "TCR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
     pub log_format: LogFormat,
@@ -431,6 +463,33 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(bad.contains("hermez") && bad.contains("hermes"), "{bad}");
+    }
+
+    #[test]
+    fn the_model_list_defaults_replaces_and_refuses_bad_entries() {
+        #[derive(Parser)]
+        struct M {
+            #[command(flatten)]
+            m: ModelSettings,
+        }
+        let parse = |args: &[&str]| {
+            M::try_parse_from(std::iter::once("t").chain(args.iter().copied()))
+                .map(|m| m.m.models)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(parse(&[]), Ok(Models::default()));
+        let custom = parse(&["--models", "gpt-4o, Gemini-2.5*"]).unwrap();
+        assert_eq!(custom.list(), "gpt-4o,gemini-2.5*");
+        assert_eq!(
+            parse(&["--models", ""]).map(|m| m.names().count()),
+            Ok(2),
+            "empty: only other and unknown"
+        );
+        let err = parse(&["--models", "openai/gpt-4o"]).unwrap_err();
+        assert!(
+            err.contains("openai/gpt-4o") && err.contains("normalises"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::admin::{self, AdminState};
 use crate::error::{self, Error};
 use crate::http::{self, AppState};
 use crate::metrics::{Metrics, Prime};
+use crate::model::Models;
 use crate::publish::outbox::Marker;
 use crate::publish::{PublishTarget, Publisher, Relay};
 use crate::recover;
@@ -77,7 +78,7 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
     store::ensure_migrated(&pool, settings.migrate).await?;
     let metrics = Arc::new(Metrics::new());
     let policy = settings.policy();
-    prime(&metrics, &policy);
+    prime(&metrics, &policy, &settings.models.models);
     log_policy(&policy);
     let broker_ready = Arc::new(AtomicBool::new(false));
     let listener = tokio::net::TcpListener::bind(settings.http_addr)
@@ -158,16 +159,18 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
     })
 }
 
-/// Every label value at 0, and the policy in the gauges.
-pub fn prime(metrics: &Metrics, policy: &recover::Policy) {
+/// Every label value at 0 (each model of the list among them), and the policy in the gauges.
+pub fn prime(metrics: &Metrics, policy: &recover::Policy, models: &Models) {
     let outcomes = recover::Outcome::ALL.map(recover::Outcome::as_str);
     let modes = recover::Mode::ALL.map(recover::Mode::as_str);
     let reverts = recover::revert::RevertOutcome::ALL.map(|r| r.as_str());
+    let models: Vec<&str> = models.names().collect();
     metrics.prime(&Prime {
         outcomes: &outcomes,
         modes: &modes,
         dead_letter_reasons: error::DEAD_LETTER_REASONS,
         revert_results: &reverts,
+        models: &models,
     });
     metrics.policy(
         policy.mode.as_str(),

@@ -27,6 +27,15 @@ const RULES: &[(&str, &[&str], &str)] = &[
         "every module may name a message, so ids import nothing",
     ),
     (
+        "model",
+        &[
+            "admin", "amqp", "backfill", "cmd", "event", "http", "ledger", "metrics", "outbound",
+            "publish", "recover", "settings", "startup", "store", "worker", "lapin", "sqlx",
+            "axum", "tokio",
+        ],
+        "the model label is a few slices of a string, labelled on the clean path",
+    ),
+    (
         "event",
         &[
             "recover", "publish", "outbound", "amqp", "worker", "store", "lapin", "sqlx", "axum",

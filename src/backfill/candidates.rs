@@ -14,6 +14,10 @@
 //! names), not from a join, which would send the same array with every row and have it
 //! decoded here into an allocation per row.
 //!
+//! The model that wrote a message is one more column of the page, when the app's
+//! `messages` table has the column `--model-column` names ([`ModelColumn`], looked up once
+//! at start); the contract's table has none, and then every model is unknown.
+//!
 //! May depend on: `error`, `sqlx`, `futures-util`.
 
 use crate::error::Error;
@@ -27,11 +31,19 @@ use std::collections::HashMap;
 const ANCHORS: [&str; 3] = ["<", "[", "{"];
 
 /// `tools_used` is sent only when not `[]` (as it is for nearly every message): an empty
-/// array would still cost a conversion to text on the server and a parse here.
-const PAGE: &str = "SELECT id, chat_id, agent_id, content, NULLIF(tools_used, '[]') FROM messages \
+/// array would still cost a conversion to text on the server and a parse here. `{model}`
+/// is the model column's expression ([`ModelColumn`]), filled in once at start.
+const PAGE: &str = "SELECT id, chat_id, agent_id, content, NULLIF(tools_used, '[]'), {model} \
+     FROM messages \
      WHERE id > $1 AND id <= $2 AND role = 'assistant' \
        AND (strpos(content, $3) > 0 OR strpos(content, $4) > 0 OR strpos(content, $5) > 0) \
      ORDER BY id LIMIT $6";
+
+/// The type of a column of the `messages` table the unqualified name resolves to (the one
+/// the page query reads, whatever schema the search path finds it in), NULL without it.
+const COLUMN_TYPE: &str = "SELECT format_type(atttypid, atttypmod) FROM pg_attribute \
+     WHERE attrelid = to_regclass('messages') AND attname = $1 AND attnum > 0 \
+       AND NOT attisdropped";
 
 const AGENT_TOOLS: &str = "SELECT id, enabled_tools FROM agents WHERE id = ANY($1)";
 
@@ -52,18 +64,96 @@ pub struct Candidate {
     pub tools_used: Vec<String>,
     /// The agent's enabled tools (empty without an agent).
     pub enabled_tools: Vec<String>,
+    /// The model column's value (None without a model column, or NULL).
+    pub model: Option<String>,
+}
+
+/// Where the walk reads the model that wrote a message: a column of the app's `messages`
+/// table, or nowhere.
+#[derive(Debug, Clone)]
+pub struct ModelColumn {
+    /// The column's name, when the table has it.
+    name: Option<String>,
+    /// [`PAGE`] with the column (or NULL) in it.
+    page: String,
+}
+
+impl Default for ModelColumn {
+    /// No model column: every model is unknown.
+    fn default() -> Self {
+        ModelColumn::with(None)
+    }
+}
+
+impl ModelColumn {
+    /// Looks the column `name` up in the `messages` table (once, at start); no column of
+    /// that name, or an empty name, reads no model. Any type is read as text.
+    pub async fn find(pool: &PgPool, name: &str) -> Result<ModelColumn, Error> {
+        if name.is_empty() {
+            return Ok(ModelColumn::default());
+        }
+        let found: Option<Option<String>> = sqlx::query_scalar(COLUMN_TYPE)
+            .bind(name)
+            .fetch_optional(pool)
+            .await?;
+        match found.flatten() {
+            Some(ty) => {
+                tracing::info!(column = name, r#type = %ty, "backfill: the model of each message is read from messages.{name}");
+                Ok(ModelColumn::with(Some(name)))
+            }
+            None => {
+                tracing::info!(
+                    column = name,
+                    "backfill: messages has no such column; every message's model is unknown \
+                     (--model-column names the app's column)"
+                );
+                Ok(ModelColumn::default())
+            }
+        }
+    }
+
+    fn with(name: Option<&str>) -> ModelColumn {
+        let column = ModelColumn {
+            name: name.map(str::to_string),
+            page: String::new(),
+        };
+        ModelColumn {
+            page: PAGE.replace("{model}", &column.select("")),
+            ..column
+        }
+    }
+
+    /// The column's name, when the walk reads one.
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// The select-list expression of the model: the column, quoted and read as text
+    /// (qualified by `table`, when given), or NULL.
+    pub fn select(&self, table: &str) -> String {
+        match &self.name {
+            Some(name) => {
+                let dot = if table.is_empty() { "" } else { "." };
+                // A quoted identifier, its quotes doubled: the name is configuration, and
+                // this is the one place it becomes SQL. It was also found in the catalog.
+                format!("{table}{dot}\"{}\"::text", name.replace('"', "\"\""))
+            }
+            None => "NULL::text".to_string(),
+        }
+    }
 }
 
 /// Up to `limit` candidates with `after < id <= until`, in id order. Rows are decoded as
 /// they arrive, while the server is still scanning for the rest.
 pub async fn page(
     pool: &PgPool,
+    model: &ModelColumn,
     after: i64,
     until: i64,
     limit: i64,
 ) -> Result<Vec<Candidate>, Error> {
     let mut candidates = Vec::with_capacity(usize::try_from(limit.clamp(0, 10_000)).unwrap_or(0));
-    let mut rows = sqlx::query(PAGE)
+    let mut rows = sqlx::query(&model.page)
         .bind(after)
         .bind(until)
         .bind(ANCHORS[0])
@@ -97,7 +187,7 @@ pub async fn page(
 }
 
 pub(super) fn candidate(row: &sqlx::postgres::PgRow) -> Result<Candidate, Error> {
-    // By position, in the order of `PAGE`.
+    // By position, in the order of `PAGE` (the revisit's query has the same first six).
     let tools_used = row
         .try_get::<Option<Json<Value>>, _>(4)?
         .and_then(|json| match json.0 {
@@ -119,6 +209,7 @@ pub(super) fn candidate(row: &sqlx::postgres::PgRow) -> Result<Candidate, Error>
         content: row.try_get(3)?,
         tools_used,
         enabled_tools: Vec::new(),
+        model: row.try_get(5)?,
     })
 }
 
@@ -129,4 +220,20 @@ pub async fn last_id(pool: &PgPool, until: i64) -> Result<i64, Error> {
         .fetch_one(pool)
         .await?;
     Ok(id.unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_model_column_is_quoted_or_null() {
+        assert!(ModelColumn::default()
+            .page
+            .contains("NULLIF(tools_used, '[]'), NULL::text"));
+        let c = ModelColumn::with(Some("model\"id"));
+        assert_eq!(c.select("m"), "m.\"model\"\"id\"::text");
+        assert!(c.page.contains("'[]'), \"model\"\"id\"::text"));
+        assert!(!c.page.contains("{model}"));
+    }
 }

@@ -4,13 +4,18 @@
 //! in a dry run, the same transaction body rolled back ([`what_if`]). Nothing here decides
 //! what recovery does: that is `recover`'s alone.
 //!
-//! May depend on: `recover`, `publish`, `metrics`, `retry`, `shutdown`, `error`, the
-//! sibling modules.
+//! Each examined message carries its model's label (`model`, from the page's model column)
+//! and the leaks and unrecovered calls its pass recorded, for the summary's breakdown by
+//! model: the same counts the worker's per-model metrics make.
+//!
+//! May depend on: `recover`, `publish`, `metrics`, `model`, `ids`, `retry`, `shutdown`,
+//! `error`, the sibling modules.
 
-use super::candidates::Candidate;
+use super::candidates::{Candidate, ModelColumn};
 use crate::error::{Error, Poison};
-use crate::ids::MessageId;
-use crate::metrics::Metrics;
+use crate::ids::{MessageId, ModelId};
+use crate::metrics::{Metrics, UNRECOVERED_OUTCOMES};
+use crate::model::Models;
 use crate::outbound::StandIn;
 use crate::publish::{PublishedCounts, Publisher};
 use crate::recover::outbox::Envelope;
@@ -18,7 +23,7 @@ use crate::recover::{self, CallReport, Mode, Outcome, Policy, Report, Source};
 use crate::retry;
 use crate::shutdown::Shutdown;
 use backon::Retryable;
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 use serde_json::Value;
 use sqlx::PgPool;
 use std::future::Future;
@@ -75,6 +80,15 @@ pub struct Examined {
     pub outcome: &'static str,
     /// `recover`, or `observe` when the pass only recorded what it would do.
     pub mode: &'static str,
+    /// The label of the model that wrote it (`--models`; `unknown` without a model
+    /// column).
+    #[serde(serialize_with = "shared_str")]
+    pub model: Arc<str>,
+    /// What the pass recorded, for the summary by model (None: nothing, as for every
+    /// clean message; boxed, so the many clean ones waiting in the walk's window stay
+    /// small).
+    #[serde(skip)]
+    pub recorded: Option<Box<Recorded>>,
     /// Per call.
     pub calls: Vec<CallLine>,
     /// The memory a save_memory call creates, cut to [`PREVIEW_CHARS`] characters.
@@ -91,13 +105,30 @@ pub struct Examined {
     pub error: Option<String>,
 }
 
+/// The leaks and unrecovered calls a pass recorded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recorded {
+    /// The family of each leak, once per family (as the worker's
+    /// `toolcall_recovery_leaks_total` counts).
+    pub leak_families: Vec<&'static str>,
+    /// The outcome of each call the pass could not fix (`needs_review`, `invalid_args`,
+    /// `tool_not_enabled`).
+    pub unrecovered: Vec<&'static str>,
+}
+
+fn shared_str<S: Serializer>(s: &Arc<str>, to: S) -> Result<S::Ok, S::Error> {
+    to.serialize_str(s)
+}
+
 impl Examined {
-    fn bare(c: &Candidate, outcome: &'static str, mode: Mode) -> Self {
+    fn bare(c: &Candidate, outcome: &'static str, mode: Mode, model: Arc<str>) -> Self {
         Examined {
             message_id: c.id,
             agent_id: c.agent_id,
             outcome,
             mode: mode.as_str(),
+            model,
+            recorded: None,
             calls: Vec::new(),
             memory_preview: None,
             memories_created: 0,
@@ -107,9 +138,23 @@ impl Examined {
         }
     }
 
-    fn from_report(c: &Candidate, report: &Report, detection: &Detection) -> Self {
-        let mut e = Examined::bare(c, report.outcome.as_str(), report.mode);
+    fn from_report(c: &Candidate, report: &Report, detection: &Detection, model: Arc<str>) -> Self {
+        let mut e = Examined::bare(c, report.outcome.as_str(), report.mode, model);
         e.calls = report.calls.iter().map(call_line).collect();
+        if !report.calls.is_empty() {
+            let mut recorded = Recorded::default();
+            for call in &report.calls {
+                let family = call.family.as_str();
+                if !recorded.leak_families.contains(&family) {
+                    recorded.leak_families.push(family);
+                }
+                let outcome = call.outcome.as_str();
+                if UNRECOVERED_OUTCOMES.contains(&outcome) {
+                    recorded.unrecovered.push(outcome);
+                }
+            }
+            e.recorded = Some(Box::new(recorded));
+        }
         if e.calls.is_empty() {
             // `no_agent`, `already_recovered`: recovery ran no call; show what was seen.
             e.calls = detected_lines(detection, report.outcome);
@@ -173,6 +218,10 @@ pub struct Examiner {
     /// Recoveries running at once (`--concurrency`): the window of candidates examined
     /// ahead is wider, since most candidates cost a detection scan and no database work.
     pub recoveries: Arc<Semaphore>,
+    /// Where the pages read the model that wrote a message.
+    pub model_column: ModelColumn,
+    /// The model labels (`--models`).
+    pub models: Models,
 }
 
 impl Examiner {
@@ -190,31 +239,36 @@ impl Examiner {
         c: Candidate,
         detection: Option<Detection>,
     ) -> Result<Examined, Error> {
+        let model = self
+            .models
+            .shared_name(self.models.label(c.model.as_deref()));
         let Some(detection) = detection else {
             return Ok(Examined::bare(
                 &c,
                 Outcome::Clean.as_str(),
                 self.policy.mode,
+                model,
             ));
         };
         let id = MessageId::new(c.id);
+        let model_id = c.model.as_deref().and_then(ModelId::parse);
         // Held for the recovery and its publish; a closed semaphore cannot happen (it is
         // never closed), and would only mean running without the bound.
         let _permit = self.recoveries.acquire().await.ok();
-        let report = match self.retrying(|| self.recover(id)).await {
+        let report = match self.retrying(|| self.recover(id, &model_id)).await {
             Ok(r) => r,
             Err(Error::Poison(Poison::MissingMessage(_))) => {
-                return Ok(Examined::bare(&c, MISSING, self.policy.mode));
+                return Ok(Examined::bare(&c, MISSING, self.policy.mode, model));
             }
             Err(e) if e.is_transient() => return Err(e),
             Err(e) => {
                 tracing::error!(message_id = c.id, error = %e, "recovery failed; message skipped");
-                let mut failed = Examined::bare(&c, FAILED, self.policy.mode);
+                let mut failed = Examined::bare(&c, FAILED, self.policy.mode, model);
                 failed.error = Some(e.to_string());
                 return Ok(failed);
             }
         };
-        let mut examined = Examined::from_report(&c, &report, &detection);
+        let mut examined = Examined::from_report(&c, &report, &detection, model);
         if !self.dry_run {
             self.metrics.recovery_pass(
                 report.mode.as_str(),
@@ -234,13 +288,16 @@ impl Examiner {
         Ok(examined)
     }
 
-    async fn recover(&self, id: MessageId) -> Result<Report, Error> {
+    async fn recover(&self, id: MessageId, model: &Option<ModelId>) -> Result<Report, Error> {
+        let source = Source::Backfill {
+            model: model.clone(),
+        };
         if self.dry_run {
-            recover::what_if(&self.pool, id, &self.policy, Source::Backfill).await
+            recover::what_if(&self.pool, id, &self.policy, source).await
         } else {
             let envelope = StandIn { origin: "backfill" };
             let owed = self.publisher.as_ref().map(|_| &envelope as &dyn Envelope);
-            recover::recover_with_outbox(&self.pool, id, &self.policy, Source::Backfill, owed).await
+            recover::recover_with_outbox(&self.pool, id, &self.policy, source, owed).await
         }
     }
 

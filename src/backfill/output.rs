@@ -2,7 +2,8 @@
 //! the output), a progress bar on a terminal (stderr) or a log line every few seconds
 //! otherwise, and the final [`Summary`].
 //!
-//! May depend on: `indicatif`, `tracing`, the sibling modules. No database, no broker.
+//! May depend on: `indicatif`, `tracing`, `model` (the label names), the sibling modules.
+//! No database, no broker.
 
 use super::examine::{Examined, FAILED};
 use super::transcripts::Repaired;
@@ -57,6 +58,31 @@ pub struct Summary {
     /// Messages below the starting point revisited because an observe-mode pass recorded
     /// them (counted in `by_outcome`, not in `examined`).
     pub revisited: u64,
+    /// The examined messages by the label of the model that wrote them (`--models`;
+    /// `unknown` for all of them when `messages` has no model column). Revisited messages
+    /// are not in it.
+    pub by_model: BTreeMap<String, ModelSummary>,
+}
+
+/// The examined messages of one model.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ModelSummary {
+    /// Candidate messages examined (those the SQL prefilter lets through, clean or not).
+    pub examined: u64,
+    /// Messages in which the pass recorded a leak (or, dry, would).
+    pub leaked: u64,
+    /// The same by leak family: a message with leaks of two families counts once for each.
+    pub leaks: BTreeMap<&'static str, u64>,
+    /// Calls the pass could not fix, by outcome (`needs_review`, `invalid_args`,
+    /// `tool_not_enabled`).
+    pub unrecovered: BTreeMap<&'static str, u64>,
+}
+
+impl ModelSummary {
+    /// Unrecovered calls over every outcome.
+    pub fn unrecovered_count(&self) -> u64 {
+        self.unrecovered.values().sum()
+    }
 }
 
 impl Summary {
@@ -66,6 +92,28 @@ impl Summary {
         self.first_id.get_or_insert(e.message_id);
         self.last_id = Some(e.message_id);
         self.count_effects(e);
+        self.count_model(e);
+    }
+
+    /// The breakdown by model. The key is allocated once per label, not per message.
+    fn count_model(&mut self, e: &Examined) {
+        if !self.by_model.contains_key(&*e.model) {
+            self.by_model
+                .insert(e.model.to_string(), ModelSummary::default());
+        }
+        let Some(m) = self.by_model.get_mut(&*e.model) else {
+            return;
+        };
+        m.examined += 1;
+        if let Some(r) = &e.recorded {
+            m.leaked += 1;
+            for family in &r.leak_families {
+                *m.leaks.entry(family).or_default() += 1;
+            }
+            for outcome in &r.unrecovered {
+                *m.unrecovered.entry(outcome).or_default() += 1;
+            }
+        }
     }
 
     /// Counts one revisited observed message (not part of the walk: ids and the
@@ -210,6 +258,9 @@ fn text_line(e: &Examined) -> String {
     if e.mode != "recover" {
         line.push_str(&format!(" mode={}", e.mode));
     }
+    if &*e.model != crate::model::UNKNOWN {
+        line.push_str(&format!(" model={}", e.model));
+    }
     if let Some(detail) = e.calls.iter().find_map(|c| c.detail.as_deref()) {
         line.push_str(&format!(" detail={detail:?}"));
     }
@@ -220,6 +271,46 @@ fn text_line(e: &Examined) -> String {
         line.push_str(&format!(" error={err:?}"));
     }
     line
+}
+
+/// One line per model, the leakiest first: examined, leaked messages (by family),
+/// unrecovered calls (by outcome).
+fn by_model_text(s: &Summary) -> String {
+    if s.by_model.is_empty() {
+        return String::new();
+    }
+    let would = if s.dry_run { " (would be)" } else { "" };
+    let mut models: Vec<(&String, &ModelSummary)> = s.by_model.iter().collect();
+    models.sort_by(|a, b| {
+        (b.1.leaked, b.1.examined)
+            .cmp(&(a.1.leaked, a.1.examined))
+            .then_with(|| a.0.cmp(b.0))
+    });
+    let width = models.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
+    let mut t =
+        format!("  by model (examined, leaked{would} by family, unrecovered calls by outcome):\n");
+    for (name, m) in models {
+        t.push_str(&format!(
+            "    {name:<width$}  examined {}  leaked {}{}  unrecovered {}{}\n",
+            m.examined,
+            m.leaked,
+            breakdown(&m.leaks),
+            m.unrecovered_count(),
+            breakdown(&m.unrecovered),
+        ));
+    }
+    t
+}
+
+/// ` (a 2, b 1)`, the largest first; nothing for an empty map.
+fn breakdown(counts: &BTreeMap<&'static str, u64>) -> String {
+    if counts.is_empty() {
+        return String::new();
+    }
+    let mut parts: Vec<(&&str, &u64)> = counts.iter().collect();
+    parts.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+    let parts: Vec<String> = parts.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    format!(" ({})", parts.join(", "))
 }
 
 fn dash_if_empty(s: &str) -> &str {
@@ -279,6 +370,7 @@ fn summary_text(s: &Summary) -> String {
             ));
         }
     }
+    t.push_str(&by_model_text(s));
     if let Some(r) = s.transcripts {
         t.push_str(&format!(
             "  transcripts repaired{would}: {} tool message(s) in {} chat(s)\n",
@@ -289,4 +381,102 @@ fn summary_text(s: &Summary) -> String {
         t.push_str(&format!("  failed message ids: {:?}\n", s.failed_ids));
     }
     t.trim_end().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn examined(
+        id: i64,
+        model: &str,
+        families: &[&'static str],
+        unrecovered: &[&'static str],
+    ) -> Examined {
+        Examined {
+            message_id: id,
+            agent_id: None,
+            outcome: if families.is_empty() {
+                "clean"
+            } else {
+                "recovered"
+            },
+            mode: "recover",
+            model: Arc::from(model),
+            recorded: (!families.is_empty()).then(|| {
+                Box::new(super::super::examine::Recorded {
+                    leak_families: families.to_vec(),
+                    unrecovered: unrecovered.to_vec(),
+                })
+            }),
+            calls: Vec::new(),
+            memory_preview: None,
+            memories_created: 0,
+            changed: false,
+            published: crate::publish::PublishedCounts::default(),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn the_summary_breaks_down_by_model() {
+        let mut s = Summary {
+            dry_run: true,
+            ..Summary::default()
+        };
+        s.add(&examined(1, "gpt-4o", &[], &[]));
+        s.add(&examined(
+            2,
+            "gpt-4o",
+            &["hermes", "result_prefix"],
+            &["invalid_args"],
+        ));
+        s.add(&examined(3, "gemini-2.5-flash", &["hermes"], &[]));
+        s.add(&examined(
+            4,
+            "gemini-2.5-flash",
+            &["hermes"],
+            &["needs_review", "needs_review"],
+        ));
+        s.add(&examined(5, "unknown", &[], &[]));
+        s.add_revisited(&examined(6, "gpt-4o", &["hermes"], &[]));
+        let gemini = &s.by_model["gemini-2.5-flash"];
+        assert_eq!(gemini.examined, 2);
+        assert_eq!(gemini.leaks.get("hermes"), Some(&2));
+        assert_eq!(gemini.unrecovered.get("needs_review"), Some(&2));
+        assert_eq!(s.by_model["gpt-4o"].examined, 2, "revisits are not in it");
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            json["by_model"]["gpt-4o"],
+            serde_json::json!({"examined": 2, "leaked": 1, "leaks": {"hermes": 1, "result_prefix": 1}, "unrecovered": {"invalid_args": 1}})
+        );
+        let text = summary_text(&s);
+        let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("    ")).collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(
+            text.contains(
+                "by model (examined, leaked (would be) by family, unrecovered calls by outcome):"
+            ),
+            "{text}"
+        );
+        assert!(
+            lines[0].contains("gemini-2.5-flash")
+                && lines[0]
+                    .contains("examined 2  leaked 2 (hermes 2)  unrecovered 2 (needs_review 2)"),
+            "{text}"
+        );
+        assert!(
+            lines[1].contains("gpt-4o")
+                && lines[1].contains(
+                    "leaked 1 (hermes 1, result_prefix 1)  unrecovered 1 (invalid_args 1)"
+                ),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("unknown")
+                && lines[2].contains("examined 1  leaked 0  unrecovered 0"),
+            "{text}"
+        );
+    }
 }

@@ -46,7 +46,9 @@ impl Reader {
                 }
                 let want = i64::try_from(remaining.min(batch)).unwrap_or(i64::MAX);
                 let page = examiner
-                    .retrying(|| candidates::page(&examiner.pool, after, until, want))
+                    .retrying(|| {
+                        candidates::page(&examiner.pool, &examiner.model_column, after, until, want)
+                    })
                     .await;
                 let page = match page {
                     Ok(page) => page,

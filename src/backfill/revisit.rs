@@ -9,7 +9,7 @@
 //! May depend on: the sibling modules (`candidates`, `examine`, `output`, `pace`), `shutdown`,
 //! `error`, `sqlx`.
 
-use super::candidates::{self, Candidate};
+use super::candidates::{self, Candidate, ModelColumn};
 use super::examine::Examiner;
 use super::output::{Reporter, Summary};
 use super::pace::Pacer;
@@ -21,7 +21,9 @@ use sqlx::{PgPool, Row};
 /// Messages read per page of the revisit.
 const PAGE: i64 = 500;
 
-const OBSERVED: &str = "SELECT m.id, m.chat_id, m.agent_id, m.content, m.tools_used, \
+/// `{model}`: the model column's expression (`candidates::ModelColumn`), the sixth column
+/// as in the walk's page.
+const OBSERVED: &str = "SELECT m.id, m.chat_id, m.agent_id, m.content, m.tools_used, {model}, \
        coalesce(a.enabled_tools, '{}') AS enabled_tools \
      FROM recoveries r JOIN messages m ON m.id = r.message_id \
        LEFT JOIN agents a ON a.id = m.agent_id \
@@ -32,11 +34,13 @@ const OBSERVED: &str = "SELECT m.id, m.chat_id, m.agent_id, m.content, m.tools_u
 
 async fn observed_page(
     pool: &PgPool,
+    model: &ModelColumn,
     after: i64,
     up_to: i64,
     limit: i64,
 ) -> Result<Vec<Candidate>, Error> {
-    let rows = sqlx::query(OBSERVED)
+    let sql = OBSERVED.replace("{model}", &model.select("m"));
+    let rows = sqlx::query(&sql)
         .bind(after)
         .bind(up_to)
         .bind(limit)
@@ -66,7 +70,7 @@ pub async fn observed(
 ) -> Result<(), Error> {
     while !stop.is_shutdown() {
         let page = examiner
-            .retrying(|| observed_page(pool, after, up_to, PAGE))
+            .retrying(|| observed_page(pool, &examiner.model_column, after, up_to, PAGE))
             .await?;
         let Some(last) = page.last() else {
             return Ok(());

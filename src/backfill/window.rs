@@ -80,6 +80,8 @@ mod tests {
             agent_id: None,
             outcome: "clean",
             mode: "recover",
+            model: std::sync::Arc::from(crate::model::UNKNOWN),
+            recorded: None,
             calls: Vec::new(),
             memory_preview: None,
             memories_created: 0,

@@ -4,9 +4,9 @@
 //! May depend on: `ledger`, `store`, `settings`, `error`, `recover` (labels).
 
 use crate::error::Error;
-use crate::ledger::{self, render, Filter, DEFAULT_LIMIT, MAX_LIMIT};
+use crate::ledger::{self, render, Filter, ModelFilter, DEFAULT_LIMIT, MAX_LIMIT};
 use crate::recover::{Mode, Outcome};
-use crate::settings::{parse_family, DatabaseSettings, LogFormat};
+use crate::settings::{parse_family, DatabaseSettings, LogFormat, ModelSettings};
 use crate::store;
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 use sqlx::PgPool;
@@ -47,6 +47,16 @@ pub struct LedgerArgs {
     #[arg(long, value_enum)]
     pub mode: Option<Mode>,
 
+    /// Only messages written by this model: a model id as the events carried it
+    /// (`models/gemini-2.5-flash`, any case), or a `model` label of the metrics under
+    /// `--models` (`gemini-2.5-flash`, `other`; `unknown`: no model recorded).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+
+    /// The model list `--model` labels with (as the worker's).
+    #[command(flatten)]
+    pub models: ModelSettings,
+
     /// Only recoveries written at or after this time: RFC 3339 (`2026-11-22T10:00:00Z`),
     /// a UTC date (`2026-11-22`) or an age (`30m`, `12h`, `7d`; also `s`, `w`).
     #[arg(long, value_name = "WHEN", value_parser = parse_since_now)]
@@ -80,6 +90,10 @@ impl LedgerArgs {
             family: self.family,
             outcome: self.outcome,
             mode: self.mode,
+            model: self.model.as_ref().map(|name| ModelFilter {
+                name: name.clone(),
+                models: self.models.models.clone(),
+            }),
             since: self.since,
             limit: self.limit,
         }
@@ -265,6 +279,7 @@ mod tests {
             "--family=json_fence",
             "--outcome=needs_review",
             "--mode=observe",
+            "--model=gemini-2.5-flash",
             "--since=2026-01-02",
             "--limit=10",
         ])
@@ -275,6 +290,13 @@ mod tests {
         assert_eq!(f.family, Some(Family::JsonFence));
         assert_eq!(f.outcome, Some(Outcome::NeedsReview));
         assert_eq!(f.mode, Some(Mode::Observe));
+        assert_eq!(
+            f.model.map(|m| (m.name, m.models)),
+            Some((
+                "gemini-2.5-flash".to_string(),
+                crate::model::Models::default()
+            ))
+        );
         assert_eq!(
             f.since,
             Some(Utc.with_ymd_and_hms(2026, 1, 2, 0, 0, 0).unwrap())

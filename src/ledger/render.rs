@@ -95,8 +95,15 @@ fn summary_line(e: &Entry) -> String {
     } else {
         names.join(",")
     };
+    // The model id is the event's text: control characters are escaped, never sent to the
+    // terminal as they are.
+    let model = e
+        .model
+        .as_deref()
+        .map(|m| format!("  model {}", m.escape_debug()))
+        .unwrap_or_default();
     let mut line = format!(
-        "{}  recovery {}  message {}  chat {}  {}  {} {}  removed {} B",
+        "{}  recovery {}  message {}  chat {}{model}  {}  {} {}  removed {} B",
         e.created_at.to_rfc3339_opts(SecondsFormat::Secs, true),
         e.recovery_id,
         e.message_id,
@@ -146,6 +153,7 @@ mod tests {
             source: "event".into(),
             event_id: None,
             mode: "observe".into(),
+            model: None,
             outcome: "recovered".into(),
             families: vec!["hermes".into()],
             bytes_removed: 120,
@@ -201,6 +209,20 @@ mod tests {
     }
 
     #[test]
+    fn the_model_is_shown_after_the_chat_with_control_characters_escaped() {
+        let mut e = entry(false);
+        e.model = Some("models/gemini-2.5-flash\u{1b}[31m".into());
+        let mut out = Vec::new();
+        render(&[e], false, 50, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("  chat 89  model models/gemini-2.5-flash\\u{1b}[31m  recovered  "),
+            "{text}"
+        );
+        assert!(!text.contains('\u{1b}'));
+    }
+
+    #[test]
     fn the_text_of_a_leak_with_several_calls_is_printed_once() {
         let mut e = entry(true);
         let mut second = e.items[0].clone();
@@ -231,6 +253,11 @@ mod tests {
         assert!(lines[0].get("content_before").is_none());
         assert!(lines[0]["items"][0].get("removed_text").is_none());
         assert_eq!(lines[0]["created_at"], json!("2026-11-22T10:00:00Z"));
+        assert_eq!(
+            lines[0]["model"],
+            Value::Null,
+            "the model is always a field"
+        );
         assert_eq!(lines[1]["content_before"], json!("before"));
         assert_eq!(
             lines[1]["items"][0]["removed_text"],

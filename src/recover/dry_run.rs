@@ -72,7 +72,7 @@ pub async fn diagnose(
         }));
     };
     let detection = detect_with(&loaded, &policy.detect);
-    let decision = decide(&mut report, &loaded, detection.clone(), policy, source);
+    let decision = decide(&mut report, &loaded, detection.clone(), policy, &source);
     let report = match decision {
         Decision::Done => report,
         Decision::AlreadyRecovered(prev) => {

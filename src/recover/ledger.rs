@@ -20,8 +20,8 @@ const FORWARDED_ITEMS: &str = "SELECT id, call_name, call_arguments, family FROM
      WHERE recovery_id = $1 AND outcome = 'forwarded' ORDER BY leak_index, item_index";
 const INSERT_RECOVERY: &str = "INSERT INTO recoveries (message_id, chat_id, agent_id, source, \
      event_id, outcome, content_before, content_after, tools_used_before, tools_used_after, \
-     repaired_tool_message_ids, summary, mode) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id";
+     repaired_tool_message_ids, summary, mode, model) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id";
 const INSERT_ITEM: &str = "INSERT INTO recovery_items (recovery_id, leak_index, item_index, \
      family, span_start, span_end, removed_text, call_name, call_arguments, result_object, \
      outcome, detail, memory_id, tool_message_id, tool_call_id) \
@@ -127,6 +127,7 @@ pub(super) async fn insert_recovery(
         .bind(r.repaired)
         .bind(Json(r.summary))
         .bind(r.mode.as_str())
+        .bind(r.source.model())
         .fetch_one(&mut *conn)
         .await?)
 }

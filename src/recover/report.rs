@@ -4,34 +4,52 @@
 //! May depend on: `ids`, `toolcall_detect` (families).
 
 use super::Mode;
-use crate::ids::{AgentId, ChatId, EventId, MessageId};
+use crate::ids::{AgentId, ChatId, EventId, MessageId, ModelId};
 use serde_json::Value;
 use toolcall_detect::Family;
 use uuid::Uuid;
 
-/// What asked for the recovery; recorded in the ledger.
-#[derive(Debug, Clone, Copy)]
+/// What asked for the recovery, with the model that wrote the message where the asker
+/// knows it; both recorded in the ledger (`recoveries.source`, `recoveries.model`).
+#[derive(Debug, Clone)]
 pub enum Source {
     /// A `message.finalized` event.
-    Event(EventId),
+    Event {
+        /// The event.
+        event_id: EventId,
+        /// The event's `message.model_id`.
+        model: Option<ModelId>,
+    },
     /// The historical backfill.
-    Backfill,
-    /// The admin API (the app's "fix" button).
+    Backfill {
+        /// The model the message row names (when the app's `messages` table has the
+        /// backfill's `--model-column`).
+        model: Option<ModelId>,
+    },
+    /// The admin API (the app's "fix" button): no model.
     Admin,
 }
 
 impl Source {
-    pub(super) fn label(self) -> &'static str {
+    pub(super) fn label(&self) -> &'static str {
         match self {
-            Source::Event(_) => "event",
-            Source::Backfill => "backfill",
+            Source::Event { .. } => "event",
+            Source::Backfill { .. } => "backfill",
             Source::Admin => "admin",
         }
     }
-    pub(super) fn event_id(self) -> Option<Uuid> {
+    pub(super) fn event_id(&self) -> Option<Uuid> {
         match self {
-            Source::Event(id) => Some(id.get()),
+            Source::Event { event_id, .. } => Some(event_id.get()),
             _ => None,
+        }
+    }
+    pub(super) fn model(&self) -> Option<&str> {
+        match self {
+            Source::Event { model, .. } | Source::Backfill { model } => {
+                model.as_ref().map(ModelId::as_str)
+            }
+            Source::Admin => None,
         }
     }
 }

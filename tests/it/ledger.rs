@@ -20,9 +20,14 @@ const PRIVATE: &str = "PRIVATE-REPLY-7f3a";
 /// THE recovery, as the backfill runs it (the one place that names its policy argument).
 async fn recover(app: &TestApp, id: i64) -> Report {
     let config = recover::Policy::default();
-    recover::recover_message(&app.pool, MessageId::new(id), &config, Source::Backfill)
-        .await
-        .expect("recovery runs")
+    recover::recover_message(
+        &app.pool,
+        MessageId::new(id),
+        &config,
+        Source::Backfill { model: None },
+    )
+    .await
+    .expect("recovery runs")
 }
 
 /// The seeded messages, in the order they were recovered (ascending recovery ids).

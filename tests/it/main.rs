@@ -7,6 +7,7 @@ mod faults;
 mod harness;
 mod idempotency;
 mod ledger;
+mod models;
 mod poison;
 mod process;
 mod recovery_table;

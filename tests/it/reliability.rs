@@ -202,7 +202,7 @@ async fn what_a_committed_pass_owes_is_sent_even_if_its_process_died() {
         &app.pool,
         MessageId::new(id),
         &app.settings.policy(),
-        Source::Backfill,
+        Source::Backfill { model: None },
         Some(&StandIn { origin: "backfill" }),
     )
     .await
@@ -214,7 +214,7 @@ async fn what_a_committed_pass_owes_is_sent_even_if_its_process_died() {
         &app.pool,
         MessageId::new(id),
         &app.settings.policy(),
-        Source::Backfill,
+        Source::Backfill { model: None },
         Some(&StandIn { origin: "backfill" }),
     )
     .await

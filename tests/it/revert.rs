@@ -91,7 +91,7 @@ async fn recover(app: &TestApp, id: i64) -> Report {
         &app.pool,
         MessageId::new(id),
         &Policy::default(),
-        Source::Backfill,
+        Source::Backfill { model: None },
     )
     .await
     .expect("recovery runs")
@@ -443,17 +443,24 @@ async fn recover_then_revert_is_the_identity_for_every_outcome() {
         for (policy, source) in [
             (
                 Policy::default(),
-                Source::Event(EventId::new(Uuid::new_v4())),
+                Source::Event {
+                    event_id: EventId::new(Uuid::new_v4()),
+                    model: None,
+                },
             ),
-            (Policy::default(), Source::Backfill),
+            (Policy::default(), Source::Backfill { model: None }),
             (
                 Policy::default().with_mode(Mode::Observe),
-                Source::Event(EventId::new(Uuid::new_v4())),
+                Source::Event {
+                    event_id: EventId::new(Uuid::new_v4()),
+                    model: None,
+                },
             ),
         ] {
-            let pass = recover::recover_message(&app.pool, MessageId::new(id), &policy, source)
-                .await
-                .expect("pass runs");
+            let pass =
+                recover::recover_message(&app.pool, MessageId::new(id), &policy, source.clone())
+                    .await
+                    .expect("pass runs");
             assert_eq!(pass.outcome, Outcome::Reverted, "{what}: {source:?}");
             assert_eq!(pass.content.as_deref(), Some(case.content.as_str()));
         }
@@ -965,7 +972,10 @@ async fn racing_reverts_and_passes_revert_exactly_once() {
             &pool,
             MessageId::new(id),
             &Policy::default(),
-            Source::Event(EventId::new(Uuid::new_v4())),
+            Source::Event {
+                event_id: EventId::new(Uuid::new_v4()),
+                model: None,
+            },
         )
         .await
         .expect("event pass")
@@ -1014,7 +1024,7 @@ async fn a_message_changed_since_recovery_or_never_recovered_is_refused() {
         &app.pool,
         MessageId::new(observed),
         &Policy::default().with_mode(Mode::Observe),
-        Source::Backfill,
+        Source::Backfill { model: None },
     )
     .await
     .expect("observe pass");
