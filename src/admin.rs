@@ -115,10 +115,24 @@ impl AdminState {
 /// The admin routes, with authentication, size and time limits.
 pub fn router(state: AdminState) -> Router {
     Router::new()
-        .route("/v1/messages/{id}/diagnosis", get(diagnosis))
-        .route("/v1/messages/{id}/recover", post(recover_now))
-        .route("/v1/messages/{id}/revert", post(revert_now))
-        .route("/v1/messages/{id}/ledger", get(ledger))
+        // A wrong method is answered behind the guard too (a route's fallback), so that
+        // without a token nothing, not even a 405, shows that the API is there.
+        .route(
+            "/v1/messages/{id}/diagnosis",
+            get(diagnosis).fallback(wrong_method),
+        )
+        .route(
+            "/v1/messages/{id}/recover",
+            post(recover_now).fallback(wrong_method),
+        )
+        .route(
+            "/v1/messages/{id}/revert",
+            post(revert_now).fallback(wrong_method),
+        )
+        .route(
+            "/v1/messages/{id}/ledger",
+            get(ledger).fallback(wrong_method),
+        )
         .route_layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
@@ -151,8 +165,10 @@ fn parse_id(raw: &str) -> Result<MessageId, ApiError> {
 async fn diagnosis(
     State(s): State<AdminState>,
     Path(raw): Path<String>,
+    q: Result<Query<NoQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
+    q.map_err(invalid_query)?;
     let recover::Diagnosis { detection, report } =
         recover::diagnose(&s.pool, id, &s.policy, Source::Admin)
             .await?
@@ -165,11 +181,23 @@ async fn diagnosis(
     Ok(json_response(StatusCode::OK, &body))
 }
 
+async fn wrong_method() -> ApiError {
+    ApiError::MethodNotAllowed
+}
+
+/// Query of the endpoints that take no parameters. Any parameter is refused: a
+/// `?dry_run=true` on recover must not turn into a real recovery unnoticed.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoQuery {}
+
 async fn recover_now(
     State(s): State<AdminState>,
     Path(raw): Path<String>,
+    q: Result<Query<NoQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
+    q.map_err(invalid_query)?;
     let envelope = StandIn { origin: "admin" };
     let owed = s.publisher.as_ref().map(|_| &envelope as &dyn Envelope);
     let report = recover::recover_with_outbox(&s.pool, id, &s.policy, Source::Admin, owed).await?;

@@ -143,20 +143,16 @@ impl Error {
 /// database missing, 40 transaction rollback (serialization, deadlock), 53 insufficient
 /// resources, 55 prerequisite state (connections not allowed, lock not available), 57
 /// operator intervention (admin shutdown, pg_terminate_backend), 58 system error: all
-/// worth waiting out. 22 data exception and 23 integrity violation: the data is refused.
-/// Anything else (42 syntax or missing column, ...) is a bug of ours or a schema we do not
-/// expect: dead-lettered so it can be replayed after the fix.
+/// worth waiting out. So are three codes of other classes that a failover or a pooler
+/// causes: 25006 (a read-only server: the old primary, or a replica, until the client is
+/// pointed at the new primary), 25P03 (the idle-in-transaction timeout ended the session)
+/// and 26000 (a prepared statement the server no longer has: a pooler moved the session).
+/// 22 data exception and 23 integrity violation: the data is refused. Anything else (42
+/// syntax or missing column, ...) is a bug of ours or a schema we do not expect:
+/// dead-lettered so it can be replayed after the fix.
 fn classify_sqlx(e: &sqlx::Error) -> ErrorKind {
     match e {
-        sqlx::Error::Database(db) => {
-            let code = db.code();
-            let class = code.as_deref().and_then(|c| c.get(..2)).unwrap_or("");
-            match class {
-                "08" | "28" | "3D" | "40" | "53" | "55" | "57" | "58" => ErrorKind::Transient,
-                "22" | "23" => ErrorKind::Poison,
-                _ => ErrorKind::Bug,
-            }
-        }
+        sqlx::Error::Database(db) => classify_sqlstate(db.code().as_deref().unwrap_or("")),
         sqlx::Error::Io(_)
         | sqlx::Error::Tls(_)
         | sqlx::Error::PoolTimedOut
@@ -164,5 +160,35 @@ fn classify_sqlx(e: &sqlx::Error) -> ErrorKind {
         | sqlx::Error::WorkerCrashed
         | sqlx::Error::Protocol(_) => ErrorKind::Transient,
         _ => ErrorKind::Bug,
+    }
+}
+
+fn classify_sqlstate(code: &str) -> ErrorKind {
+    match (code, code.get(..2).unwrap_or("")) {
+        ("25006" | "25P03" | "26000", _) => ErrorKind::Transient,
+        (_, "08" | "28" | "3D" | "40" | "53" | "55" | "57" | "58") => ErrorKind::Transient,
+        (_, "22" | "23") => ErrorKind::Poison,
+        _ => ErrorKind::Bug,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failover_and_pooler_codes_are_retried_and_bad_data_is_poison() {
+        for code in [
+            "25006", "25P03", "26000", "08006", "08P01", "40001", "40P01", "53300", "57P01",
+            "57P03", "58030", "55P03", "3D000", "28P01",
+        ] {
+            assert_eq!(classify_sqlstate(code), ErrorKind::Transient, "{code}");
+        }
+        for code in ["22008", "22P02", "23505", "23514"] {
+            assert_eq!(classify_sqlstate(code), ErrorKind::Poison, "{code}");
+        }
+        for code in ["42P01", "42703", "25001", "XX000", ""] {
+            assert_eq!(classify_sqlstate(code), ErrorKind::Bug, "{code}");
+        }
     }
 }

@@ -56,28 +56,56 @@ impl fmt::Display for SecretUrl {
     }
 }
 
+/// The URL with every password replaced by `***`: the userinfo's (found by the last `@`,
+/// so a password holding an unencoded `@`, `#`, `?` or `/` is masked whole) and the value of
+/// every `password=` and `sslpassword=` parameter, case-insensitively, up to the next `&`
+/// or whitespace. It masks too much rather than too little: an `@` later in the URL can
+/// only make it hide more.
 fn mask_url(url: &str) -> String {
     let mut out = url.to_string();
     if let Some(scheme_end) = out.find("://") {
         let rest_start = scheme_end + 3;
-        let authority_end = out[rest_start..]
-            .find(['/', '?', '#'])
-            .map_or(out.len(), |i| rest_start + i);
-        if let Some(at) = out[rest_start..authority_end].rfind('@') {
+        if let Some(at) = out[rest_start..].rfind('@') {
             let userinfo = &out[rest_start..rest_start + at];
             if let Some(colon) = userinfo.find(':') {
-                let start = rest_start + colon + 1;
-                out.replace_range(start..rest_start + at, "***");
+                out.replace_range(rest_start + colon + 1..rest_start + at, "***");
             }
         }
     }
-    // libpq-style `password=` query parameters.
-    let lower = out.to_ascii_lowercase();
-    if let Some(p) = lower.find("password=") {
-        let start = p + "password=".len();
-        let end = out[start..].find('&').map_or(out.len(), |i| start + i);
-        out.replace_range(start..end, "***");
+    mask_password_params(&out)
+}
+
+/// `password=...` and `sslpassword=...` values (libpq parameters), each one.
+fn mask_password_params(url: &str) -> String {
+    const KEY: &str = "password=";
+    let lower = url.to_ascii_lowercase();
+    let mut out = String::with_capacity(url.len());
+    let mut copied = 0;
+    let mut from = 0;
+    while let Some(found) = lower[from..].find(KEY) {
+        let key_start = from + found;
+        let value_start = key_start + KEY.len();
+        let name_start = if lower[..key_start].ends_with("ssl") {
+            key_start - 3
+        } else {
+            key_start
+        };
+        let starts_a_parameter = name_start == 0
+            || matches!(
+                url.as_bytes()[name_start - 1],
+                b'?' | b'&' | b';' | b' ' | b'\t'
+            );
+        let value_end = url[value_start..]
+            .find(['&', ' ', '\t', '\n'])
+            .map_or(url.len(), |i| value_start + i);
+        if starts_a_parameter {
+            out.push_str(&url[copied..value_start]);
+            out.push_str("***");
+            copied = value_end;
+        }
+        from = value_end.max(value_start);
     }
+    out.push_str(&url[copied..]);
     out
 }
 
@@ -504,5 +532,45 @@ mod tests {
         );
         let n = SecretUrl::new("postgres://postgres@127.0.0.1:5432/db");
         assert_eq!(n.masked(), "postgres://postgres@127.0.0.1:5432/db");
+    }
+
+    #[test]
+    fn masks_every_password_parameter_and_passwords_with_reserved_characters() {
+        let cases = [
+            (
+                "postgres://db/x?password=a&sslpassword=b&PassWord=c",
+                "postgres://db/x?password=***&sslpassword=***&PassWord=***",
+            ),
+            (
+                "postgres://app:p#ss@db:5432/x",
+                "postgres://app:***@db:5432/x",
+            ),
+            (
+                "postgres://app:p?ss/w@rd@db:5432/x?sslmode=require",
+                "postgres://app:***@db:5432/x?sslmode=require",
+            ),
+            (
+                "amqp://guest:a/b#c?d@mq:5672/%2f",
+                "amqp://guest:***@mq:5672/%2f",
+            ),
+            (
+                "postgres://db/x?sslmode=verify-full&sslpassword=k3y&application_name=w",
+                "postgres://db/x?sslmode=verify-full&sslpassword=***&application_name=w",
+            ),
+            (
+                "host=db password=s3cret dbname=x",
+                "host=db password=*** dbname=x",
+            ),
+        ];
+        for (url, masked) in cases {
+            let u = SecretUrl::new(url);
+            assert_eq!(u.masked(), masked, "{url}");
+            for secret in ["p#ss", "p?ss/w@rd", "a/b#c?d", "k3y", "s3cret"] {
+                assert!(!format!("{u} {u:?}").contains(secret), "{url}");
+            }
+        }
+        // A parameter that merely ends in the word is not a password.
+        let u = SecretUrl::new("postgres://db/x?nopassword=1");
+        assert_eq!(u.masked(), "postgres://db/x?nopassword=1");
     }
 }

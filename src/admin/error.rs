@@ -25,6 +25,10 @@ pub enum ApiError {
     /// The query string is not one the endpoint takes (unknown parameter, bad value).
     #[error("invalid query: {0}")]
     InvalidQuery(String),
+    /// The path exists, the method does not (only with a valid token: without one, the API
+    /// does not exist and answers 404).
+    #[error("method not allowed")]
+    MethodNotAllowed,
     /// The request is larger than [`MAX_BODY_BYTES`].
     #[error("the request is larger than {MAX_BODY_BYTES} bytes")]
     TooLarge,
@@ -70,6 +74,7 @@ impl ApiError {
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::InvalidId(_) | ApiError::InvalidQuery(_) => StatusCode::BAD_REQUEST,
             ApiError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Timeout | ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::NothingToRecover(_) | ApiError::Refused { .. } => StatusCode::CONFLICT,
             ApiError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
@@ -84,6 +89,7 @@ impl ApiError {
             ApiError::InvalidId(_) => "invalid_id",
             ApiError::InvalidQuery(_) => "invalid_query",
             ApiError::TooLarge => "payload_too_large",
+            ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::Timeout => "timeout",
             ApiError::NothingToRecover(_) => "nothing_to_recover",
             ApiError::Unprocessable { code, .. } | ApiError::Refused { code, .. } => code,

@@ -575,3 +575,114 @@ async fn a_diagnosis_locks_nothing_and_writes_nothing() {
     assert_eq!(app.count("SELECT count(*) FROM recoveries").await, 0);
     app.cleanup().await;
 }
+
+/// A failover leaves the worker on a read-only server for a while (25006): the event is
+/// retried, not dead-lettered, and recovered once the server takes writes again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_server_after_a_failover_is_waited_out() {
+    let app = TestApp::spawn().await;
+    let chat = app.create_chat().await;
+    let agent = app.create_agent(&["save_memory"]).await;
+    let id = app
+        .create_message(
+            chat,
+            Some(agent),
+            "assistant",
+            Some(&result_prefix_leak("Likes tea", "fact", "Noted.")),
+            &[],
+        )
+        .await;
+    let terminate = format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}' \
+         AND application_name LIKE 'toolcall-recovery%'",
+        app.db_name
+    );
+    on_postgres(&format!(
+        "ALTER DATABASE \"{}\" SET default_transaction_read_only = on",
+        app.db_name
+    ))
+    .await;
+    on_postgres(&terminate).await;
+    app.publish_event(&app.event_for(id).await).await;
+    wait_for("retried on the read-only server", T, || async {
+        metric_value(
+            &app.metrics().await,
+            "toolcall_recovery_transient_errors_total{dependency=\"database\"}",
+        ) >= 2.0
+    })
+    .await;
+    assert_eq!(
+        app.queue_len(&app.settings.names.dead_letter_queue).await,
+        0
+    );
+    on_postgres(&format!(
+        "ALTER DATABASE \"{}\" RESET default_transaction_read_only",
+        app.db_name
+    ))
+    .await;
+    on_postgres(&terminate).await;
+    let (m, _) = app
+        .get_one(&app.moderation_queue, Duration::from_secs(40))
+        .await
+        .expect("recovered after the failover");
+    assert_eq!(m["recovery"]["outcome"], json!("recovered"));
+    assert_eq!(app.count("SELECT count(*) FROM agent_memories").await, 1);
+    app.cleanup().await;
+}
+
+/// Without a token the admin API does not exist, whatever the method (a 405 would show it
+/// is there); with one, a wrong method is a 405 and an unknown query parameter a 400, so
+/// `POST .../recover?dry_run=true` never recovers for real.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_api_hides_without_a_token_and_refuses_unknown_parameters() {
+    let app = TestApp::prepare().await;
+    let chat = app.create_chat().await;
+    let agent = app.create_agent(&["save_memory"]).await;
+    let leak = result_prefix_leak("Likes tea", "fact", "Noted.");
+    let id = app
+        .create_message(chat, Some(agent), "assistant", Some(&leak), &[])
+        .await;
+    let bearer = Some("Bearer test-admin-token-0123456789");
+    let hidden = crate::admin::serve(&app, None).await;
+    for (method, action) in [
+        ("GET", "recover"),
+        ("DELETE", "recover"),
+        ("POST", "diagnosis"),
+        ("PUT", "ledger"),
+        ("GET", "revert"),
+    ] {
+        for auth in [None, bearer] {
+            let path = format!("/v1/messages/{id}/{action}");
+            let (status, body) = crate::admin::request(hidden, method, &path, auth).await;
+            assert_eq!(status, 404, "{method} {path}: {body}");
+            assert_eq!(body["error"]["code"], json!("not_found"));
+        }
+    }
+    let open = crate::admin::serve(&app, Some(crate::admin::TOKEN)).await;
+    let path = format!("/v1/messages/{id}/recover");
+    let (status, body) = crate::admin::request(open, "GET", &path, bearer).await;
+    assert_eq!(status, 405, "{body}");
+    let (status, _) = crate::admin::request(open, "GET", &path, None).await;
+    assert_eq!(status, 401, "the token is checked before the method");
+    for query in ["?dry_run=true", "?x=1"] {
+        let (status, body) =
+            crate::admin::request(open, "POST", &format!("{path}{query}"), bearer).await;
+        assert_eq!(status, 400, "{query}: {body}");
+        assert_eq!(body["error"]["code"], json!("invalid_query"));
+    }
+    let (status, body) = crate::admin::request(
+        open,
+        "GET",
+        &format!("/v1/messages/{id}/diagnosis?verbose=1"),
+        bearer,
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        app.message(id).await.0.as_deref(),
+        Some(leak.as_str()),
+        "untouched"
+    );
+    assert_eq!(app.count("SELECT count(*) FROM recoveries").await, 0);
+    app.cleanup().await;
+}
