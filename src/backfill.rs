@@ -277,7 +277,10 @@ async fn serve_metrics(
     });
     tracing::info!(%addr, "backfill metrics on /metrics");
     Ok(Some(tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
+        // Never fired: the run aborts the task when it ends. Held here, since a dropped
+        // trigger means shutdown.
+        let (_keep, never) = shutdown::channel();
+        http::serve(listener, app, http::Limits::default(), never).await;
     })))
 }
 

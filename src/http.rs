@@ -1,8 +1,13 @@
 //! The HTTP surface on one port: `/metrics` (Prometheus text), `/healthz` (the process
 //! answers), `/readyz` (a broker session is consuming and the database answers). The admin
-//! API (`admin`) is merged in by `startup`.
+//! API (`admin`) is merged in by `startup`; [`serve`] serves it all with header-read and
+//! idle timeouts and a connection limit.
 //!
-//! May depend on: `metrics`, `axum`, `sqlx` (the readiness probe).
+//! May depend on: `metrics`, `shutdown`, `axum`, `hyper`, `sqlx` (the readiness probe).
+
+mod serve;
+
+pub use serve::{serve, Limits};
 
 use crate::metrics::Metrics;
 use axum::extract::State;

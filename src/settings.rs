@@ -418,6 +418,19 @@ pub struct Settings {
     #[arg(long, env = "TCR_HTTP_ADDR", default_value = "0.0.0.0:9090")]
     pub http_addr: SocketAddr,
 
+    /// HTTP connections open at once; more wait in the listen backlog until one closes.
+    #[arg(long, env = "TCR_HTTP_MAX_CONNECTIONS", default_value_t = 256)]
+    pub http_max_connections: usize,
+
+    /// Seconds a client has to send its request headers (a slow client cannot hold a
+    /// connection by trickling them).
+    #[arg(long, env = "TCR_HTTP_HEADER_TIMEOUT_SECS", default_value_t = 10)]
+    pub http_header_timeout_secs: u64,
+
+    /// Seconds an HTTP connection may stay idle (no bytes either way) before it is closed.
+    #[arg(long, env = "TCR_HTTP_IDLE_TIMEOUT_SECS", default_value_t = 60)]
+    pub http_idle_timeout_secs: u64,
+
     /// Seconds to wait for in-flight deliveries on shutdown before closing anyway.
     #[arg(long, env = "TCR_DRAIN_TIMEOUT_SECS", default_value_t = 30)]
     pub drain_timeout_secs: u64,
@@ -456,6 +469,15 @@ impl Settings {
     /// The recovery policy these settings describe.
     pub fn policy(&self) -> Policy {
         self.policy.policy()
+    }
+
+    /// The HTTP server's limits.
+    pub fn http_limits(&self) -> crate::http::Limits {
+        crate::http::Limits {
+            connections: self.http_max_connections.max(1),
+            header_read: Duration::from_secs(self.http_header_timeout_secs.max(1)),
+            idle: Duration::from_secs(self.http_idle_timeout_secs.max(1)),
+        }
     }
 
     /// How long a missing message is waited for.

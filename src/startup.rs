@@ -88,7 +88,7 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
         .local_addr()
         .map_err(|e| Error::Startup(format!("no local address: {e}")))?;
     let (trigger, shutdown) = shutdown::channel();
-    let (http_stop, mut http_stopped) = shutdown::channel();
+    let (http_stop, http_stopped) = shutdown::channel();
     let admin = admin::router(AdminState::new(
         pool.clone(),
         &settings,
@@ -101,14 +101,8 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
         broker_ready: broker_ready.clone(),
     })
     .merge(admin);
-    let server = tokio::spawn(async move {
-        let r = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { http_stopped.wait().await })
-            .await;
-        if let Err(e) = r {
-            tracing::error!(error = %e, "HTTP server failed");
-        }
-    });
+    let limits = settings.http_limits();
+    let server = tokio::spawn(http::serve(listener, app, limits, http_stopped));
     tracing::info!(%http_addr, "HTTP listening");
     let relay = tokio::spawn(
         Relay {

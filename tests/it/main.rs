@@ -5,6 +5,7 @@ mod admin;
 mod backfill;
 mod faults;
 mod harness;
+mod http_limits;
 mod idempotency;
 mod ledger;
 mod models;
