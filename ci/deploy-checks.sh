@@ -17,7 +17,8 @@
 #    label). promtool: check rules on the rules file and on the PrometheusRule rendered by
 #    Helm, test rules (ci/alerts.test.yml, ci/alerts-models.test.yml), check config on
 #    compose's prometheus.yml.
-# 5. Live: the built worker (`run --migrate`) against the local PostgreSQL and RabbitMQ,
+# 5. Live: the built worker (`run --migrate --create-app-tables`: the test database stands in
+#    for the chat app's) against the local PostgreSQL and RabbitMQ,
 #    with its own database and broker names, scraped by a real Prometheus on loopback.
 #    A leaked save_memory message is inserted and its event published; the recovery
 #    counters read through PromQL must say 1. Events naming models as providers spell them
@@ -206,7 +207,7 @@ start_worker() { # LOG_FILE [VAR=value...] [run flags...]: `run` on the test dat
 
 # The default mode (recover), with one family the test messages do not use set to observe.
 start_worker "$WORK/worker.log" TCR_HTTP_ADDR="127.0.0.1:$WORKER_PORT" TCR_CONNECTION_NAME="$CONN_NAME" \
-  TCR_FAMILIES_OBSERVE=mistral --migrate "${NAMES[@]}"
+  TCR_FAMILIES_OBSERVE=mistral --migrate --create-app-tables "${NAMES[@]}"
 python3 ci/obs.py wait-http "$WORKER/readyz" --timeout 60 || die "the worker did not become ready"
 echo "worker ready on $WORKER (database $DB_NAME, broker names tcr-deploy.$SUFFIX.*)"
 

@@ -55,7 +55,8 @@ def excluded(path: str, rs: list[tuple[bool, re.Pattern[str]]]) -> bool:
 def main() -> int:
     rs = rules(".dockerignore")
     needed = ["Cargo.toml", "Cargo.lock", "src/main.rs", "src/lib.rs", "crates/detect/Cargo.toml",
-              "crates/detect/src/lib.rs", "migrations", "examples/demo_publish.rs", "tests/it/main.rs"]
+              "crates/detect/src/lib.rs", "migrations", "sql/chat_app_tables.sql", "build.rs",
+              "examples/demo_publish.rs", "tests/it/main.rs", "tests/layers.rs"]
     left_out = ["target/debug/toolcall-recovery", ".git/HEAD", "fuzz/Cargo.toml", "crates/detect/target/x",
                 "helm/toolcall-recovery/Chart.yaml", "deploy/prometheus/prometheus.yml"]
     bad = [p for p in needed if excluded(p, rs)] + [f"(kept) {p}" for p in left_out if not excluded(p, rs)]

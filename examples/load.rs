@@ -207,6 +207,7 @@ async fn seed_n(
         .max_connections(max_clients(args) as u32 + 2)
         .connect(&format!("{}/{}", args.pg, names.db))
         .await?;
+    toolcall_recovery::store::create_app_tables(&pool).await?;
     toolcall_recovery::store::migrate(&pool).await?;
     sqlx::query("INSERT INTO agents (id, name, enabled_tools) VALUES (1, 'load', '{save_memory}')")
         .execute(&pool)

@@ -8,4 +8,9 @@
 -- the ACCESS EXCLUSIVE lock held for an instant. No index and no CHECK on purpose: either
 -- would read the whole table under a lock, and `ledger --model` is an operator's query.
 
+-- The instant still waits behind any transaction that holds the table (a long ledger
+-- listing, an old replica's pass): give up after a few seconds rather than queue every
+-- writer behind the migration; `migrate` fails and can simply run again.
+SET LOCAL lock_timeout = '5s';
+
 ALTER TABLE recoveries ADD COLUMN model text NULL;

@@ -18,7 +18,7 @@ export DATABASE_URL="$PG/$DB"
 cleanup() { psql -q "$PG/postgres" -c "DROP DATABASE IF EXISTS \"$DB\" WITH (FORCE)" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
-"$BIN" migrate --log-format pretty 2>/dev/null
+"$BIN" migrate --create-app-tables --log-format pretty 2>/dev/null
 psql -q "$DATABASE_URL" <<SQL
 INSERT INTO agents (id, name, enabled_tools) VALUES (1, 'bench', '{save_memory}');
 INSERT INTO chats (id) SELECT g FROM generate_series(1, 1000) g;

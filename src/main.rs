@@ -2,8 +2,8 @@
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use toolcall_recovery::cmd::{ledger, revert, scan};
-use toolcall_recovery::settings::{DatabaseSettings, LogFormat, Settings};
+use toolcall_recovery::cmd::{index, ledger, revert, scan};
+use toolcall_recovery::settings::{DatabaseSettings, LogFormat, SchemaSettings, Settings};
 use toolcall_recovery::{backfill, shutdown, startup, telemetry};
 
 #[derive(Parser)]
@@ -29,6 +29,10 @@ enum Command {
     /// every message is reverted (now or before), 3 when any was refused (changed since
     /// recovery, nothing to revert, not found), 1 on error.
     Revert(Box<revert::RevertArgs>),
+    /// Builds (or rebuilds, when invalid) the index transcript repair uses on the app's
+    /// `messages` table, concurrently, so the app's writes go on. Run it as the owner of
+    /// `messages`; the worker works without it, more slowly, and says so at start.
+    Index(Box<index::IndexArgs>),
     /// Lists the audit ledger: what recovery removed or recorded, newest first, filtered;
     /// `--json` for JSON Lines.
     ///
@@ -36,11 +40,15 @@ enum Command {
     /// calls, bytes removed, observed or reverted. Message content only with
     /// `--show-text`. Reads only; never creates the database.
     Ledger(Box<ledger::LedgerArgs>),
-    /// Creates the database if missing and applies pending migrations.
+    /// Applies pending migrations of the worker's own tables (ledger, outbox, checkpoints).
+    /// Creates nothing of the chat app's, but for development with --create-app-tables.
     Migrate {
         /// The database.
         #[command(flatten)]
         database: DatabaseSettings,
+        /// Development provisioning.
+        #[command(flatten)]
+        schema: SchemaSettings,
         /// Log format.
         #[arg(long, env = "TCR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
         log_format: LogFormat,
@@ -96,10 +104,19 @@ fn main() -> ExitCode {
         }
         Command::Migrate {
             database,
+            schema,
             log_format,
         } => {
             telemetry::init(log_format);
-            block_on("migrate", async move { startup::migrate(&database).await })
+            block_on("migrate", async move {
+                startup::migrate(&database, schema).await
+            })
+        }
+        Command::Index(args) => {
+            telemetry::init(args.log_format);
+            block_on("index", async move {
+                index::run(&args, &mut std::io::stdout()).await
+            })
         }
     }
 }

@@ -302,21 +302,44 @@ pub struct PublishSettings {
     pub tool_calls_exchange: String,
 }
 
+/// The database URL when none is given: the local development database.
+pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/toolcall_recovery";
+
 /// Where the database is.
 #[derive(Debug, Clone, Args)]
 pub struct DatabaseSettings {
-    /// PostgreSQL URL (`sslmode=require` for TLS). A missing database is created.
+    /// PostgreSQL URL (`sslmode=require` for TLS). The worker never creates a database or the
+    /// chat app's tables, but for development (see --create-app-tables).
     #[arg(
         long,
         env = "DATABASE_URL",
         hide_env_values = true,
-        default_value = "postgres://postgres@127.0.0.1:5432/toolcall_recovery"
+        default_value = DEFAULT_DATABASE_URL
     )]
     pub database_url: SecretUrl,
 
     /// Maximum connections in the database pool.
     #[arg(long, env = "TCR_DB_MAX_CONNECTIONS", default_value_t = 10)]
     pub db_max_connections: u32,
+}
+
+impl DatabaseSettings {
+    /// Whether this is the built-in local development URL (no `DATABASE_URL` given).
+    pub fn is_builtin_default(&self) -> bool {
+        self.database_url.expose() == DEFAULT_DATABASE_URL
+    }
+}
+
+/// What `run --migrate` and `migrate` may create besides the worker's own tables.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct SchemaSettings {
+    /// Development only: create the database when it is missing, and the chat app's tables
+    /// (contract §4) when none of them exists. Implied by `run --migrate` with the built-in
+    /// local DATABASE_URL, so the README's run command works on a fresh machine. Never use
+    /// it in production: there the app owns its database, and a mistyped URL must stop the
+    /// start instead of creating an empty one.
+    #[arg(long, env = "TCR_CREATE_APP_TABLES")]
+    pub create_app_tables: bool,
 }
 
 /// The broker's names the worker consumes from: the input exchange and queue and the
@@ -455,6 +478,10 @@ pub struct Settings {
     #[arg(long, env = "TCR_MIGRATE")]
     pub migrate: bool,
 
+    /// Development provisioning (with --migrate).
+    #[command(flatten)]
+    pub schema: SchemaSettings,
+
     /// The admin API on the same port (off without a token).
     #[command(flatten)]
     pub admin: AdminSettings,
@@ -478,6 +505,12 @@ impl Settings {
             header_read: Duration::from_secs(self.http_header_timeout_secs.max(1)),
             idle: Duration::from_secs(self.http_idle_timeout_secs.max(1)),
         }
+    }
+
+    /// Whether `run` may create a development database and the app's tables: with
+    /// `--migrate`, and `--create-app-tables` or the built-in local URL.
+    pub fn provisions_development(&self) -> bool {
+        self.migrate && (self.schema.create_app_tables || self.database.is_builtin_default())
     }
 
     /// How long a missing message is waited for.

@@ -15,9 +15,10 @@ use crate::model::Models;
 use crate::publish::outbox::Marker;
 use crate::publish::{PublishTarget, Publisher, Relay};
 use crate::recover;
-use crate::settings::{DatabaseSettings, Settings};
+use crate::settings::{DatabaseSettings, SchemaSettings, Settings};
 use crate::shutdown::{self, Trigger};
 use crate::store;
+use crate::store::{IndexState, Provision};
 use crate::worker::Worker;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
@@ -52,13 +53,35 @@ impl Running {
     }
 }
 
-/// `toolcall-recovery migrate`: creates the database if missing and applies migrations.
-pub async fn migrate(settings: &DatabaseSettings) -> Result<(), Error> {
-    let pool = store::connect(settings).await?;
-    let pending = store::pending_migrations(&pool).await?;
-    store::migrate(&pool).await?;
-    tracing::info!(applied = ?pending, "migrations up to date");
+/// `toolcall-recovery migrate`: applies the worker's migrations (its own tables only). With
+/// `--create-app-tables` (development) it first creates a missing database and the chat
+/// app's tables when none exists.
+pub async fn migrate(settings: &DatabaseSettings, schema: SchemaSettings) -> Result<(), Error> {
+    let provision = if schema.create_app_tables {
+        Provision::Development
+    } else {
+        Provision::Nothing
+    };
+    let pool = store::connect(settings, provision).await?;
+    let result = migrate_on(&pool, provision).await;
     pool.close().await;
+    result
+}
+
+async fn migrate_on(pool: &sqlx::PgPool, provision: Provision) -> Result<(), Error> {
+    if provision == Provision::Development {
+        store::create_app_tables(pool).await?;
+    }
+    let pending = store::pending_migrations(pool).await?;
+    store::migrate(pool).await?;
+    tracing::info!(applied = ?pending, "migrations up to date");
+    let missing = store::missing_app_tables(pool).await?;
+    if !missing.is_empty() {
+        tracing::warn!(
+            missing = ?missing,
+            "the chat app's tables are not there yet: the worker will not start until they are"
+        );
+    }
     Ok(())
 }
 
@@ -74,8 +97,27 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
         concurrency = settings.concurrency,
         "starting"
     );
-    let pool = store::connect(&settings.database).await?;
+    let provision = if settings.provisions_development() {
+        Provision::Development
+    } else {
+        Provision::Nothing
+    };
+    let pool = store::connect(&settings.database, provision).await?;
+    if provision == Provision::Development {
+        store::create_app_tables(&pool).await?;
+    }
     store::ensure_migrated(&pool, settings.migrate).await?;
+    store::require_app_tables(&pool, &settings.database).await?;
+    match store::transcript_index(&pool).await? {
+        IndexState::Ready => {}
+        state => tracing::warn!(
+            index = store::TRANSCRIPT_INDEX,
+            ?state,
+            "transcript repair reads every tool message of a chat on each recovery without \
+             this index; have the owner of `messages` run `toolcall-recovery index` \
+             (docs/operations.md)"
+        ),
+    }
     let metrics = Arc::new(Metrics::new());
     let policy = settings.policy();
     prime(&metrics, &policy, &settings.models.models);

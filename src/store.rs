@@ -1,6 +1,21 @@
-//! The database: the pool, creating a missing database, migrations, and the check that
-//! refuses to run with pending ones. Queries of the recovery itself live next to it in
-//! `recover`.
+//! The database: the pool, migrations of the worker's own tables, and what the worker
+//! requires of the chat app's: the pool, the check that refuses to run with pending
+//! migrations, the check that the app's tables are there, and the transcript-repair index.
+//! Queries of the recovery itself live next to it in `recover`.
+//!
+//! Production and development differ here, on purpose. In production the app owns its
+//! database and tables, and the worker creates neither: a mistyped `DATABASE_URL` stops the
+//! start with a message, instead of yielding an empty shadow database and a green
+//! `/readyz`. Only when asked for ([`Provision::Development`]: `run --migrate` with the
+//! built-in local URL, or `--create-app-tables`) does it create a missing database and the
+//! app's tables (`sql/chat_app_tables.sql`), so the README's run command works on a fresh
+//! machine.
+//!
+//! The worker's migrations (`migrations/`) touch only the worker's own tables and never wait
+//! long for a lock (`tests/layers.rs` lints them). The index on the app's `messages` table
+//! is not a migration: building it concurrently inside the migrator's advisory lock can
+//! deadlock two migrators, and only the table's owner may build it. [`build_transcript_index`]
+//! (`toolcall-recovery index`) does it, and rebuilds an invalid one.
 //!
 //! May depend on: `settings`, `error`, `sqlx`.
 
@@ -14,6 +29,33 @@ use std::time::Duration;
 
 /// The migrations in `migrations/`, embedded in the binary.
 pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+
+/// The chat app's tables, for development and tests ([`create_app_tables`]).
+const APP_TABLES_SQL: &str = include_str!("../sql/chat_app_tables.sql");
+
+/// The chat app's tables the worker reads and writes (contract §4).
+pub const APP_TABLES: [&str; 4] = ["agents", "chats", "messages", "agent_memories"];
+
+/// The partial index transcript repair uses, on the app's `messages` table.
+pub const TRANSCRIPT_INDEX: &str = "tcr_messages_unnamed_tool_idx";
+const CREATE_TRANSCRIPT_INDEX: &str = "CREATE INDEX CONCURRENTLY IF NOT EXISTS \
+     tcr_messages_unnamed_tool_idx ON messages (chat_id) \
+     WHERE role = 'tool' AND coalesce(tool_name, '') = ''";
+const DROP_TRANSCRIPT_INDEX: &str =
+    "DROP INDEX CONCURRENTLY IF EXISTS tcr_messages_unnamed_tool_idx";
+/// Two `index` runs at once would build the same index twice; the second waits for the
+/// first by polling this advisory lock (a session blocked in `pg_advisory_lock` would hold a
+/// snapshot that the first one's concurrent build waits for: a deadlock).
+const INDEX_LOCK: i64 = 0x7463_725f_6964_7831;
+
+/// Whether the worker may create a missing database and the chat app's tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provision {
+    /// Production: create nothing of the app's; refuse to start without it.
+    Nothing,
+    /// Development: create a missing database, and the app's tables when none exists.
+    Development,
+}
 
 /// `application_name` of the worker's database connections.
 pub const APPLICATION_NAME: &str = "toolcall-recovery";
@@ -35,12 +77,25 @@ fn options(settings: &DatabaseSettings) -> Result<PgConnectOptions, Error> {
         .log_statements(tracing::log::LevelFilter::Trace))
 }
 
-/// Connects a pool, creating the database first when it does not exist. The pool
-/// connects lazily, so it survives the database going away and coming back: each checkout
-/// opens a fresh connection when the old one died.
-pub async fn connect(settings: &DatabaseSettings) -> Result<PgPool, Error> {
+/// Connects a pool. Under [`Provision::Development`] a missing database is created first;
+/// otherwise a missing database stops here with a message naming it. The pool connects
+/// lazily after that first check, so it survives the database going away and coming back:
+/// each checkout opens a fresh connection when the old one died.
+pub async fn connect(settings: &DatabaseSettings, provision: Provision) -> Result<PgPool, Error> {
     let opts = options(settings)?;
-    create_database_if_missing(&opts).await?;
+    match provision {
+        Provision::Development => create_database_if_missing(&opts).await?,
+        Provision::Nothing => match opts.connect().await {
+            Ok(conn) => {
+                let _ = conn.close().await;
+            }
+            Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("3D000") => {
+                return Err(missing_database(settings, &opts, "the worker"));
+            }
+            // Unreachable now: the first query says so, and a worker keeps waiting for it.
+            Err(e) => tracing::warn!(error = %e, "cannot connect to the database yet"),
+        },
+    }
     Ok(PgPoolOptions::new()
         .max_connections(settings.db_max_connections.max(1))
         .acquire_timeout(Duration::from_secs(5))
@@ -68,12 +123,145 @@ pub async fn connect_command(
             sqlx::Error::Database(db) if db.code().as_deref() == Some("3D000") => {
                 Error::Startup(format!(
                     "database {database:?} does not exist at {} (this command never creates \
-                     one; check DATABASE_URL, or run `toolcall-recovery migrate`)",
+                     one; check DATABASE_URL)",
                     settings.database_url
                 ))
             }
             e => Error::Database(e),
         })
+}
+
+fn missing_database(settings: &DatabaseSettings, opts: &PgConnectOptions, who: &str) -> Error {
+    Error::Startup(format!(
+        "database {:?} does not exist at {}: check DATABASE_URL. {who} creates a database only \
+         for development (the built-in local URL with --migrate, or --create-app-tables)",
+        opts.get_database().unwrap_or("postgres"),
+        settings.database_url
+    ))
+}
+
+/// The chat app's tables missing from the database.
+pub async fn missing_app_tables(pool: &PgPool) -> Result<Vec<String>, Error> {
+    Ok(sqlx::query_scalar(
+        "SELECT t FROM unnest($1::text[]) AS t WHERE to_regclass(t) IS NULL ORDER BY t",
+    )
+    .bind(APP_TABLES.as_slice())
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Creates the chat app's tables (and the transcript index) for development, when none of
+/// them exists; returns whether it did. Some but not all of them: an error, since that is
+/// somebody's schema, not an empty development database.
+pub async fn create_app_tables(pool: &PgPool) -> Result<bool, Error> {
+    let missing = missing_app_tables(pool).await?;
+    if missing.is_empty() {
+        return Ok(false);
+    }
+    if missing.len() < APP_TABLES.len() {
+        return Err(Error::Startup(format!(
+            "the database has some of the chat app's tables but not {}: not creating them \
+             (that is an app's schema, not a development database)",
+            missing.join(", ")
+        )));
+    }
+    sqlx::raw_sql(APP_TABLES_SQL).execute(pool).await?;
+    tracing::info!("created the chat app's tables for development");
+    Ok(true)
+}
+
+/// Fails, saying which and what to check, when a table of the chat app is missing: the
+/// worker has nothing to work on, and `/readyz` must not say otherwise.
+pub async fn require_app_tables(pool: &PgPool, settings: &DatabaseSettings) -> Result<(), Error> {
+    let missing = missing_app_tables(pool).await?;
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Startup(format!(
+        "the chat app's table(s) {} are missing in the database at {}: check DATABASE_URL \
+         (a typo names another, empty database). The worker never creates the app's tables \
+         outside development (--create-app-tables)",
+        missing.join(", "),
+        settings.database_url
+    )))
+}
+
+/// The state of the transcript-repair index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexState {
+    /// Built and usable.
+    Ready,
+    /// Not there.
+    Missing,
+    /// There but INVALID (a concurrent build was interrupted): unused by the planner, and
+    /// skipped by `CREATE INDEX ... IF NOT EXISTS`.
+    Invalid,
+}
+
+/// The state of [`TRANSCRIPT_INDEX`].
+pub async fn transcript_index(pool: &PgPool) -> Result<IndexState, Error> {
+    let valid: Option<bool> = sqlx::query_scalar(
+        "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid \
+         WHERE c.relname = $1 AND pg_table_is_visible(c.oid)",
+    )
+    .bind(TRANSCRIPT_INDEX)
+    .fetch_optional(pool)
+    .await?;
+    Ok(match valid {
+        Some(true) => IndexState::Ready,
+        Some(false) => IndexState::Invalid,
+        None => IndexState::Missing,
+    })
+}
+
+/// Builds [`TRANSCRIPT_INDEX`] concurrently (the app's writes go on), dropping an invalid
+/// one first; waits for another run doing the same. Returns the state it found. Needs the
+/// ownership of `messages` (the app's owner, or the DBA, runs it).
+pub async fn build_transcript_index(settings: &DatabaseSettings) -> Result<IndexState, Error> {
+    let opts = options(settings)?.application_name("toolcall-recovery-index");
+    let mut conn = opts.connect().await?;
+    loop {
+        let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+            .bind(INDEX_LOCK)
+            .fetch_one(&mut conn)
+            .await?;
+        if locked {
+            break;
+        }
+        tracing::info!("another run is building the index; waiting for it");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let result = build_holding_lock(&mut conn).await;
+    let _ = sqlx::query("SELECT pg_advisory_unlock($1)")
+        .bind(INDEX_LOCK)
+        .execute(&mut conn)
+        .await;
+    let _ = conn.close().await;
+    result
+}
+
+async fn build_holding_lock(conn: &mut sqlx::PgConnection) -> Result<IndexState, Error> {
+    let valid: Option<bool> = sqlx::query_scalar(
+        "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid \
+         WHERE c.relname = $1 AND pg_table_is_visible(c.oid)",
+    )
+    .bind(TRANSCRIPT_INDEX)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let found = match valid {
+        Some(true) => return Ok(IndexState::Ready),
+        Some(false) => IndexState::Invalid,
+        None => IndexState::Missing,
+    };
+    if found == IndexState::Invalid {
+        sqlx::raw_sql(DROP_TRANSCRIPT_INDEX)
+            .execute(&mut *conn)
+            .await?;
+    }
+    sqlx::raw_sql(CREATE_TRANSCRIPT_INDEX)
+        .execute(&mut *conn)
+        .await?;
+    Ok(found)
 }
 
 /// Creates the database named in `opts` when it does not exist (connecting to the
@@ -119,9 +307,13 @@ pub async fn pending_migrations(pool: &PgPool) -> Result<Vec<String>, Error> {
         .collect())
 }
 
-/// Applies the pending migrations.
+/// Applies the pending migrations. Versions applied by an earlier release and no longer
+/// shipped (1: the app's tables, 4: the transcript index, both moved out of the migrations)
+/// are ignored, so a database migrated by that release migrates on.
 pub async fn migrate(pool: &PgPool) -> Result<(), Error> {
-    MIGRATOR.run(pool).await?;
+    let mut migrator = sqlx::migrate!("./migrations");
+    migrator.set_ignore_missing(true);
+    migrator.run(pool).await?;
     Ok(())
 }
 

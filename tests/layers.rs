@@ -329,3 +329,78 @@ fn nothing_reads_beside_the_repository() {
         broken.join("\n")
     );
 }
+
+/// The worker's migrations run while older replicas keep writing (a rolling upgrade): from
+/// 0006 on, none may hold a long exclusive lock. No index on a table that exists already (an
+/// index is built concurrently, outside the migrator, see `store::build_transcript_index`),
+/// no CHECK, foreign key or NOT NULL that scans existing rows, no column type change, and an
+/// ALTER TABLE only with a `lock_timeout`, so that it gives up rather than queue every writer
+/// behind it. 0002-0005 were applied by earlier releases and stay as they are.
+#[test]
+fn migrations_take_no_long_lock() {
+    let dir = root().join("migrations");
+    let mut broken = Vec::new();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let version: u32 = name.split('_').next().unwrap().parse().unwrap();
+        if version < 6 {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let sql: String = text
+            .lines()
+            .map(|l| l.split("--").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n")
+            .to_lowercase();
+        let created: Vec<String> = sql
+            .match_indices("create table ")
+            .map(|(i, _)| {
+                sql[i + "create table ".len()..]
+                    .trim_start_matches("if not exists ")
+                    .split(|c: char| !c.is_alphanumeric() && c != '_')
+                    .next()
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .collect();
+        for statement in sql.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+            let words = statement.split_whitespace().collect::<Vec<_>>().join(" ");
+            if words.starts_with("create index") || words.starts_with("create unique index") {
+                let table = words
+                    .split(" on ")
+                    .nth(1)
+                    .and_then(|t| t.split(|c: char| !c.is_alphanumeric() && c != '_').next())
+                    .unwrap_or("");
+                if !created.iter().any(|c| c == table) {
+                    broken.push(format!("{name}: an index on the existing table {table}"));
+                }
+            }
+            if words.starts_with("alter table") {
+                if (words.contains(" check ")
+                    || words.contains(" check(")
+                    || words.contains("foreign key")
+                    || words.contains(" references "))
+                    && !words.contains("not valid")
+                {
+                    broken.push(format!(
+                        "{name}: a constraint that scans existing rows: {words}"
+                    ));
+                }
+                if words.contains("set not null") || words.contains(" type ") {
+                    broken.push(format!("{name}: a change that scans or rewrites: {words}"));
+                }
+                if !sql.contains("lock_timeout") {
+                    broken.push(format!("{name}: ALTER TABLE without a lock_timeout"));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}

@@ -156,7 +156,12 @@ impl TestApp {
             database_url: SecretUrl::new(db_url.clone()),
             db_max_connections: 5,
         };
-        let setup = store::connect(&db).await.expect("test database");
+        // The test database stands in for the chat app's: created with its tables, as the
+        // development setup does.
+        let setup = store::connect(&db, store::Provision::Development)
+            .await
+            .expect("test database");
+        store::create_app_tables(&setup).await.expect("app tables");
         store::migrate(&setup).await.expect("migrations");
         setup.close().await;
         // The harness's own connections carry another application_name, so that fault

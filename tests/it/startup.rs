@@ -1,50 +1,162 @@
-//! Starting up: missing database created, pending migrations refused (or applied with
-//! `--migrate`), the chat app's existing tables left as they are, the HTTP endpoints.
+//! Starting up beside a database the app owns (issue #14, part 5), against the real
+//! PostgreSQL: a mistyped database is refused and never created; a database without the
+//! app's tables is refused with the names of the missing ones; the worker's migrations run
+//! as a role that owns nothing of the app's, two at once, over a database an earlier release
+//! migrated; the transcript index is a separate step that builds and rebuilds it; and the
+//! development setup (`--create-app-tables`) creates what the README's run command needs.
 
 use crate::harness::*;
 use sqlx::PgPool;
 use std::time::Duration;
 use toolcall_recovery::startup;
+use toolcall_recovery::store;
 use uuid::Uuid;
 
+fn unique(prefix: &str) -> String {
+    format!("{prefix}_{}", &Uuid::new_v4().simple().to_string()[..12])
+}
+
 async fn drop_db(name: &str) {
-    let admin = PgPool::connect(&format!("{PG_BASE}/postgres"))
+    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
+        .execute(&admin_pool().await)
+        .await;
+}
+
+async fn admin_pool() -> PgPool {
+    PgPool::connect(&format!("{PG_BASE}/postgres"))
+        .await
+        .unwrap()
+}
+
+async fn database_exists(name: &str) -> bool {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+        .bind(name)
+        .fetch_one(&admin_pool().await)
+        .await
+        .unwrap()
+}
+
+/// An empty database (no app tables), as a DBA would create one.
+async fn empty_database() -> (String, PgPool) {
+    let name = unique("tcr_test");
+    on_postgres(&format!("CREATE DATABASE \"{name}\"")).await;
+    let pool = PgPool::connect(&format!("{PG_BASE}/{name}")).await.unwrap();
+    (name, pool)
+}
+
+/// A database with the app's tables, as the app (here `postgres`) creates them: the
+/// development SQL, without the transcript index.
+async fn app_database() -> (String, PgPool) {
+    let (name, pool) = empty_database().await;
+    store::create_app_tables(&pool).await.unwrap();
+    sqlx::query(&format!("DROP INDEX {}", store::TRANSCRIPT_INDEX))
+        .execute(&pool)
         .await
         .unwrap();
-    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
-        .execute(&admin)
-        .await;
-    admin.close().await;
+    (name, pool)
+}
+
+struct Out {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+async fn cli(args: &[&str]) -> Out {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolcall-recovery"))
+        .args(args)
+        .env("TCR_LOG_FORMAT", "json")
+        .output()
+        .await
+        .unwrap();
+    Out {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+async fn table_exists(pool: &PgPool, table: &str) -> bool {
+    sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+        .bind(table)
+        .fetch_one(pool)
+        .await
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn missing_database_is_created_and_pending_migrations_refused() {
+async fn a_mistyped_database_is_refused_and_never_created() {
+    let suffix = Uuid::new_v4().simple().to_string()[..12].to_string();
+    let name = format!("tcr_test_typo_{suffix}");
+    let url = format!("{PG_BASE}/{name}");
+    for migrate in [false, true] {
+        let mut settings = test_settings(&suffix, &url);
+        settings.migrate = migrate;
+        let err = match startup::start(settings).await {
+            Ok(_) => panic!("started on a database that does not exist"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            err.contains("does not exist") && err.contains(&name),
+            "{err}"
+        );
+        assert!(err.contains("DATABASE_URL"), "says what to check: {err}");
+        assert!(
+            !database_exists(&name).await,
+            "created (--migrate={migrate})"
+        );
+    }
+    let out = cli(&["migrate", &format!("--database-url={url}")]).await;
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(out.stderr.contains("does not exist"), "{}", out.stderr);
+    assert!(!database_exists(&name).await, "created by migrate");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_without_the_apps_tables_is_refused() {
+    let (name, pool) = empty_database().await;
+    let suffix = Uuid::new_v4().simple().to_string()[..12].to_string();
+    let mut settings = test_settings(&suffix, &format!("{PG_BASE}/{name}"));
+    settings.migrate = true;
+    let err = match startup::start(settings).await {
+        Ok(_) => panic!("started without the app's tables"),
+        Err(e) => e.to_string(),
+    };
+    for table in store::APP_TABLES {
+        assert!(err.contains(table), "names {table}: {err}");
+        assert!(!table_exists(&pool, table).await, "{table} created");
+    }
+    assert!(err.contains("DATABASE_URL"), "{err}");
+    // `migrate` alone creates the worker's own tables and nothing of the app's.
+    let out = cli(&["migrate", &format!("--database-url={PG_BASE}/{name}")]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(table_exists(&pool, "recoveries").await);
+    assert!(!table_exists(&pool, "messages").await);
+    pool.close().await;
+    drop_db(&name).await;
+}
+
+/// The development setup: `run --migrate --create-app-tables` on a database that does not
+/// exist creates it, the app's tables and the transcript index; without `--migrate` pending
+/// migrations are refused and nothing is created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_development_setup_creates_the_database_and_the_apps_tables() {
     let suffix = Uuid::new_v4().simple().to_string()[..12].to_string();
     let name = format!("tcr_test_{suffix}");
     let mut settings = test_settings(&suffix, &format!("{PG_BASE}/{name}"));
+    settings.schema.create_app_tables = true;
     let err = match startup::start(settings.clone()).await {
-        Ok(_) => panic!("started with pending migrations"),
+        Ok(_) => panic!("created things without --migrate"),
         Err(e) => e.to_string(),
     };
-    assert!(err.contains("pending migration"), "{err}");
-    assert!(
-        err.contains("toolcall-recovery migrate"),
-        "says what to do: {err}"
-    );
-    // The database itself was created.
-    let pool = PgPool::connect(&format!("{PG_BASE}/{name}"))
-        .await
-        .expect("database exists");
-    pool.close().await;
-    // With --migrate it applies them and runs.
+    assert!(err.contains("does not exist"), "{err}");
+    assert!(!database_exists(&name).await);
     settings.migrate = true;
     let topology = settings.clone();
     let running = startup::start(settings)
         .await
-        .expect("starts with --migrate");
+        .expect("starts with --migrate --create-app-tables");
     let addr = running.http_addr;
-    let (status, body) = http_get(addr, "/healthz").await.unwrap();
-    assert_eq!(status, 200, "{body}");
     wait_for("ready", Duration::from_secs(30), || async {
         http_get(addr, "/readyz")
             .await
@@ -52,111 +164,214 @@ async fn missing_database_is_created_and_pending_migrations_refused() {
             .unwrap_or(false)
     })
     .await;
-    let (_, metrics) = http_get(addr, "/metrics").await.unwrap();
-    for name in [
-        "toolcall_recovery_in_flight_deliveries",
-        "toolcall_recovery_memories_created_total",
-        "toolcall_recovery_processing_duration_seconds",
-        "toolcall_recovery_backfill_progress",
-    ] {
-        assert!(
-            metrics.contains(&format!("# HELP {name} ")),
-            "{name} in {metrics}"
-        );
+    let pool = PgPool::connect(&format!("{PG_BASE}/{name}")).await.unwrap();
+    for table in store::APP_TABLES.iter().chain(&["recoveries", "outbox"]) {
+        assert!(table_exists(&pool, table).await, "{table}");
     }
-    // The policy in force is visible from the start: default mode recover, every family
-    // recovered.
+    assert_eq!(
+        store::transcript_index(&pool).await.unwrap(),
+        store::IndexState::Ready
+    );
+    let (_, metrics) = http_get(addr, "/metrics").await.unwrap();
     for series in [
         "toolcall_recovery_mode{mode=\"recover\"} 1",
-        "toolcall_recovery_mode{mode=\"observe\"} 0",
         "toolcall_recovery_family_mode{family=\"hermes\",mode=\"recover\"} 1",
-        "toolcall_recovery_events_total{mode=\"observe\",outcome=\"reverted\"} 0",
-        "toolcall_recovery_reverts_total{result=\"conflict\"} 0",
+        "toolcall_recovery_outbox_relayed_total{result=\"sent\"} 0",
     ] {
         assert!(metrics.contains(series), "{series} in {metrics}");
     }
     running.shutdown();
     running.wait().await.unwrap();
+    pool.close().await;
     delete_topology_of(&topology).await;
     drop_db(&name).await;
 }
 
+/// The role the worker runs as owns nothing of the app's: it migrates its own tables, and
+/// recovers with the grants docs/operations.md lists.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn migrate_command_leaves_existing_app_tables_alone() {
-    let name = format!("tcr_test_{}", &Uuid::new_v4().simple().to_string()[..12]);
-    let admin = PgPool::connect(&format!("{PG_BASE}/postgres"))
-        .await
-        .unwrap();
-    sqlx::query(&format!("CREATE DATABASE \"{name}\""))
-        .execute(&admin)
-        .await
-        .unwrap();
-    admin.close().await;
-    let url = format!("{PG_BASE}/{name}");
-    let pool = PgPool::connect(&url).await.unwrap();
-    // The app's own messages table, with a column of its own and a plain id.
-    sqlx::query("CREATE TABLE messages (id bigserial PRIMARY KEY, chat_id bigint NOT NULL, agent_id bigint, role text NOT NULL, content text, tools_used jsonb NOT NULL DEFAULT '[]', tool_calls jsonb, tool_call_id text, tool_name text, created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL DEFAULT now(), app_only text DEFAULT 'kept')")
-        .execute(&pool)
-        .await
-        .unwrap();
-    let status = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolcall-recovery"))
-        .args([
-            "migrate",
-            &format!("--database-url={url}"),
-            "--log-format=json",
-        ])
-        .status()
-        .await
-        .unwrap();
-    assert!(status.success());
-    let columns: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM information_schema.columns WHERE table_name = 'messages' AND column_name = 'app_only'",
+async fn the_worker_migrates_and_recovers_as_a_role_that_owns_nothing_of_the_apps() {
+    let (name, pool) = app_database().await;
+    let role = unique("tcr_role");
+    on_postgres(&format!("CREATE ROLE {role} LOGIN")).await;
+    sqlx::raw_sql(&format!(
+        "GRANT CONNECT ON DATABASE \"{name}\" TO {role}; \
+         GRANT USAGE, CREATE ON SCHEMA public TO {role}; \
+         GRANT SELECT ON agents, chats TO {role}; \
+         GRANT SELECT, INSERT, UPDATE, DELETE ON messages TO {role}; \
+         GRANT SELECT, INSERT, DELETE ON agent_memories TO {role};"
+    ))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let url = format!("postgres://{role}@127.0.0.1:5432/{name}");
+    let out = cli(&["migrate", &format!("--database-url={url}")]).await;
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    let owned: Vec<String> = sqlx::query_scalar(
+        "SELECT tablename::text FROM pg_tables WHERE schemaname = 'public' AND tableowner = $1 \
+         ORDER BY 1",
+    )
+    .bind(&role)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    for table in store::APP_TABLES {
+        assert!(!owned.iter().any(|t| t == table), "{role} owns {table}");
+    }
+    assert!(owned.iter().any(|t| t == "recoveries"), "{owned:?}");
+
+    // The worker, as that role, recovers a leak.
+    let agent: i64 = sqlx::query_scalar(
+        "INSERT INTO agents (name, enabled_tools) VALUES ('a', '{save_memory}') RETURNING id",
     )
     .fetch_one(&pool)
     .await
     .unwrap();
-    assert_eq!(columns, 1, "existing table not replaced");
-    let indexes: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM pg_indexes WHERE tablename = 'messages' AND indexname = 'messages_chat_id_idx'",
+    let chat: i64 = sqlx::query_scalar("INSERT INTO chats DEFAULT VALUES RETURNING id")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO messages (chat_id, agent_id, role, content) VALUES ($1, $2, 'assistant', $3) \
+         RETURNING id",
     )
+    .bind(chat)
+    .bind(agent)
+    .bind(result_prefix_leak("Likes tea", "fact", "Noted."))
     .fetch_one(&pool)
     .await
     .unwrap();
-    assert_eq!(indexes, 0, "existing table not altered");
-    // The one object added to an app table: the partial index transcript repair needs.
-    let repair_index: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM pg_indexes WHERE tablename = 'messages' \
-         AND indexname = 'tcr_messages_unnamed_tool_idx'",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    assert_eq!(repair_index, 1, "transcript-repair index added");
-    for table in [
-        "agents",
-        "chats",
-        "agent_memories",
-        "recoveries",
-        "recovery_items",
-    ] {
-        let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
-            .bind(table)
+    let suffix = Uuid::new_v4().simple().to_string()[..12].to_string();
+    let settings = test_settings(&suffix, &url);
+    let topology = settings.clone();
+    let running = startup::start(settings).await.expect("starts as the role");
+    let mut app_channel = None;
+    if let Ok(conn) =
+        lapin::Connection::connect(AMQP_URL, lapin::ConnectionProperties::default()).await
+    {
+        let ch = conn.create_channel().await.unwrap();
+        let event = serde_json::json!({
+            "event_id": Uuid::new_v4().to_string(), "type": "message.finalized",
+            "occurred_at": "2026-11-23T10:00:00Z",
+            "message": {"id": id, "chat_id": chat, "agent_id": agent, "role": "assistant",
+                        "content": result_prefix_leak("Likes tea", "fact", "Noted."), "tools_used": []}
+        });
+        wait_for("consuming", Duration::from_secs(30), || async {
+            http_get(running.http_addr, "/readyz")
+                .await
+                .map(|(s, _)| s == 200)
+                .unwrap_or(false)
+        })
+        .await;
+        ch.basic_publish(
+            &topology.names.input_exchange,
+            &topology.names.input_routing_key,
+            lapin::options::BasicPublishOptions::default(),
+            &serde_json::to_vec(&event).unwrap(),
+            lapin::BasicProperties::default(),
+        )
+        .await
+        .unwrap();
+        app_channel = Some(conn);
+    }
+    wait_for("recovered as the role", Duration::from_secs(30), || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM agent_memories")
             .fetch_one(&pool)
             .await
-            .unwrap();
-        assert!(exists, "{table} created");
+            .unwrap()
+            == 1
+    })
+    .await;
+    running.shutdown();
+    running.wait().await.unwrap();
+    if let Some(conn) = app_channel {
+        let _ = conn.close(200, "done").await;
     }
-    // Running it again is a no-op.
-    let status = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolcall-recovery"))
-        .args([
-            "migrate",
-            &format!("--database-url={url}"),
-            "--log-format=json",
-        ])
-        .status()
-        .await
-        .unwrap();
-    assert!(status.success());
+    delete_topology_of(&topology).await;
+    pool.close().await;
+    drop_db(&name).await;
+    on_postgres(&format!("DROP ROLE {role}")).await;
+}
+
+/// Two replicas migrating at once (a rolling start with `--migrate`, or two Jobs) both
+/// succeed and apply each migration once; a database an earlier release migrated (with the
+/// app tables and the transcript index as migrations 1 and 4) migrates on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_migrators_at_once_and_an_earlier_release_s_database_migrate() {
+    let (name, pool) = app_database().await;
+    let url = format!("--database-url={PG_BASE}/{name}");
+    let args = ["migrate", url.as_str()];
+    let (a, b) = tokio::join!(cli(&args), cli(&args));
+    assert_eq!(a.code, Some(0), "{}", a.stderr);
+    assert_eq!(b.code, Some(0), "{}", b.stderr);
+    let applied: Vec<i64> =
+        sqlx::query_scalar("SELECT version FROM _sqlx_migrations ORDER BY version")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    let mut unique_versions = applied.clone();
+    unique_versions.dedup();
+    assert_eq!(applied, unique_versions, "each once");
+    // The earlier release recorded versions 1 and 4, which this one no longer ships.
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+         VALUES (1, 'create chat app tables if absent', true, '\\x00', 0), \
+                (4, 'index unnamed tool messages', true, '\\x00', 0)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let again = cli(&["migrate", &url]).await;
+    assert_eq!(again.code, Some(0), "{}", again.stderr);
+    pool.close().await;
+    drop_db(&name).await;
+}
+
+/// The transcript index is a step of its own: built concurrently when missing, dropped and
+/// built again when an interrupted build left it invalid, built once by two runs at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_index_command_builds_and_rebuilds_an_invalid_index() {
+    let (name, pool) = app_database().await;
+    let url = format!("--database-url={PG_BASE}/{name}");
+    assert_eq!(
+        store::transcript_index(&pool).await.unwrap(),
+        store::IndexState::Missing
+    );
+    let args = ["index", url.as_str()];
+    let (a, b) = tokio::join!(cli(&args), cli(&args));
+    assert_eq!(
+        (a.code, b.code),
+        (Some(0), Some(0)),
+        "{}\n{}",
+        a.stderr,
+        b.stderr
+    );
+    let said = format!("{}{}", a.stdout, b.stdout);
+    assert!(said.contains("was missing: built it"), "{said}");
+    assert!(said.contains("nothing to do"), "{said}");
+    assert_eq!(
+        store::transcript_index(&pool).await.unwrap(),
+        store::IndexState::Ready
+    );
+    // What a killed CREATE INDEX CONCURRENTLY leaves behind.
+    sqlx::query(&format!(
+        "UPDATE pg_index SET indisvalid = false WHERE indexrelid = '{}'::regclass",
+        store::TRANSCRIPT_INDEX
+    ))
+    .execute(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        store::transcript_index(&pool).await.unwrap(),
+        store::IndexState::Invalid
+    );
+    let out = cli(&["index", &url]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stdout.contains("was invalid"), "{}", out.stdout);
+    assert_eq!(
+        store::transcript_index(&pool).await.unwrap(),
+        store::IndexState::Ready
+    );
     pool.close().await;
     drop_db(&name).await;
 }

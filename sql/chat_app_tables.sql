@@ -1,6 +1,8 @@
--- The chat app's tables (contract §4), created only where they do not exist so the worker
--- can run standalone for development and tests. An existing table is never altered: each
--- table and its index are created together inside a check on the table's absence.
+-- The chat app's tables (contract §4), for development and tests only: the worker runs
+-- standalone against them. Not a migration: it is applied only when asked for
+-- (`run --migrate` with the built-in local DATABASE_URL, or `--create-app-tables`), and only
+-- when none of the four tables exists. In production the app owns these tables and the
+-- worker creates nothing of them (store::require_app_tables checks they are there).
 -- Ids default to an identity so the worker can insert role='tool' messages and memories.
 
 DO $$
@@ -50,3 +52,10 @@ BEGIN
     END IF;
 END
 $$;
+
+-- The partial index transcript repair uses (in production it is built by
+-- `toolcall-recovery index`, concurrently, by the tables' owner). The tables are new and
+-- empty here, so a plain build takes no time.
+CREATE INDEX IF NOT EXISTS tcr_messages_unnamed_tool_idx
+    ON messages (chat_id)
+    WHERE role = 'tool' AND coalesce(tool_name, '') = '';
