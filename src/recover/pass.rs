@@ -120,15 +120,35 @@ pub(super) async fn run_pass(
 pub(super) fn describe(report: &mut Report, content: &str, detection: &Detection, pass: Pass) {
     let calls: Vec<CallReport> = pass.items.iter().map(|i| i.report.clone()).collect();
     let outcome = outcome_of(&calls);
-    let mode = report.mode;
-    report.summary = ledger::summary_of(outcome, mode, &calls, detection.bytes_removed(content));
-    report.memories_created = count_recovered(&calls);
+    let summary = ledger::summary_of(
+        outcome,
+        report.mode,
+        &calls,
+        detection.bytes_removed(content),
+    );
+    complete(report, pass, calls, outcome, summary);
+}
+
+/// The report of a pass that was carried out or described: what every pass reports,
+/// whether or not it wrote a ledger row.
+fn complete(
+    report: &mut Report,
+    pass: Pass,
+    calls: Vec<CallReport>,
+    outcome: Outcome,
+    summary: Value,
+) {
+    report.memories_created = calls
+        .iter()
+        .filter(|c| c.outcome == Outcome::Recovered)
+        .count();
     report.outcome = outcome;
     report.calls = calls;
-    if mode == Mode::Recover {
+    if report.mode == Mode::Recover {
         report.content = Some(pass.content_after);
         report.tools_used = string_entries(&pass.tools_used_after);
     }
+    report.summary = summary;
     report.repaired_tool_messages = pass.repaired;
 }
 
@@ -176,24 +196,9 @@ pub(super) async fn record(
             });
         }
     }
-    report.memories_created = count_recovered(&calls);
-    report.outcome = outcome;
-    report.calls = calls;
-    if mode == Mode::Recover {
-        report.content = Some(pass.content_after);
-        report.tools_used = string_entries(&pass.tools_used_after);
-    }
     report.recovery_id = Some(recovery_id);
-    report.summary = summary;
-    report.repaired_tool_messages = pass.repaired;
+    complete(&mut report, pass, calls, outcome, summary);
     Ok(report)
-}
-
-fn count_recovered(calls: &[CallReport]) -> usize {
-    calls
-        .iter()
-        .filter(|c| c.outcome == Outcome::Recovered)
-        .count()
 }
 
 fn push_recovered_mark(tools_used: &mut Value) {

@@ -25,8 +25,27 @@ impl Worker {
         event_id: Option<EventId>,
         shutdown: &Shutdown,
     ) -> Result<(), Error> {
+        self.publish_with_retries(session, shutdown, "dead-lettering", || {
+            self.dead_letter(session, delivery, error, event_id)
+        })
+        .await
+    }
+
+    /// A publish on the session, retried while it fails transiently, the session is usable
+    /// and the worker is not shutting down.
+    pub(super) async fn publish_with_retries<F, Fut>(
+        &self,
+        session: &Session,
+        shutdown: &Shutdown,
+        what: &'static str,
+        publish: F,
+    ) -> Result<(), Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<(), Error>>,
+    {
         let stop = shutdown.clone();
-        (|| self.dead_letter(session, delivery, error, event_id))
+        publish
             .retry(retry::policy())
             .sleep(retry::sleeper(shutdown.clone()))
             .when(|e: &Error| {
@@ -34,7 +53,7 @@ impl Worker {
             })
             .notify(|e: &Error, after| {
                 self.metrics.transient_error("broker");
-                tracing::warn!(error = %e, retry_in = ?after, "dead-lettering failed; retrying");
+                tracing::warn!(what, error = %e, retry_in = ?after, "publishing failed; retrying");
             })
             .await
     }

@@ -15,9 +15,7 @@ use crate::outbound;
 use crate::publish::{self, outbox, Published};
 use crate::recover;
 use crate::recover::outbox::{Outgoing, Queued};
-use crate::retry;
 use crate::shutdown::Shutdown;
-use backon::Retryable;
 use lapin::types::FieldTable;
 use sqlx::Row;
 
@@ -101,19 +99,13 @@ impl Worker {
         };
         let summary = recover::failed_summary(self.policy.mode, error.dead_letter_reason());
         let owed = outbound::moderation(event, content.as_deref(), &tools_used, &summary)?;
-        let stop = shutdown.clone();
-        (|| self.send_direct(session, event.message.id, owed.clone()))
-            .retry(retry::policy())
-            .sleep(retry::sleeper(shutdown.clone()))
-            .when(|e: &Error| {
-                e.is_transient() && !session.health.is_broken() && !stop.is_shutdown()
-            })
-            .notify(|e: &Error, after| {
-                self.metrics.transient_error("broker");
-                tracing::warn!(event_id = %event.event_id, error = %e, retry_in = ?after,
-                    "publishing a failed message for moderation failed; retrying");
-            })
-            .await
+        self.publish_with_retries(
+            session,
+            shutdown,
+            "the moderation of a failed recovery",
+            || self.send_direct(session, event.message.id, owed.clone()),
+        )
+        .await
     }
 
     async fn stored(&self, id: MessageId) -> Result<Option<(Option<String>, Vec<String>)>, Error> {

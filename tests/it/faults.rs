@@ -109,17 +109,7 @@ async fn database_outage_is_waited_out_without_acking_or_dead_lettering() {
     let (events, memories) = app.mixed_events(60).await;
     let mut sink = app.consumer(&app.moderation_queue).await;
     let mut seen = HashSet::new();
-    on_postgres(&format!(
-        "ALTER DATABASE \"{}\" ALLOW_CONNECTIONS false",
-        app.db_name
-    ))
-    .await;
-    on_postgres(&format!(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}' \
-         AND application_name = 'toolcall-recovery'",
-        app.db_name
-    ))
-    .await;
+    app.database_down().await;
     for e in &events {
         app.publish_event(e).await;
     }
@@ -139,11 +129,7 @@ async fn database_outage_is_waited_out_without_acking_or_dead_lettering() {
         ) >= 1.0
     })
     .await;
-    on_postgres(&format!(
-        "ALTER DATABASE \"{}\" ALLOW_CONNECTIONS true",
-        app.db_name
-    ))
-    .await;
+    app.database_up().await;
     app.wait_moderation_ids(&mut sink, &mut seen, events.len(), Duration::from_secs(60))
         .await;
     app.assert_exactly_once(memories).await;

@@ -362,6 +362,41 @@ impl TestApp {
         .expect("message")
     }
 
+    /// A chat, an agent with `tools` and an assistant message holding `content` in it:
+    /// `(chat, agent, message)`.
+    pub async fn leak(&self, tools: &[&str], content: &str) -> (i64, i64, i64) {
+        let chat = self.create_chat().await;
+        let agent = self.create_agent(tools).await;
+        let id = self
+            .create_message(chat, Some(agent), "assistant", Some(content), &[])
+            .await;
+        (chat, agent, id)
+    }
+
+    /// Makes the test's database refuse connections and ends the worker's own (an outage).
+    pub async fn database_down(&self) {
+        on_postgres(&format!(
+            "ALTER DATABASE \"{}\" ALLOW_CONNECTIONS false",
+            self.db_name
+        ))
+        .await;
+        on_postgres(&format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}' \
+             AND application_name LIKE 'toolcall-recovery%'",
+            self.db_name
+        ))
+        .await;
+    }
+
+    /// Ends [`TestApp::database_down`].
+    pub async fn database_up(&self) {
+        on_postgres(&format!(
+            "ALTER DATABASE \"{}\" ALLOW_CONNECTIONS true",
+            self.db_name
+        ))
+        .await;
+    }
+
     pub async fn message(&self, id: i64) -> (Option<String>, Value) {
         let row = sqlx::query("SELECT content, tools_used FROM messages WHERE id = $1")
             .bind(id)

@@ -47,12 +47,8 @@ async fn a_recovery_the_database_refuses_still_reaches_moderation_once() {
     .execute(&app.pool)
     .await
     .unwrap();
-    let chat = app.create_chat().await;
-    let agent = app.create_agent(&["save_memory"]).await;
     let leak = result_prefix_leak("forbidden", "fact", "Any text");
-    let id = app
-        .create_message(chat, Some(agent), "assistant", Some(&leak), &[])
-        .await;
+    let (_, _, id) = app.leak(&["save_memory"], &leak).await;
     let event = app.event_for(id).await;
     app.publish_event(&event).await;
 
@@ -88,13 +84,9 @@ async fn a_recovery_the_database_refuses_still_reaches_moderation_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_date_postgres_cannot_hold_is_no_expiry() {
     let app = TestApp::spawn().await;
-    let chat = app.create_chat().await;
-    let agent = app.create_agent(&["save_memory"]).await;
     let leak = "{success: true, memory_type: \"fact\", content: \"x\", \
                 expires_around: \"-5000-01-01\"}Any text";
-    let id = app
-        .create_message(chat, Some(agent), "assistant", Some(leak), &[])
-        .await;
+    let (_, agent, id) = app.leak(&["save_memory"], leak).await;
     app.publish_event(&app.event_for(id).await).await;
     let (m, _) = app
         .get_one(&app.moderation_queue, T)
@@ -146,12 +138,8 @@ async fn serve_admin_without_broker(app: &TestApp) -> SocketAddr {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_admin_recovery_whose_publish_failed_is_relayed_not_lost() {
     let mut app = TestApp::prepare().await;
-    let chat = app.create_chat().await;
-    let agent = app.create_agent(&["save_memory", "web_search"]).await;
     let leak = hermes_leak("web_search", json!({"q": "tea"}), "Let me look. ", " Done.");
-    let id = app
-        .create_message(chat, Some(agent), "assistant", Some(&leak), &[])
-        .await;
+    let (_, _, id) = app.leak(&["save_memory", "web_search"], &leak).await;
     let addr = serve_admin_without_broker(&app).await;
     let (status, body) = crate::admin::recover(addr, id).await;
     assert_eq!(status, 200, "{body}");
@@ -187,15 +175,10 @@ async fn an_admin_recovery_whose_publish_failed_is_relayed_not_lost() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_a_committed_pass_owes_is_sent_even_if_its_process_died() {
     let mut app = TestApp::prepare().await;
-    let chat = app.create_chat().await;
-    let agent = app.create_agent(&["save_memory"]).await;
-    let id = app
-        .create_message(
-            chat,
-            Some(agent),
-            "assistant",
-            Some(&result_prefix_leak("Likes tea", "fact", "Noted.")),
-            &[],
+    let (_, _, id) = app
+        .leak(
+            &["save_memory"],
+            &result_prefix_leak("Likes tea", "fact", "Noted."),
         )
         .await;
     let report = recover::recover_with_outbox(
@@ -407,17 +390,7 @@ async fn a_database_outage_does_not_stop_clean_messages() {
             .await;
         clean.push(app.event_for(id).await);
     }
-    on_postgres(&format!(
-        "ALTER DATABASE \"{}\" ALLOW_CONNECTIONS false",
-        app.db_name
-    ))
-    .await;
-    on_postgres(&format!(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}' \
-         AND application_name LIKE 'toolcall-recovery%'",
-        app.db_name
-    ))
-    .await;
+    app.database_down().await;
     for e in &leaks {
         app.publish_event(e).await;
     }
@@ -441,11 +414,7 @@ async fn a_database_outage_does_not_stop_clean_messages() {
             e["message"]["id"]
         );
     }
-    on_postgres(&format!(
-        "ALTER DATABASE \"{}\" ALLOW_CONNECTIONS true",
-        app.db_name
-    ))
-    .await;
+    app.database_up().await;
     let rest = collect(&mut sink, leaks.len(), Duration::from_secs(60)).await;
     assert_eq!(
         rest.len(),
@@ -464,12 +433,8 @@ async fn a_database_outage_does_not_stop_clean_messages() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_app_writing_the_old_text_back_does_not_save_the_memory_twice() {
     let app = TestApp::spawn().await;
-    let chat = app.create_chat().await;
-    let agent = app.create_agent(&["save_memory"]).await;
     let leak = result_prefix_leak("Likes tea", "fact", "Noted.");
-    let id = app
-        .create_message(chat, Some(agent), "assistant", Some(&leak), &[])
-        .await;
+    let (_, _, id) = app.leak(&["save_memory"], &leak).await;
     app.publish_event(&app.event_for(id).await).await;
     let (m, _) = app.get_one(&app.moderation_queue, T).await.expect("first");
     assert_eq!(m["recovery"]["outcome"], json!("recovered"));
@@ -525,15 +490,10 @@ async fn a_diagnosis_locks_nothing_and_writes_nothing() {
     .execute(&app.pool)
     .await
     .unwrap();
-    let chat = app.create_chat().await;
-    let agent = app.create_agent(&["save_memory"]).await;
-    let id = app
-        .create_message(
-            chat,
-            Some(agent),
-            "assistant",
-            Some(&result_prefix_leak("Likes tea", "fact", "Noted.")),
-            &[],
+    let (_, _, id) = app
+        .leak(
+            &["save_memory"],
+            &result_prefix_leak("Likes tea", "fact", "Noted."),
         )
         .await;
     let calls = || async {
@@ -581,15 +541,10 @@ async fn a_diagnosis_locks_nothing_and_writes_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_only_server_after_a_failover_is_waited_out() {
     let app = TestApp::spawn().await;
-    let chat = app.create_chat().await;
-    let agent = app.create_agent(&["save_memory"]).await;
-    let id = app
-        .create_message(
-            chat,
-            Some(agent),
-            "assistant",
-            Some(&result_prefix_leak("Likes tea", "fact", "Noted.")),
-            &[],
+    let (_, _, id) = app
+        .leak(
+            &["save_memory"],
+            &result_prefix_leak("Likes tea", "fact", "Noted."),
         )
         .await;
     let terminate = format!(
@@ -636,12 +591,8 @@ async fn a_read_only_server_after_a_failover_is_waited_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_admin_api_hides_without_a_token_and_refuses_unknown_parameters() {
     let app = TestApp::prepare().await;
-    let chat = app.create_chat().await;
-    let agent = app.create_agent(&["save_memory"]).await;
     let leak = result_prefix_leak("Likes tea", "fact", "Noted.");
-    let id = app
-        .create_message(chat, Some(agent), "assistant", Some(&leak), &[])
-        .await;
+    let (_, _, id) = app.leak(&["save_memory"], &leak).await;
     let bearer = Some("Bearer test-admin-token-0123456789");
     let hidden = crate::admin::serve(&app, None).await;
     for (method, action) in [
