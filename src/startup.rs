@@ -85,9 +85,10 @@ async fn migrate_on(pool: &sqlx::PgPool, provision: Provision) -> Result<(), Err
     Ok(())
 }
 
-/// Starts the service. Fails when the database is unreachable, migrations are pending
-/// (without `--migrate`) or the HTTP port cannot be bound; the broker may be down (the
-/// worker keeps trying to connect, `/readyz` says so).
+/// Starts the service. Fails, saying what to do, when the database is unreachable or not
+/// there, an app table is missing or the worker's role lacks a grant on one, migrations are
+/// pending (without `--migrate`), or the HTTP port cannot be bound; the broker may be down
+/// (the worker keeps trying to connect, `/readyz` says so).
 pub async fn start(settings: Settings) -> Result<Running, Error> {
     tracing::info!(
         database_url = %settings.database.database_url,
@@ -108,6 +109,7 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
     }
     store::ensure_migrated(&pool, settings.migrate).await?;
     store::require_app_tables(&pool, &settings.database).await?;
+    store::require_grants(&pool).await?;
     match store::transcript_index(&pool).await? {
         IndexState::Ready => {}
         state => tracing::warn!(

@@ -17,7 +17,13 @@
 //! deadlock two migrators, and only the table's owner may build it. [`build_transcript_index`]
 //! (`toolcall-recovery index`) does it, and rebuilds an invalid one.
 //!
+//! The grants the worker's role needs on the app's tables are checked at start (`grants`).
+//!
 //! May depend on: `settings`, `error`, `sqlx`.
+
+mod grants;
+
+pub use grants::{missing_grants, require_grants, APP_GRANTS};
 
 use crate::error::Error;
 use crate::settings::DatabaseSettings;

@@ -187,23 +187,48 @@ async fn the_development_setup_creates_the_database_and_the_apps_tables() {
     drop_db(&name).await;
 }
 
-/// The role the worker runs as owns nothing of the app's: it migrates its own tables, and
-/// recovers with the grants docs/operations.md lists.
+/// The DBA's grants exactly as docs/operations.md gives them (the `sql` block after the
+/// `dba-grants` marker), for `role` in database `db`: the documented role `tcr` and database
+/// `chat` replaced as whole words.
+fn documented_grants(role: &str, db: &str) -> String {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations.md"))
+        .expect("docs/operations.md");
+    let block = doc
+        .split("<!-- dba-grants")
+        .nth(1)
+        .and_then(|rest| rest.split("```sql").nth(1))
+        .and_then(|rest| rest.split("```").next())
+        .expect("the dba-grants sql block of docs/operations.md");
+    let mut out = String::new();
+    let mut word = String::new();
+    for c in block.chars().chain(std::iter::once('\n')) {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            word.push(c);
+            continue;
+        }
+        out.push_str(match word.as_str() {
+            "tcr" => role,
+            "chat" => db,
+            w => w,
+        });
+        word.clear();
+        out.push(c);
+    }
+    out
+}
+
+/// The role the worker runs as owns nothing of the app's: with exactly the grants
+/// docs/operations.md gives the DBA it migrates its own tables, recovers, and reverts (which
+/// locks the memory it deletes: UPDATE on agent_memories). A grant missing stops the start
+/// with the statement that gives it, instead of dead-lettering every leak as a bug.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_worker_migrates_and_recovers_as_a_role_that_owns_nothing_of_the_apps() {
     let (name, pool) = app_database().await;
     let role = unique("tcr_role");
-    on_postgres(&format!("CREATE ROLE {role} LOGIN")).await;
-    sqlx::raw_sql(&format!(
-        "GRANT CONNECT ON DATABASE \"{name}\" TO {role}; \
-         GRANT USAGE, CREATE ON SCHEMA public TO {role}; \
-         GRANT SELECT ON agents, chats TO {role}; \
-         GRANT SELECT, INSERT, UPDATE, DELETE ON messages TO {role}; \
-         GRANT SELECT, INSERT, DELETE ON agent_memories TO {role};"
-    ))
-    .execute(&pool)
-    .await
-    .unwrap();
+    sqlx::raw_sql(&documented_grants(&role, &name))
+        .execute(&pool)
+        .await
+        .expect("the documented grants run");
     let url = format!("postgres://{role}@127.0.0.1:5432/{name}");
     let out = cli(&["migrate", &format!("--database-url={url}")]).await;
     assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
@@ -244,6 +269,26 @@ async fn the_worker_migrates_and_recovers_as_a_role_that_owns_nothing_of_the_app
     let suffix = Uuid::new_v4().simple().to_string()[..12].to_string();
     let settings = test_settings(&suffix, &url);
     let topology = settings.clone();
+    sqlx::raw_sql(&format!("REVOKE UPDATE ON agent_memories FROM {role}"))
+        .execute(&pool)
+        .await
+        .unwrap();
+    let err = match startup::start(settings.clone()).await {
+        Ok(running) => {
+            running.shutdown();
+            let _ = running.wait().await;
+            panic!("started without a grant it needs");
+        }
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        err.contains(&format!("GRANT UPDATE ON agent_memories TO {role};")),
+        "names the grant: {err}"
+    );
+    sqlx::raw_sql(&format!("GRANT UPDATE ON agent_memories TO {role}"))
+        .execute(&pool)
+        .await
+        .unwrap();
     let running = startup::start(settings).await.expect("starts as the role");
     let mut app_channel = None;
     if let Ok(conn) =
@@ -287,6 +332,27 @@ async fn the_worker_migrates_and_recovers_as_a_role_that_owns_nothing_of_the_app
     if let Some(conn) = app_channel {
         let _ = conn.close(200, "done").await;
     }
+    // And the way back, as the same role: the memory and the tool message deleted, the
+    // content restored.
+    let out = cli(&[
+        "revert",
+        "--message",
+        &id.to_string(),
+        "--no-publish",
+        &format!("--database-url={url}"),
+    ])
+    .await;
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    let content: Option<String> = sqlx::query_scalar("SELECT content FROM messages WHERE id = $1")
+        .bind(id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        content,
+        Some(result_prefix_leak("Likes tea", "fact", "Noted.")),
+        "reverted"
+    );
     delete_topology_of(&topology).await;
     pool.close().await;
     drop_db(&name).await;
