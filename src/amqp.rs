@@ -7,7 +7,7 @@
 
 use crate::error::Error;
 use crate::publish::{self, Published};
-use crate::settings::{Names, PublishSettings, Settings};
+use crate::settings::{Names, PublishSettings, SecretUrl, Settings};
 use lapin::options::{
     BasicCancelOptions, BasicConsumeOptions, BasicQosOptions, ConfirmSelectOptions,
     ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
@@ -17,6 +17,18 @@ use lapin::{Channel, Connection, ConnectionProperties, Consumer, ExchangeKind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::Notify;
+
+/// The broker URL, parsed. lapin's own parse error quotes the whole URL, password
+/// included, and a failed connection is logged on every retry: so the error here names the
+/// URL masked and leaves lapin's text out.
+pub fn uri(url: &SecretUrl) -> Result<lapin::uri::AMQPUri, Error> {
+    url.expose().parse().map_err(|_| {
+        Error::Startup(format!(
+            "AMQP_URL {url} is not an AMQP URL (amqp://user:password@host:port/vhost, or \
+             amqps:// for TLS)"
+        ))
+    })
+}
 
 /// Consumer tag prefix.
 const CONSUMER_TAG: &str = "toolcall-recovery";
@@ -66,7 +78,7 @@ pub async fn open(settings: &Settings) -> Result<(Session, Consumer), Error> {
         .with_executor(tokio_executor_trait::Tokio::current())
         .with_reactor(tokio_reactor_trait::Tokio)
         .with_connection_name(LongString::from(settings.connection_name.clone()));
-    let connection = Connection::connect(settings.publish.amqp_url.expose(), props).await?;
+    let connection = Connection::connect_uri(uri(&settings.publish.amqp_url)?, props).await?;
     let health = Arc::new(Health::default());
     {
         let h = health.clone();

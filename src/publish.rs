@@ -8,7 +8,7 @@
 //! outbox by the recovery transaction itself.
 //!
 //! May depend on: `outbound` (routing keys), `recover::outbox` (the rows), `metrics`,
-//! `settings`, `shutdown`, `error`, `lapin`, `sqlx`. No HTTP.
+//! `settings`, `amqp` (the URL), `shutdown`, `error`, `lapin`, `sqlx`. No HTTP.
 
 pub mod outbox;
 mod publisher;

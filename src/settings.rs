@@ -63,8 +63,7 @@ impl fmt::Display for SecretUrl {
 /// only make it hide more.
 fn mask_url(url: &str) -> String {
     let mut out = url.to_string();
-    if let Some(scheme_end) = out.find("://") {
-        let rest_start = scheme_end + 3;
+    if let Some(rest_start) = userinfo_start(&out) {
         if let Some(at) = out[rest_start..].rfind('@') {
             let userinfo = &out[rest_start..rest_start + at];
             if let Some(colon) = userinfo.find(':') {
@@ -73,6 +72,23 @@ fn mask_url(url: &str) -> String {
         }
     }
     mask_password_params(&out)
+}
+
+/// Where a userinfo would start: after `scheme://`, and after `scheme:` when the slashes
+/// are missing (`amqp:user:pw@host` is no URL, which is exactly when an error message quotes
+/// it whole). `None` when the text does not start with a scheme (a libpq keyword string).
+fn userinfo_start(url: &str) -> Option<usize> {
+    let colon = url.find(':')?;
+    let scheme = &url[..colon];
+    let is_scheme = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    if !is_scheme {
+        return None;
+    }
+    let rest = &url[colon + 1..];
+    Some(colon + 1 + (rest.len() - rest.trim_start_matches('/').len()))
 }
 
 /// `password=...` and `sslpassword=...` values (libpq parameters), each one.
@@ -623,6 +639,17 @@ mod tests {
             for secret in ["p#ss", "p?ss/w@rd", "a/b#c?d", "k3y", "s3cret"] {
                 assert!(!format!("{u} {u:?}").contains(secret), "{url}");
             }
+        }
+        // Without the slashes (no URL, but an error message would quote it whole).
+        for (url, masked) in [
+            (
+                "amqp:guest:s3cret@mq:5672/%2f",
+                "amqp:guest:***@mq:5672/%2f",
+            ),
+            ("postgres:/app:s3cret@db/x", "postgres:/app:***@db/x"),
+            ("host=db:5432 user=a@b", "host=db:5432 user=a@b"),
+        ] {
+            assert_eq!(SecretUrl::new(url).masked(), masked, "{url}");
         }
         // A parameter that merely ends in the word is not a password.
         let u = SecretUrl::new("postgres://db/x?nopassword=1");

@@ -8,6 +8,7 @@
 //! May depend on: every module.
 
 use crate::admin::{self, AdminState};
+use crate::amqp;
 use crate::error::{self, Error};
 use crate::http::{self, AppState};
 use crate::metrics::{Metrics, Prime};
@@ -98,6 +99,8 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
         concurrency = settings.concurrency,
         "starting"
     );
+    // A malformed broker URL can never work: stop now rather than retry (and log) forever.
+    amqp::uri(&settings.publish.amqp_url)?;
     let provision = if settings.provisions_development() {
         Provision::Development
     } else {

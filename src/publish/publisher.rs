@@ -8,8 +8,8 @@
 //! same idempotent declares the worker makes); it never touches the worker's queues. Every
 //! confirmed publish is counted ([`super::count`]).
 //!
-//! May depend on: `recover::outbox` (the rows), `metrics`, `settings`, `error`, `lapin`,
-//! `sqlx`.
+//! May depend on: `recover::outbox` (the rows), `metrics`, `settings`, `amqp` (the URL,
+//! parsed without quoting its password), `error`, `lapin`, `sqlx`.
 
 use super::{count, outbox, publish_confirmed, Exchanges, Published};
 use crate::error::Error;
@@ -178,7 +178,8 @@ impl Publisher {
             .with_executor(tokio_executor_trait::Tokio::current())
             .with_reactor(tokio_reactor_trait::Tokio)
             .with_connection_name(LongString::from(self.target.connection_name.clone()));
-        let connection = Connection::connect(self.target.amqp_url.expose(), props).await?;
+        let connection =
+            Connection::connect_uri(crate::amqp::uri(&self.target.amqp_url)?, props).await?;
         let channel = connection.create_channel().await?;
         channel
             .confirm_select(ConfirmSelectOptions::default())

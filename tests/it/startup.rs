@@ -441,3 +441,27 @@ async fn the_index_command_builds_and_rebuilds_an_invalid_index() {
     pool.close().await;
     drop_db(&name).await;
 }
+
+/// lapin's own error for a URL it cannot parse quotes the URL whole, password included,
+/// and the worker logged it on every retry, forever. A URL that is no URL stops the start,
+/// masked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_broker_url_stops_the_start_without_its_password() {
+    let mut app = TestApp::prepare().await;
+    app.settings.publish.amqp_url =
+        toolcall_recovery::settings::SecretUrl::new("amqp:guest:s3cret-pw@127.0.0.1:5672");
+    let err = match startup::start(app.settings.clone()).await {
+        Ok(running) => {
+            running.shutdown();
+            let _ = running.wait().await;
+            panic!("started with a broker URL that can never work");
+        }
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("is not an AMQP URL"), "{err}");
+    assert!(
+        err.contains("amqp:guest:***@127.0.0.1:5672") && !err.contains("s3cret-pw"),
+        "{err}"
+    );
+    app.cleanup().await;
+}
