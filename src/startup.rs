@@ -70,12 +70,8 @@ pub async fn migrate(settings: &DatabaseSettings, schema: SchemaSettings) -> Res
 }
 
 async fn migrate_on(pool: &sqlx::PgPool, provision: Provision) -> Result<(), Error> {
-    if provision == Provision::Development {
-        store::create_app_tables(pool).await?;
-    }
-    let pending = store::pending_migrations(pool).await?;
-    store::migrate(pool).await?;
-    tracing::info!(applied = ?pending, "migrations up to date");
+    let applied = store::migrate_with(pool, &store::MIGRATOR, provision).await?;
+    tracing::info!(applied = ?applied, "migrations up to date");
     let missing = store::missing_app_tables(pool).await?;
     if !missing.is_empty() {
         tracing::warn!(
@@ -107,10 +103,11 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
         Provision::Nothing
     };
     let pool = store::connect(&settings.database, provision).await?;
-    if provision == Provision::Development {
-        store::create_app_tables(&pool).await?;
+    if settings.migrate {
+        let applied = store::migrate_with(&pool, &store::MIGRATOR, provision).await?;
+        tracing::info!(applied = ?applied, "migrations up to date");
     }
-    store::ensure_migrated(&pool, settings.migrate).await?;
+    store::ensure_migrated(&pool, false).await?;
     store::require_app_tables(&pool, &settings.database).await?;
     store::require_grants(&pool).await?;
     match store::transcript_index(&pool).await? {

@@ -12,18 +12,20 @@
 //! machine.
 //!
 //! The worker's migrations (`migrations/`) touch only the worker's own tables and never wait
-//! long for a lock (`tests/layers.rs` lints them). The index on the app's `messages` table
-//! is not a migration: building it concurrently inside the migrator's advisory lock can
-//! deadlock two migrators, and only the table's owner may build it. [`build_transcript_index`]
+//! long for a lock (`tests/layers.rs` lints them); how they run, one migrator at a time,
+//! retried after a lock timeout, is `migrations`. The index on the app's `messages` table is
+//! not a migration: only the table's owner may build it. [`build_transcript_index`]
 //! (`toolcall-recovery index`) does it, and rebuilds an invalid one.
 //!
 //! The grants the worker's role needs on the app's tables are checked at start (`grants`).
 //!
-//! May depend on: `settings`, `error`, `sqlx`.
+//! May depend on: `settings`, `error`, `sqlx`, `tokio` (the waits of the locks).
 
 mod grants;
+mod migrations;
 
 pub use grants::{missing_grants, require_grants, APP_GRANTS};
+pub use migrations::{LOCK_TIMEOUT as MIGRATION_LOCK_TIMEOUT, RETRY_FOR as MIGRATION_RETRY_FOR};
 
 use crate::error::Error;
 use crate::settings::DatabaseSettings;
@@ -286,8 +288,10 @@ pub async fn create_database_if_missing(opts: &PgConnectOptions) -> Result<(), E
     let sql = format!("CREATE DATABASE \"{}\"", name.replace('"', "\"\""));
     match sqlx::query(&sql).execute(&mut admin).await {
         Ok(_) => tracing::info!(database = %name, "database did not exist; created it"),
-        // Another process created it in the meantime.
-        Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("42P04") => {}
+        // Another process created it in the meantime (42P04, or the catalog's unique index
+        // when both inserted at once).
+        Err(sqlx::Error::Database(db))
+            if matches!(db.code().as_deref(), Some("42P04" | "23505")) => {}
         Err(e) => return Err(e.into()),
     }
     let _ = admin.close().await;
@@ -313,14 +317,24 @@ pub async fn pending_migrations(pool: &PgPool) -> Result<Vec<String>, Error> {
         .collect())
 }
 
-/// Applies the pending migrations. Versions applied by an earlier release and no longer
-/// shipped (1: the app's tables, 4: the transcript index, both moved out of the migrations)
-/// are ignored, so a database migrated by that release migrates on.
+/// Applies the pending migrations (`migrations`: one migrator at a time, a lock timeout
+/// and retries). Versions applied by an earlier release and no longer shipped (1: the app's
+/// tables, 4: the transcript index, both moved out of the migrations) are ignored, so a
+/// database migrated by that release migrates on.
 pub async fn migrate(pool: &PgPool) -> Result<(), Error> {
-    let mut migrator = sqlx::migrate!("./migrations");
-    migrator.set_ignore_missing(true);
-    migrator.run(pool).await?;
-    Ok(())
+    migrations::run(pool, &MIGRATOR, Provision::Nothing)
+        .await
+        .map(|_| ())
+}
+
+/// [`migrate`] with another set of migrations, and with [`Provision::Development`] the
+/// app's tables first, under the same lock; returns what it applied.
+pub async fn migrate_with(
+    pool: &PgPool,
+    migrator: &Migrator,
+    provision: Provision,
+) -> Result<Vec<String>, Error> {
+    migrations::run(pool, migrator, provision).await
 }
 
 /// Applies migrations when `apply` is set; otherwise fails with a message naming the

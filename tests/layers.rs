@@ -331,11 +331,13 @@ fn nothing_reads_beside_the_repository() {
 }
 
 /// The worker's migrations run while older replicas keep writing (a rolling upgrade): from
-/// 0006 on, none may hold a long exclusive lock. No index on a table that exists already (an
-/// index is built concurrently, outside the migrator, see `store::build_transcript_index`),
-/// no CHECK, foreign key or NOT NULL that scans existing rows, no column type change, and an
-/// ALTER TABLE only with a `lock_timeout`, so that it gives up rather than queue every writer
-/// behind it. 0002-0005 were applied by earlier releases and stay as they are.
+/// 0006 on, none may hold a long exclusive lock. An index on a table that exists already is
+/// built `CONCURRENTLY`, alone in a `-- no-transaction` file (the runner,
+/// `store::migrations`, waits for its lock without a snapshot and drops an INVALID leftover
+/// first); no CHECK, foreign key or NOT NULL that scans existing rows, no column type
+/// change, and an ALTER TABLE only with a `lock_timeout`, so that it gives up rather than
+/// queue every writer behind it. 0002-0005 were applied by earlier releases and stay as they
+/// are.
 #[test]
 fn migrations_take_no_long_lock() {
     let dir = root().join("migrations");
@@ -344,6 +346,7 @@ fn migrations_take_no_long_lock() {
         .unwrap()
         .flatten()
         .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sql"))
         .collect();
     entries.sort();
     for path in entries {
@@ -353,54 +356,118 @@ fn migrations_take_no_long_lock() {
             continue;
         }
         let text = std::fs::read_to_string(&path).unwrap();
-        let sql: String = text
-            .lines()
-            .map(|l| l.split("--").next().unwrap_or(""))
-            .collect::<Vec<_>>()
-            .join("\n")
-            .to_lowercase();
-        let created: Vec<String> = sql
-            .match_indices("create table ")
-            .map(|(i, _)| {
-                sql[i + "create table ".len()..]
-                    .trim_start_matches("if not exists ")
-                    .split(|c: char| !c.is_alphanumeric() && c != '_')
-                    .next()
-                    .unwrap_or("")
-                    .to_string()
-            })
-            .collect();
-        for statement in sql.split(';').map(str::trim).filter(|s| !s.is_empty()) {
-            let words = statement.split_whitespace().collect::<Vec<_>>().join(" ");
-            if words.starts_with("create index") || words.starts_with("create unique index") {
-                let table = words
-                    .split(" on ")
-                    .nth(1)
-                    .and_then(|t| t.split(|c: char| !c.is_alphanumeric() && c != '_').next())
-                    .unwrap_or("");
-                if !created.iter().any(|c| c == table) {
-                    broken.push(format!("{name}: an index on the existing table {table}"));
-                }
-            }
-            if words.starts_with("alter table") {
-                if (words.contains(" check ")
-                    || words.contains(" check(")
-                    || words.contains("foreign key")
-                    || words.contains(" references "))
-                    && !words.contains("not valid")
-                {
-                    broken.push(format!(
-                        "{name}: a constraint that scans existing rows: {words}"
-                    ));
-                }
-                if words.contains("set not null") || words.contains(" type ") {
-                    broken.push(format!("{name}: a change that scans or rewrites: {words}"));
-                }
-                if !sql.contains("lock_timeout") {
-                    broken.push(format!("{name}: ALTER TABLE without a lock_timeout"));
-                }
-            }
+        for problem in long_locks(&text) {
+            broken.push(format!("{name}: {problem}"));
         }
     }
     assert!(broken.is_empty(), "{}", broken.join("\n"));
+}
+
+/// What in one migration file would hold a long lock.
+fn long_locks(text: &str) -> Vec<String> {
+    let no_tx = text.starts_with("-- no-transaction");
+    let sql: String = text
+        .lines()
+        .map(|l| l.split("--").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .to_lowercase();
+    let created: Vec<String> = sql
+        .match_indices("create table ")
+        .map(|(i, _)| {
+            sql[i + "create table ".len()..]
+                .trim_start_matches("if not exists ")
+                .split(|c: char| !c.is_alphanumeric() && c != '_')
+                .next()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect();
+    let statements: Vec<String> = sql
+        .split(';')
+        .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|s| !s.is_empty())
+        .collect();
+    let mut broken = Vec::new();
+    if no_tx && statements.len() != 1 {
+        broken.push(format!(
+            "a -- no-transaction file holds one concurrent index build, not {} statements",
+            statements.len()
+        ));
+    }
+    for words in &statements {
+        let concurrently = words.contains(" concurrently ");
+        if concurrently && !no_tx {
+            broken.push(format!(
+                "a concurrent build cannot run in a transaction (a -- no-transaction file of \
+                 its own): {words}"
+            ));
+        }
+        if no_tx && !(words.starts_with("create") && concurrently) {
+            broken.push(format!(
+                "a -- no-transaction file holds a concurrent index build only: {words}"
+            ));
+        }
+        if words.starts_with("create index") || words.starts_with("create unique index") {
+            let table = words
+                .split(" on ")
+                .nth(1)
+                .map(|t| t.trim_start_matches("only "))
+                .and_then(|t| t.split(|c: char| !c.is_alphanumeric() && c != '_').next())
+                .unwrap_or("");
+            if !concurrently && !created.iter().any(|c| c == table) {
+                broken.push(format!(
+                    "an index on the existing table {table} built without CONCURRENTLY: {words}"
+                ));
+            }
+        }
+        if words.starts_with("alter table") {
+            if (words.contains(" check ")
+                || words.contains(" check(")
+                || words.contains("foreign key")
+                || words.contains(" references "))
+                && !words.contains("not valid")
+            {
+                broken.push(format!("a constraint that scans existing rows: {words}"));
+            }
+            if words.contains("set not null") || words.contains(" type ") {
+                broken.push(format!("a change that scans or rewrites: {words}"));
+            }
+            if !sql.contains("lock_timeout") {
+                broken.push(format!("ALTER TABLE without a lock_timeout: {words}"));
+            }
+        }
+    }
+    broken
+}
+
+#[test]
+fn the_migration_lint_refuses_long_locks_and_allows_the_safe_forms() {
+    let refused = [
+        "SET LOCAL lock_timeout = '5s'; ALTER TABLE recoveries ADD COLUMN x int CHECK (x > 0);",
+        "SET LOCAL lock_timeout = '5s'; ALTER TABLE recoveries ALTER COLUMN outcome TYPE varchar(9);",
+        "ALTER TABLE recoveries ADD COLUMN model text;",
+        "CREATE INDEX recoveries_x_idx ON recoveries (created_at);",
+        "CREATE INDEX CONCURRENTLY recoveries_x_idx ON recoveries (created_at);",
+        "-- no-transaction\nCREATE INDEX CONCURRENTLY a ON recoveries (id);\n\
+         CREATE INDEX CONCURRENTLY b ON recoveries (id);",
+        "-- no-transaction\nSET LOCAL lock_timeout = '5s'; ALTER TABLE recoveries ADD COLUMN y text;",
+    ];
+    for sql in refused {
+        assert!(!long_locks(sql).is_empty(), "allowed: {sql}");
+    }
+    let allowed = [
+        "SET LOCAL lock_timeout = '5s';\nALTER TABLE recoveries ADD COLUMN model text NULL;",
+        "-- no-transaction\n-- why\nCREATE INDEX CONCURRENTLY IF NOT EXISTS r_idx \
+         ON recoveries (created_at);",
+        "CREATE TABLE t (id bigint PRIMARY KEY, s text CHECK (s <> ''));\n\
+         CREATE INDEX t_s_idx ON t (s);",
+    ];
+    for sql in allowed {
+        assert!(
+            long_locks(sql).is_empty(),
+            "refused: {sql}: {:?}",
+            long_locks(sql)
+        );
+    }
 }

@@ -8,6 +8,7 @@ mod harness;
 mod http_limits;
 mod idempotency;
 mod ledger;
+mod migrations;
 mod models;
 mod poison;
 mod process;
