@@ -210,6 +210,12 @@ start_worker "$WORK/worker.log" TCR_HTTP_ADDR="127.0.0.1:$WORKER_PORT" TCR_CONNE
   TCR_FAMILIES_OBSERVE=mistral --migrate --create-app-tables "${NAMES[@]}"
 python3 ci/obs.py wait-http "$WORKER/readyz" --timeout 60 || die "the worker did not become ready"
 echo "worker ready on $WORKER (database $DB_NAME, broker names tcr-deploy.$SUFFIX.*)"
+# The development setup built the transcript-repair index; the worker and `index --check` say so.
+INDEX_STATE=$(DATABASE_URL="postgres://$PG_USER@$PG_HOST:$PG_PORT/$DB_NAME" "$TCR_BIN" index --check 2>/dev/null) \
+  || die "index --check: the transcript-repair index is not ready ($INDEX_STATE)"
+python3 ci/obs.py wait-metric "$WORKER/metrics" 'toolcall_recovery_transcript_index_ready' --value 1 --timeout 10 \
+  || die "the worker does not report the transcript-repair index as ready"
+echo "transcript-repair index: $INDEX_STATE"
 
 PROM_PORT=$(python3 ci/obs.py free-port)
 PROM="http://127.0.0.1:$PROM_PORT"

@@ -212,6 +212,9 @@ def main() -> int:
                 values[key] = {**values.get(key, {}), **val} if isinstance(val, dict) else val
             expect_fail(label, lambda v=values: chart.render(v, name="tcr", namespace="chat"), helm.HelmValuesError, needle)
 
+        expect_fail("index.job without the owner's URL", lambda: chart.render({**managed, "index": {"job": True}}, name="tcr", namespace="chat"),
+                    helm.HelmRenderError, "secrets.indexDatabaseUrl")
+
         for label, values in (("defaults + existingSecret", minimal), ("defaults + chart-managed Secret", managed), ("all optional parts on", full)):
             print(f"render: {label}")
             docs = render(chart, values)
@@ -228,6 +231,8 @@ def main() -> int:
                       not any(c["metadata"]["name"].endswith("-dashboard") for c in kinds["ConfigMap"]),
                       f"{label}: optional parts off by default")
                 check("PodDisruptionBudget" in kinds, f"{label}: PodDisruptionBudget on by default")
+                check(not any(j["metadata"]["name"].endswith("-index") for j in kinds["Job"]),
+                      f"{label}: no index Job by default (the DBA builds the index as the owner of messages)")
                 check(merged["config"]["mode"] == "recover", f"{label}: mode recover by default")
             if label == "all optional parts on":
                 want = {"Deployment", "Service", "ConfigMap", "Secret", "Job", "ServiceAccount", "PodDisruptionBudget",
@@ -275,6 +280,14 @@ def main() -> int:
                 check(bc["args"][:3] == ["backfill", "--metrics-addr", "0.0.0.0:9091"] and bc["args"][3:] == full["backfill"]["args"]
                       and "helm.sh/hook" not in bf["metadata"].get("annotations", {}),
                       f"{label}: backfill Job runs `backfill --metrics-addr` with the extra flags")
+                ix = next(j for j in kinds["Job"] if j["metadata"]["name"].endswith("-index"))
+                ixc = ix["spec"]["template"]["spec"]["containers"][0]
+                ixenv = {e["name"]: e for e in ixc["env"]}
+                managed_secret = next(x for x in kinds["Secret"] if "helm.sh/hook" not in x["metadata"].get("annotations", {}))
+                check(ix["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade" and ixc["args"] == ["index"]
+                      and ixenv["DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {"name": managed_secret["metadata"]["name"], "key": "INDEX_DATABASE_URL"}
+                      and "INDEX_DATABASE_URL" in managed_secret["data"],
+                      f"{label}: index Job is a post-install/post-upgrade hook running `index` as the owner of messages (INDEX_DATABASE_URL)")
                 pm = kinds["PodMonitor"][0]["spec"]
                 check(pm["podMetricsEndpoints"][0]["port"] == "metrics"
                       and pm["podMetricsEndpoints"][0]["relabelings"][0]["replacement"] == "toolcall-recovery-backfill"

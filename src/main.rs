@@ -32,6 +32,7 @@ enum Command {
     /// Builds (or rebuilds, when invalid) the index transcript repair uses on the app's
     /// `messages` table, concurrently, so the app's writes go on. Run it as the owner of
     /// `messages`; the worker works without it, more slowly, and says so at start.
+    /// `--check`: its state, exit 3 unless ready; `--sql`: the SQL for a DBA.
     Index(Box<index::IndexArgs>),
     /// Lists the audit ledger: what recovery removed or recorded, newest first, filtered;
     /// `--json` for JSON Lines.
@@ -114,9 +115,16 @@ fn main() -> ExitCode {
         }
         Command::Index(args) => {
             telemetry::init(args.log_format);
-            block_on("index", async move {
-                index::run(&args, &mut std::io::stdout()).await
-            })
+            let mut usable = true;
+            let code = block_on("index", async {
+                usable = index::run(&args, &mut std::io::stdout()).await?;
+                Ok(())
+            });
+            if code == ExitCode::SUCCESS && !usable {
+                ExitCode::from(3)
+            } else {
+                code
+            }
         }
     }
 }

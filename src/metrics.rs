@@ -48,6 +48,7 @@ pub struct Metrics {
     recoveries: IntCounterVec,
     backfill_progress: IntGauge,
     broker_consuming: IntGauge,
+    transcript_index_ready: IntGauge,
     reverts: IntCounterVec,
     mode: IntGaugeVec,
     family_mode: IntGaugeVec,
@@ -183,6 +184,15 @@ impl Metrics {
         )
         .unwrap_or_else(|e| unreachable!("{e}"));
         register(&r, Box::new(broker_consuming.clone()));
+        let transcript_index_ready = IntGauge::new(
+            "toolcall_recovery_transcript_index_ready",
+            "1 when the transcript-repair index on the app's messages table is valid, 0 when \
+             it is missing or INVALID: recovery works, but each transcript repair reads the \
+             chat's tool messages (the owner of messages runs `toolcall-recovery index`). \
+             Looked at on start and every 5 minutes.",
+        )
+        .unwrap_or_else(|e| unreachable!("{e}"));
+        register(&r, Box::new(transcript_index_ready.clone()));
         let reverts = counter_vec(
             &r,
             "toolcall_recovery_reverts_total",
@@ -258,6 +268,7 @@ impl Metrics {
             recoveries,
             backfill_progress,
             broker_consuming,
+            transcript_index_ready,
             reverts,
             mode,
             family_mode,
@@ -319,6 +330,11 @@ impl Metrics {
     /// Whether a broker session is consuming (read at scrape time).
     pub fn broker_consuming(&self, consuming: bool) {
         self.broker_consuming.set(i64::from(consuming));
+    }
+
+    /// Whether the transcript-repair index is valid (`store::transcript_index`).
+    pub fn transcript_index_ready(&self, ready: bool) {
+        self.transcript_index_ready.set(i64::from(ready));
     }
 
     /// An event finished with this event-level outcome, in this mode.

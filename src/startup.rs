@@ -17,7 +17,7 @@ use crate::publish::outbox::Marker;
 use crate::publish::{PublishTarget, Publisher, Relay};
 use crate::recover;
 use crate::settings::{DatabaseSettings, SchemaSettings, Settings};
-use crate::shutdown::{self, Trigger};
+use crate::shutdown::{self, Shutdown, Trigger};
 use crate::store;
 use crate::store::{IndexState, Provision};
 use crate::worker::Worker;
@@ -110,17 +110,8 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
     store::ensure_migrated(&pool, false).await?;
     store::require_app_tables(&pool, &settings.database).await?;
     store::require_grants(&pool).await?;
-    match store::transcript_index(&pool).await? {
-        IndexState::Ready => {}
-        state => tracing::warn!(
-            index = store::TRANSCRIPT_INDEX,
-            ?state,
-            "transcript repair reads every tool message of a chat on each recovery without \
-             this index; have the owner of `messages` run `toolcall-recovery index` \
-             (docs/operations.md)"
-        ),
-    }
     let metrics = Arc::new(Metrics::new());
+    let index = look_at_index(&pool, &metrics, None).await;
     let policy = settings.policy();
     prime(&metrics, &policy, &settings.models.models);
     log_policy(&policy);
@@ -148,6 +139,12 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
     let limits = settings.http_limits();
     let server = tokio::spawn(http::serve(listener, app, limits, http_stopped));
     tracing::info!(%http_addr, "HTTP listening");
+    let index_watch = tokio::spawn(watch_index(
+        pool.clone(),
+        metrics.clone(),
+        index,
+        shutdown.clone(),
+    ));
     let relay = tokio::spawn(
         Relay {
             pool: pool.clone(),
@@ -180,6 +177,7 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
         worker.run(shutdown).await;
         let _ = tokio::time::timeout(Duration::from_secs(5), marking).await;
         let _ = tokio::time::timeout(Duration::from_secs(5), relay).await;
+        let _ = index_watch.await;
         if tokio::time::timeout(Duration::from_secs(5), pool.close())
             .await
             .is_err()
@@ -195,6 +193,60 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
         trigger,
         task,
     })
+}
+
+/// How often the worker looks at the transcript-repair index again: a DBA may build it
+/// while the worker runs.
+const INDEX_CHECK_EVERY: Duration = Duration::from_secs(300);
+
+/// Looks at the transcript-repair index, sets its gauge, and says so when it is not usable
+/// (at start) or when its state changed since `before`. A database error leaves things as
+/// they were: the worker's retries and `/readyz` report an outage.
+async fn look_at_index(
+    pool: &sqlx::PgPool,
+    metrics: &Metrics,
+    before: Option<IndexState>,
+) -> Option<IndexState> {
+    let Ok(now) = store::transcript_index(pool).await else {
+        return before;
+    };
+    metrics.transcript_index_ready(now == IndexState::Ready);
+    if Some(now) == before {
+        return before;
+    }
+    if now == IndexState::Ready {
+        if before.is_some() {
+            tracing::info!(
+                index = store::TRANSCRIPT_INDEX,
+                "the transcript index is ready now"
+            );
+        }
+    } else {
+        tracing::warn!(
+            index = store::TRANSCRIPT_INDEX,
+            state = now.as_str(),
+            "transcript repair reads every tool message of a chat on each recovery without \
+             this index; have the owner of `messages` run `toolcall-recovery index` \
+             (docs/operations.md)"
+        );
+    }
+    Some(now)
+}
+
+/// [`look_at_index`] every [`INDEX_CHECK_EVERY`] until shutdown.
+async fn watch_index(
+    pool: sqlx::PgPool,
+    metrics: Arc<Metrics>,
+    mut state: Option<IndexState>,
+    mut shutdown: Shutdown,
+) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(INDEX_CHECK_EVERY) => {}
+            () = shutdown.wait() => return,
+        }
+        state = look_at_index(&pool, &metrics, state).await;
+    }
 }
 
 /// Every label value at 0 (each model of the list among them), and the policy in the gauges.

@@ -51,6 +51,20 @@ const CREATE_TRANSCRIPT_INDEX: &str = "CREATE INDEX CONCURRENTLY IF NOT EXISTS \
      WHERE role = 'tool' AND coalesce(tool_name, '') = ''";
 const DROP_TRANSCRIPT_INDEX: &str =
     "DROP INDEX CONCURRENTLY IF EXISTS tcr_messages_unnamed_tool_idx";
+/// What a DBA runs by hand instead of `toolcall-recovery index` (psql in autocommit: a
+/// concurrent build cannot run in a transaction); `index --sql` prints it.
+pub const TRANSCRIPT_INDEX_SQL: &str = "\
+-- 1. Is it there, and valid? (no row: missing; indisvalid false: a killed build's leftover)
+SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+ WHERE i.indrelid = 'messages'::regclass AND c.relname = 'tcr_messages_unnamed_tool_idx';
+-- 2. Only when indisvalid is false:
+DROP INDEX CONCURRENTLY IF EXISTS tcr_messages_unnamed_tool_idx;
+-- 3. Build it without blocking the app's writes (it waits for transactions already running
+--    on messages; no statement_timeout or lock_timeout may cut it short):
+SET statement_timeout = 0; SET lock_timeout = 0;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS tcr_messages_unnamed_tool_idx
+    ON messages (chat_id) WHERE role = 'tool' AND coalesce(tool_name, '') = '';
+";
 /// Two `index` runs at once would build the same index twice; the second waits for the
 /// first by polling this advisory lock (a session blocked in `pg_advisory_lock` would hold a
 /// snapshot that the first one's concurrent build waits for: a deadlock).
@@ -206,6 +220,17 @@ pub enum IndexState {
     Invalid,
 }
 
+impl IndexState {
+    /// The word `index --check` prints.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IndexState::Ready => "ready",
+            IndexState::Missing => "missing",
+            IndexState::Invalid => "invalid",
+        }
+    }
+}
+
 /// The state of [`TRANSCRIPT_INDEX`].
 pub async fn transcript_index(pool: &PgPool) -> Result<IndexState, Error> {
     let valid: Option<bool> = sqlx::query_scalar(
@@ -261,15 +286,38 @@ async fn build_holding_lock(conn: &mut sqlx::PgConnection) -> Result<IndexState,
         Some(false) => IndexState::Invalid,
         None => IndexState::Missing,
     };
+    // A concurrent build blocks no write of the app's, so it may wait and run as long as
+    // it needs; a statement_timeout or lock_timeout set on the database or the role would cut
+    // it short and leave an INVALID index.
+    sqlx::raw_sql("SET statement_timeout = 0; SET lock_timeout = 0")
+        .execute(&mut *conn)
+        .await?;
     if found == IndexState::Invalid {
         sqlx::raw_sql(DROP_TRANSCRIPT_INDEX)
             .execute(&mut *conn)
-            .await?;
+            .await
+            .map_err(not_owner)?;
     }
     sqlx::raw_sql(CREATE_TRANSCRIPT_INDEX)
         .execute(&mut *conn)
-        .await?;
+        .await
+        .map_err(not_owner)?;
     Ok(found)
+}
+
+/// Only the owner of `messages` may build an index on it: said with what to do instead.
+fn not_owner(e: sqlx::Error) -> Error {
+    match &e {
+        sqlx::Error::Database(db) if db.code().as_deref() == Some("42501") => {
+            Error::Startup(format!(
+                "{}: only the owner of the messages table may build an index on it; run \
+                 `toolcall-recovery index` with the owner's DATABASE_URL, or give the DBA the \
+                 SQL of `toolcall-recovery index --sql`",
+                db.message()
+            ))
+        }
+        _ => Error::Database(e),
+    }
 }
 
 /// Creates the database named in `opts` when it does not exist (connecting to the

@@ -2,7 +2,8 @@
 //! `messages` table, built concurrently (the app's writes go on), an invalid one (left by an
 //! interrupted build) dropped and built again; two runs at once build it once. Not a
 //! migration: only the table's owner may index it, and a concurrent build inside the
-//! migrator's lock can deadlock two migrators. `docs/operations.md` has the same SQL for a DBA.
+//! migrator's lock can deadlock two migrators. `--check` only says where it stands (for a
+//! script or a probe: exit 3 unless ready); `--sql` prints the same steps for a DBA.
 //!
 //! May depend on: `store`, `settings`, `error`.
 
@@ -14,17 +15,42 @@ use std::io::Write;
 /// Flags of `toolcall-recovery index`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct IndexArgs {
-    /// The database, as a role that owns the `messages` table.
+    /// The database, as a role that owns the `messages` table (`--check` needs no more than
+    /// to see it).
     #[command(flatten)]
     pub database: DatabaseSettings,
+
+    /// Only report the index's state (`ready`, `missing`, `invalid`) on stdout; exit 3
+    /// unless ready. Builds nothing.
+    #[arg(long, conflicts_with = "sql")]
+    pub check: bool,
+
+    /// Print the SQL a DBA runs by hand instead (with psql, in autocommit: a concurrent
+    /// build cannot run in a transaction); connects to no database.
+    #[arg(long)]
+    pub sql: bool,
 
     /// Log format (logs go to stderr; the result to stdout).
     #[arg(long, env = "TCR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty)]
     pub log_format: LogFormat,
 }
 
-/// Builds the index when it is missing or invalid; prints what it found and did.
-pub async fn run(args: &IndexArgs, out: &mut dyn Write) -> Result<(), Error> {
+/// Does what the flags ask, prints the result; returns whether the index is usable now
+/// (the exit code of `--check`).
+pub async fn run(args: &IndexArgs, out: &mut dyn Write) -> Result<bool, Error> {
+    if args.sql {
+        out.write_all(store::TRANSCRIPT_INDEX_SQL.as_bytes())
+            .map_err(Error::Output)?;
+        return Ok(true);
+    }
+    if args.check {
+        let pool = store::connect_command(&args.database, "toolcall-recovery-index", 1).await?;
+        let state = store::transcript_index(&pool).await;
+        pool.close().await;
+        let state = state?;
+        writeln!(out, "{} {}", store::TRANSCRIPT_INDEX, state.as_str()).map_err(Error::Output)?;
+        return Ok(state == IndexState::Ready);
+    }
     let found = store::build_transcript_index(&args.database).await?;
     let line = match found {
         IndexState::Ready => format!(
@@ -37,5 +63,6 @@ pub async fn run(args: &IndexArgs, out: &mut dyn Write) -> Result<(), Error> {
             store::TRANSCRIPT_INDEX
         ),
     };
-    writeln!(out, "{line}").map_err(Error::Output)
+    writeln!(out, "{line}").map_err(Error::Output)?;
+    Ok(true)
 }

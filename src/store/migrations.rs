@@ -38,7 +38,7 @@ const LOCK_KEY: i64 = 0x7463_725f_6d69_6772;
 pub const LOCK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a migration that cannot get its lock keeps being tried.
-pub const RETRY_FOR: Duration = Duration::from_secs(600);
+pub const RETRY_FOR: Duration = Duration::from_secs(300);
 
 /// Applies the pending migrations of `migrator` on a session of its own that holds the
 /// migration lock; with [`Provision::Development`], first the app's tables (under the same

@@ -177,6 +177,7 @@ async fn the_development_setup_creates_the_database_and_the_apps_tables() {
         "toolcall_recovery_mode{mode=\"recover\"} 1",
         "toolcall_recovery_family_mode{family=\"hermes\",mode=\"recover\"} 1",
         "toolcall_recovery_outbox_relayed_total{result=\"sent\"} 0",
+        "toolcall_recovery_transcript_index_ready 1",
     ] {
         assert!(metrics.contains(series), "{series} in {metrics}");
     }
@@ -232,6 +233,19 @@ async fn the_worker_migrates_and_recovers_as_a_role_that_owns_nothing_of_the_app
     let url = format!("postgres://{role}@127.0.0.1:5432/{name}");
     let out = cli(&["migrate", &format!("--database-url={url}")]).await;
     assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    // The index is the owner's step: the role is told so, with the SQL for the DBA, and
+    // `--check` says where it stands (exit 3: not usable).
+    let out = cli(&["index", "--check", &format!("--database-url={url}")]).await;
+    assert_eq!(out.code, Some(3), "{}", out.stderr);
+    assert_eq!(out.stdout.trim(), "tcr_messages_unnamed_tool_idx missing");
+    let out = cli(&["index", &format!("--database-url={url}")]).await;
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("only the owner of the messages table")
+            && out.stderr.contains("toolcall-recovery index --sql"),
+        "{}",
+        out.stderr
+    );
     let owned: Vec<String> = sqlx::query_scalar(
         "SELECT tablename::text FROM pg_tables WHERE schemaname = 'public' AND tableowner = $1 \
          ORDER BY 1",
@@ -290,6 +304,11 @@ async fn the_worker_migrates_and_recovers_as_a_role_that_owns_nothing_of_the_app
         .await
         .unwrap();
     let running = startup::start(settings).await.expect("starts as the role");
+    let (_, metrics) = http_get(running.http_addr, "/metrics").await.unwrap();
+    assert!(
+        metrics.contains("toolcall_recovery_transcript_index_ready 0"),
+        "the missing index in the metrics: {metrics}"
+    );
     let mut app_channel = None;
     if let Ok(conn) =
         lapin::Connection::connect(AMQP_URL, lapin::ConnectionProperties::default()).await
@@ -431,12 +450,73 @@ async fn the_index_command_builds_and_rebuilds_an_invalid_index() {
         store::transcript_index(&pool).await.unwrap(),
         store::IndexState::Invalid
     );
+    let out = cli(&["index", "--check", &url]).await;
+    assert_eq!(
+        (out.code, out.stdout.trim()),
+        (Some(3), "tcr_messages_unnamed_tool_idx invalid")
+    );
     let out = cli(&["index", &url]).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(out.stdout.contains("was invalid"), "{}", out.stdout);
     assert_eq!(
         store::transcript_index(&pool).await.unwrap(),
         store::IndexState::Ready
+    );
+    let out = cli(&["index", "--check", &url]).await;
+    assert_eq!(
+        (out.code, out.stdout.trim()),
+        (Some(0), "tcr_messages_unnamed_tool_idx ready")
+    );
+
+    // A lock_timeout the DBA set on the database (or the role) does not cut the build
+    // short: it waits for the app's transaction on messages instead of leaving an INVALID
+    // index behind.
+    sqlx::query(&format!("DROP INDEX {}", store::TRANSCRIPT_INDEX))
+        .execute(&pool)
+        .await
+        .unwrap();
+    on_postgres(&format!(
+        "ALTER DATABASE \"{name}\" SET lock_timeout = '200ms'"
+    ))
+    .await;
+    let mut app_tx = pool.begin().await.unwrap();
+    sqlx::query("INSERT INTO chats DEFAULT VALUES")
+        .execute(&mut *app_tx)
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO messages (chat_id, role) SELECT max(id), 'user' FROM chats")
+        .execute(&mut *app_tx)
+        .await
+        .unwrap();
+    let building = tokio::spawn({
+        let url = url.clone();
+        async move { cli(&["index", &url]).await }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    app_tx.commit().await.unwrap();
+    let out = building.await.unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(
+        store::transcript_index(&pool).await.unwrap(),
+        store::IndexState::Ready
+    );
+
+    // The same steps as SQL, for a DBA; no database needed.
+    let out = cli(&[
+        "index",
+        "--sql",
+        "--database-url=postgres://nobody@127.0.0.1:1/x",
+    ])
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("DROP INDEX CONCURRENTLY IF EXISTS tcr_messages_unnamed_tool_idx")
+            && out
+                .stdout
+                .contains("CREATE INDEX CONCURRENTLY IF NOT EXISTS"),
+        "{}",
+        out.stdout
     );
     pool.close().await;
     drop_db(&name).await;
