@@ -9,7 +9,9 @@
 //!   (a migrator blocked in sqlx's `pg_advisory_lock` holds a snapshot the build waits for:
 //!   a deadlock), and the INVALID leftover of a killed build is built again (`IF NOT
 //!   EXISTS` skipped it);
-//! - two development setups at once on a database that does not exist yet.
+//! - two development setups at once on a database that does not exist yet;
+//! - a database release 0.1 migrated, with its own migrations (`release_0_1/` holds the
+//!   two files it had and this release no longer ships, verbatim), migrates on and serves.
 
 use crate::harness::*;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
@@ -274,6 +276,72 @@ async fn two_development_setups_at_once_both_succeed() {
     );
     let pool = PgPool::connect(db.database_url.expose()).await.unwrap();
     assert!(store::missing_app_tables(&pool).await.unwrap().is_empty());
+    pool.close().await;
+    drop_database(&name).await;
+}
+
+/// Release 0.1's `migrations/`: the two files this release no longer ships (kept verbatim in
+/// `tests/it/release_0_1/`) and ours up to 5, unchanged since.
+fn release_0_1() -> Migrator {
+    let retired = sqlx::migrate!("./tests/it/release_0_1");
+    let mut all: Vec<Migration> = retired
+        .iter()
+        .chain(store::MIGRATOR.iter().filter(|m| m.version <= 5))
+        .cloned()
+        .collect();
+    all.sort_by_key(|m| m.version);
+    assert_eq!(
+        all.iter().map(|m| m.version).collect::<Vec<_>>(),
+        [1, 2, 3, 4, 5]
+    );
+    Migrator {
+        migrations: Cow::Owned(all),
+        ..Migrator::DEFAULT
+    }
+}
+
+/// A database as release 0.1 left it (its sqlx migrator created the app's tables, the
+/// ledger and the index), migrated by this release's `migrate`, then served by `run`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_release_0_1_migrated_migrates_on_and_serves() {
+    let (name, url) = fresh_database().await;
+    let pool = PgPool::connect(&url).await.unwrap();
+    release_0_1()
+        .run(&pool)
+        .await
+        .expect("release 0.1 migrates");
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolcall-recovery"))
+        .args(["migrate", &format!("--database-url={url}")])
+        .env("TCR_LOG_FORMAT", "json")
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let versions: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations ORDER BY 1")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    let mut expected: Vec<i64> = vec![1, 4];
+    expected.extend(store::MIGRATOR.iter().map(|m| m.version));
+    expected.sort_unstable();
+    assert_eq!(versions, expected);
+    assert_eq!(
+        store::transcript_index(&pool).await.unwrap(),
+        store::IndexState::Ready,
+        "0.1's index kept"
+    );
+    let suffix = name.trim_start_matches("tcr_test_").to_string();
+    let settings = test_settings(&suffix, &url);
+    let running = toolcall_recovery::startup::start(settings.clone())
+        .await
+        .expect("the worker starts on it");
+    running.shutdown();
+    running.wait().await.unwrap();
+    delete_topology_of(&settings).await;
     pool.close().await;
     drop_database(&name).await;
 }
