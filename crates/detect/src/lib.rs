@@ -28,6 +28,7 @@ use std::cell::Cell;
 pub mod code;
 pub mod config;
 pub mod families;
+pub mod grammar;
 pub mod json5;
 pub mod prefilter;
 pub mod types;
@@ -121,9 +122,9 @@ pub fn detect(input: &Input<'_>, config: &Config) -> Detection {
     // Disabled families run too: their spans must still shadow what overlaps them, so
     // that switching a family off only ever removes its own leaks from the result and
     // never lets a more general family claim part of its markup.
-    for def in families::REGISTRY {
-        if seen.contains(def.family) {
-            (def.find)(text, &ctx, &mut leaks);
+    for det in families::registry() {
+        if seen.contains(det.family()) {
+            det.find(text, &ctx, &mut leaks);
         }
     }
     leaks.retain(|l| {

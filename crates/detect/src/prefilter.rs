@@ -9,7 +9,7 @@
 //!
 //! May depend on: `crate::families` (the registry), `crate::types`. Nothing else.
 
-use crate::families::REGISTRY;
+use crate::families::registry;
 use crate::types::Family;
 use std::sync::OnceLock;
 
@@ -69,10 +69,10 @@ fn tables() -> &'static Tables {
             unanchored: Vec::new(),
             at_start: Vec::new(),
         };
-        for def in REGISTRY {
+        for det in registry() {
             let mut fam = FamilySet::default();
-            fam.insert(def.family);
-            for &trigger in def.triggers {
+            fam.insert(det.family());
+            for &trigger in det.triggers() {
                 let bytes = trigger.as_bytes();
                 match bytes.iter().position(|b| ANCHORS.contains(b)) {
                     Some(i) => {
@@ -90,7 +90,7 @@ fn tables() -> &'static Tables {
                     None => t.unanchored.push((trigger, fam)),
                 }
             }
-            for &b in def.at_start {
+            for &b in det.at_start() {
                 t.at_start.push((b, fam));
             }
         }
@@ -156,13 +156,13 @@ mod tests {
     fn only_json_fences_have_unanchored_markers() {
         // The `{` shortcut for unanchored markers is sound only for a family whose leaks
         // always contain an object.
-        for def in REGISTRY {
-            for t in def.triggers {
+        for det in registry() {
+            for t in det.triggers() {
                 let anchored = t.bytes().any(|b| ANCHORS.contains(&b));
                 assert!(
-                    anchored || def.family == Family::JsonFence,
+                    anchored || det.family() == Family::JsonFence,
                     "{:?}: {t}",
-                    def.family
+                    det.family()
                 );
             }
         }

@@ -13,7 +13,7 @@
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
-use super::llama3_json::strict_call;
+use super::util::strict_call;
 use super::util::{decode_arguments, find_from, is_tool_name, json_whole};
 use crate::types::{Call, Family};
 use crate::{json5, Ctx, Leak};

@@ -14,8 +14,8 @@
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
+use super::util::MAX_CANDIDATES;
 use super::util::{attr, find_from, json_whole, skip_ws, typed_param};
-use super::MAX_CANDIDATES;
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
 use serde_json::{Map, Value};
