@@ -9,7 +9,7 @@
 //!
 //! May depend on: `crate::families` (the registry), `crate::types`. Nothing else.
 
-use crate::families::registry;
+use crate::families::{registry, Probe};
 use crate::types::Family;
 use std::sync::OnceLock;
 
@@ -45,6 +45,8 @@ struct Anchored {
     before: &'static [u8],
     from: &'static [u8],
     families: FamilySet,
+    /// Confirms a hit on a bare anchor byte (see `families::OwnFinder::probe`).
+    probe: Option<Probe>,
 }
 
 struct Tables {
@@ -85,6 +87,7 @@ fn tables() -> &'static Tables {
                             before: &bytes[..i],
                             from: &bytes[i..],
                             families: fam,
+                            probe: (bytes.len() == 1).then(|| det.probe()).flatten(),
                         });
                     }
                     None => t.unanchored.push((trigger, fam)),
@@ -128,7 +131,10 @@ pub fn scan(text: &str) -> FamilySet {
         }
         let (head, rest) = bytes.split_at(pos);
         for m in &t.anchored[slot] {
-            if rest.starts_with(m.from) && head.ends_with(m.before) {
+            if rest.starts_with(m.from)
+                && head.ends_with(m.before)
+                && m.probe.is_none_or(|p| p(bytes, pos))
+            {
                 seen.0 |= m.families.0;
             }
         }
@@ -166,6 +172,21 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn bare_anchor_triggers_have_a_probe() {
+        for det in registry() {
+            for t in det.triggers() {
+                assert!(t.len() > 1 || det.probe().is_some(), "{:?}: {t}", det.family());
+            }
+        }
+    }
+
+    #[test]
+    fn a_bracket_needs_a_call_after_it() {
+        assert!(!scan("see [the docs](https://x) and [1]").contains(Family::Pythonic));
+        assert!(scan("ok [get_weather(city='x')]").contains(Family::Pythonic));
     }
 
     #[test]

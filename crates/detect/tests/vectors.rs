@@ -19,6 +19,9 @@ const TIER1: &[&str] = &[
     "deepseek",
     "kimi",
     "glm",
+    "harmony",
+    "llama3_python_tag",
+    "llama3_function_tag",
     "negative",
 ];
 

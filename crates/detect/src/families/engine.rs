@@ -257,10 +257,11 @@ fn block(f: &Format, text: &str, start: usize, ctx: &Ctx<'_>, cl: &mut Closers<'
     }
     let mut calls = Vec::new();
     let mut end = pos;
+    // A call may start without its opener as the first of a section whose opener stands
+    // for both, or right after a separator (`{..};{..}` after one `<|python_tag|>`).
+    let mut bare_ok = in_section && f.section_open_optional;
     loop {
-        let Some((mut cs, call_end)) =
-            one_call(f, text, end, in_section && calls.is_empty(), ctx, cl)
-        else {
+        let Some((mut cs, call_end)) = one_call(f, text, end, bare_ok, ctx, cl) else {
             break;
         };
         let allowed = match f.tools {
@@ -276,10 +277,20 @@ fn block(f: &Format, text: &str, start: usize, ctx: &Ctx<'_>, cl: &mut Closers<'
         calls.append(&mut cs);
         end = call_end;
         let q = skip_ws(text, end);
-        end = match eat_any(text, q, f.sep) {
-            Some(after) if next_call_starts(f, text, skip_ws(text, after)) => after,
-            _ => end,
-        };
+        match eat_any(text, q, f.sep) {
+            Some(after) => {
+                // The separator belongs to the block only if a call follows it.
+                match one_call(f, text, after, true, ctx, cl) {
+                    Some(_) => {
+                        end = after;
+                        bare_ok = true;
+                        continue;
+                    }
+                    None => break,
+                }
+            }
+            None => bare_ok = false,
+        }
         if !next_call_starts(f, text, skip_ws(text, end)) {
             break;
         }
@@ -330,7 +341,7 @@ fn one_call(
     f: &Format,
     text: &str,
     pos: usize,
-    first_in_section: bool,
+    bare_ok: bool,
     ctx: &Ctx<'_>,
     cl: &mut Closers<'_>,
 ) -> Option<(Vec<Call>, usize)> {
@@ -339,8 +350,7 @@ fn one_call(
         Some(after) => (after, true),
         None if f.call_open.is_empty() => (q, false),
         None if eat_any(text, q, f.bare_call).is_some() => (q, false),
-        // A section opener variant that stands for the first call's opener too.
-        None if first_in_section && f.section_open_optional => (q, false),
+        None if bare_ok => (q, false),
         None => return None,
     };
     let close = if f.call_close.is_empty() {

@@ -9,7 +9,9 @@
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
-use super::util::{json_value_at, skip_ws, strict_call};
+use super::engine::with_trailing;
+use super::util::{calls_of, json_value_at, skip_ws, strict_call};
+use crate::grammar::text::eat;
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
 
@@ -135,13 +137,70 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
                 None => break,
             }
         }
+        // A Hermes closer right after the object: the `<tool_call>` opener was stripped
+        // (servers drop special tokens); the closer goes with the call, and the markup is
+        // Hermes'.
+        let (family, end) = match eat(text, skip_ws(text, end), HERMES_CLOSE) {
+            Some(after) => (Family::Hermes, after),
+            None => (Family::Llama3Json, end),
+        };
         out.push(Leak {
-            family: Family::Llama3Json,
-            span: p..end,
+            family,
+            span: p..with_trailing(text, end, &[]),
             calls,
             results: Vec::new(),
         });
         from = end;
+    }
+    find_arrays(text, ctx, out);
+}
+
+const HERMES_CLOSE: &str = "</tool_call>";
+
+/// A JSON array of calls on lines of its own (`[{"name": .., "arguments": ..}]`), every
+/// call for an enabled tool. Inline after a label (`Data: [..]`) it is data.
+fn find_arrays(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    for _ in 0..super::MAX_CANDIDATES {
+        let Some(p) = bytes.get(from..).and_then(|r| memchr::memchr(b'[', r)).map(|i| from + i) else {
+            return;
+        };
+        from = p + 1;
+        let line_start = text.get(..p).is_some_and(|b| {
+            b.trim_end_matches([' ', '\t']).ends_with('\n') || b.trim().is_empty()
+        });
+        if !line_start || !is_candidate_after(text, p) || ctx.quoted(p) {
+            continue;
+        }
+        let Some((v, end)) = json_value_at(text, p) else {
+            continue;
+        };
+        let Some(calls) = calls_of(&v, false) else {
+            continue;
+        };
+        let end = with_trailing(text, end, &[]);
+        let line_end = text.get(end..).is_some_and(|r| {
+            r.trim_start_matches([' ', '\t']).starts_with('\n') || r.trim().is_empty()
+        });
+        if line_end && calls.iter().all(|c| ctx.tool_enabled(&c.name)) {
+            out.push(Leak {
+                family: Family::Llama3Json,
+                span: p..end,
+                calls,
+                results: Vec::new(),
+            });
+            from = end;
+        }
+    }
+}
+
+/// Whether the `[` at `p` opens an array whose first element starts like a call.
+fn is_candidate_after(text: &str, p: usize) -> bool {
+    let q = skip_ws(text, p + 1);
+    text.as_bytes().get(q) == Some(&b'{') && {
+        let r = skip_ws(text, q + 1);
+        text.get(r..).is_some_and(|t| t.starts_with("\"name\""))
     }
 }
 

@@ -46,7 +46,14 @@ pub struct OwnFinder {
     pub at_start: &'static [u8],
     /// Appends the leaks found in the text.
     pub find: fn(&str, &Ctx<'_>, &mut Vec<Leak>),
+    /// For a trigger that is a bare anchor byte (`[`): a cheap look at the bytes after
+    /// it that must confirm the hit, so that the byte alone does not send every message
+    /// to the parsers.
+    pub probe: Option<Probe>,
 }
+
+/// A prefilter confirmation: the text's bytes and the offset of the anchor byte.
+pub type Probe = fn(&[u8], usize) -> bool;
 
 /// One detector of the registry: a table row or a family's own finder.
 #[derive(Clone, Copy)]
@@ -82,6 +89,14 @@ impl Detector {
         }
     }
 
+    /// The probe confirming a bare-anchor trigger, if any.
+    pub fn probe(self) -> Option<Probe> {
+        match self {
+            Detector::Row(_) => None,
+            Detector::Own(o) => o.probe,
+        }
+    }
+
     /// Appends the leaks found in `text`.
     pub fn find(self, text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         match self {
@@ -92,12 +107,15 @@ impl Detector {
 }
 
 macro_rules! own {
-    ($($family:ident => $module:ident),+ $(,)?) => {
+    (@probe) => { None };
+    (@probe $probe:path) => { Some($probe) };
+    ($($family:ident => $module:ident $(probe $probe:path)?),+ $(,)?) => {
         static OWN: &[OwnFinder] = &[$(OwnFinder {
             family: Family::$family,
             triggers: $module::TRIGGERS,
             at_start: $module::AT_START,
             find: $module::find,
+            probe: own!(@probe $($probe)?),
         }),+];
     };
 }
@@ -109,8 +127,8 @@ own! {
     XmlInvoke => xml_invoke,
     Mistral => mistral,
     JsonFence => json_fence,
-    Pythonic => pythonic,
     Llama3Json => llama3_json,
+    Pythonic => pythonic probe pythonic::probe,
     Xlam => xlam,
     Apertus => apertus,
     Lfm2 => lfm2,

@@ -1,24 +1,26 @@
-//! `pythonic`: the whole message is a Python list of keyword-argument calls,
-//! `[get_weather(city='SF', metric='celsius'), get_time()]`, optionally wrapped in Llama 4's
-//! `<|python_start|>` ... `<|python_end|>` tokens.
+//! `pythonic`: a Python list of keyword-argument calls,
+//! `[get_weather(city='SF', metric='celsius'), get_time()]` (Llama 3.2/4, Llama 4's
+//! `<|python_start|>` ... `<|python_end|>` around it), as the whole message or standing
+//! apart from the prose around it, with the end-of-turn token that follows it.
 //!
 //! A Python-looking call is a weak marker (`f(x)` is ordinary prose and code), so this
-//! family only counts when every call names a tool the agent has enabled, the list is the
-//! whole message (or sits between the Llama 4 tokens), every argument is a keyword argument
-//! and every value a Python literal. Calls written inline in a sentence are prose, never a
-//! leak.
+//! family only counts when every call names a tool the agent has enabled, the list stands
+//! apart (not an index `a[f(x=1)]`, not followed by `(`, `.` or a word), every argument is
+//! a keyword argument and every value a Python literal. Toolformer-style calls written
+//! inline in a sentence (`wikipedia('Paris')`, positional) are prose, never a leak.
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
-use super::util::{find_from, skip_ws};
+use super::engine::with_trailing;
+use super::util::{find_from, merge, skip_ws};
 use crate::grammar::python::{parse_call_list, PyOpts};
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
 
 /// Literal markers one of which any leak of this family contains.
-pub(crate) const TRIGGERS: &[&str] = &["<|python_start|>"];
+pub(crate) const TRIGGERS: &[&str] = &["<|python_start|>", "["];
 /// Bytes a leak of this family may start the message with (after whitespace).
-pub(crate) const AT_START: &[u8] = b"[";
+pub(crate) const AT_START: &[u8] = &[];
 
 const PY_START: &str = "<|python_start|>";
 const PY_END: &str = "<|python_end|>";
@@ -26,14 +28,26 @@ const PY_END: &str = "<|python_end|>";
 /// Appends the leaks of this family found in `text` to `out`.
 pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     let all_enabled = |calls: &[Call]| calls.iter().all(|c| ctx.tool_enabled(&c.name));
-    // The whole message is the list.
-    let start = skip_ws(text, 0);
-    if text.as_bytes().get(start) == Some(&b'[') && !ctx.in_code(start) {
-        if let Some((calls, end)) = parse_call_list(text, start, PyOpts::STRICT) {
-            if skip_ws(text, end) == text.len() && all_enabled(&calls) {
-                out.push(leak(start..end, calls));
-                return;
-            }
+    let mut found = Vec::new();
+    // A list standing on its own, anywhere in the message.
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    let mut seen = 0;
+    while let Some(p) = bytes.get(from..).and_then(|r| memchr::memchr(b'[', r)).map(|i| from + i) {
+        from = p + 1;
+        if !probe(bytes, p) || !stands_alone_before(bytes, p) || ctx.quoted(p) {
+            continue;
+        }
+        seen += 1;
+        if seen > super::MAX_CANDIDATES {
+            break;
+        }
+        let Some((calls, end)) = parse_call_list(text, p, PyOpts::STRICT) else {
+            continue;
+        };
+        if stands_alone_after(bytes, end) && all_enabled(&calls) {
+            found.push((p..with_trailing(text, end, &[]), calls));
+            from = end;
         }
     }
     // `<|python_start|>[...]<|python_end|>` (the end token may be missing at the end).
@@ -59,18 +73,55 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             continue;
         };
         if all_enabled(&calls) {
-            out.push(leak(p..span_end, calls));
+            found.push((p..with_trailing(text, span_end, &[]), calls));
             from = span_end;
         }
     }
+    merge(text, Family::Pythonic, found, out);
 }
 
-fn leak(span: std::ops::Range<usize>, calls: Vec<Call>) -> Leak {
-    Leak {
-        family: Family::Pythonic,
-        span,
-        calls,
-        results: Vec::new(),
+/// Whether the `[` at `p` opens what could be a call list: an identifier, then `(`
+/// (within a short distance). The prefilter asks this at every `[`, so it is cheap.
+pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
+    let mut i = p + 1;
+    while bytes.get(i).is_some_and(u8::is_ascii_whitespace) && i < p + 8 {
+        i += 1;
+    }
+    if !bytes.get(i).is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_') {
+        return false;
+    }
+    let limit = (i + 96).min(bytes.len());
+    bytes
+        .get(i..limit)
+        .and_then(|r| r.iter().position(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.'))))
+        .is_some_and(|n| bytes.get(i + n) == Some(&b'('))
+}
+
+/// A list is a leak only where it stands as a sentence of its own: at the start of the
+/// text or a line, or after a sentence's end or a colon. Inside a sentence (`it has
+/// [f()] syntax`, `[f(q=1)] is what it emitted`) it is the text talking about markup.
+fn stands_alone_before(bytes: &[u8], p: usize) -> bool {
+    let mut i = p;
+    while i > 0 && matches!(bytes[i - 1], b' ' | b'\t') {
+        i -= 1;
+    }
+    match i.checked_sub(1).and_then(|j| bytes.get(j)) {
+        None | Some(b'\n' | b'\r' | b'>') => true,
+        Some(b':' | b'.' | b'!' | b'?') => i < p,
+        Some(_) => false,
+    }
+}
+
+/// After the list: the end of the text or line, a control token, or a new sentence.
+fn stands_alone_after(bytes: &[u8], end: usize) -> bool {
+    let mut i = end;
+    while matches!(bytes.get(i), Some(b' ' | b'\t')) {
+        i += 1;
+    }
+    match bytes.get(i) {
+        None | Some(b'\n' | b'\r' | b'<') => true,
+        Some(b) if i > end => b.is_ascii_uppercase(),
+        Some(_) => false,
     }
 }
 
@@ -107,7 +158,8 @@ mod tests {
         assert!(run("[1, 2, 3]", t).is_clean());
         assert!(run("[x for x in range(3)]", t).is_clean());
         assert!(run("[link](https://example.com) is the docs", t).is_clean());
-        assert!(run("[print(x=1)] and then more text", t).is_clean());
+        assert!(run("a[print(x=1)] and then more text", t).is_clean());
+        assert!(run("[print(x=1)](and then more text)", t).is_clean());
         assert!(run("[print(x==1)]", t).is_clean());
         assert!(run("[f(a='x 'y' 'z), g(b='p 'q' 'r)]", &["f", "g"]).is_clean());
     }

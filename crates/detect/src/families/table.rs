@@ -236,7 +236,11 @@ pub static FORMATS: &[Format] = &[
     },
     Format {
         triggers: &["<|plugin|>"],
-        call_open: &["<|action_start|><|plugin|>", "<|action_start|>\n<|plugin|>"],
+        call_open: &[
+            "<|action_start|><|plugin|>",
+            "<|action_start|> <|plugin|>",
+            "<|action_start|>\n<|plugin|>",
+        ],
         call_close: &["<|action_end|>"],
         call_close_missing: Missing::AtEnd,
         tools: Tools::Enabled,

@@ -65,7 +65,8 @@ impl ValueMode {
 }
 
 /// Types an XML-ish parameter value: text that parses completely as JSON (a number,
-/// `true`, an object, ...) becomes that value, anything else stays a string. No tool
+/// `true`, an object, a quoted string, ...) becomes that value, anything else stays the
+/// string as written. No tool
 /// schema is known, so this is the only typing possible.
 pub fn typed_param(raw: &str) -> Value {
     let t = raw.trim();
@@ -73,7 +74,9 @@ pub fn typed_param(raw: &str) -> Value {
         return Value::String(raw.to_string());
     }
     match json::whole(t) {
-        Some(Value::String(_)) | None => Value::String(raw.to_string()),
+        None => Value::String(raw.to_string()),
+        // A value in JSON quotes is the string inside them (HyperCLOVAX writes every value
+        // JSON-encoded; a quoted value in any other dialect means the same).
         Some(v) => v,
     }
 }
