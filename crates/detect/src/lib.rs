@@ -135,6 +135,7 @@ pub fn detect(input: &Input<'_>, config: &Config) -> Detection {
             && (families::allowed_in_code(l.family) || !code.contains(l.span.start))
     });
     let mut leaks = drop_overlaps(leaks);
+    take_trailing_tokens(text, &mut leaks);
     leaks.retain(|l| config.family_enabled(l.family));
     let depends_on_tools = ctx.asked_tools.get();
     if leaks.is_empty() {
@@ -171,6 +172,19 @@ fn drop_overlaps(mut leaks: Vec<Leak>) -> Vec<Leak> {
         }
     }
     out
+}
+
+/// Extends every leak over the end-of-turn tokens right after it (`<|eot_id|>`, `</s>`,
+/// ...): they close the model's markup, and left alone they would show the user half of a
+/// control sequence. A token already inside the next leak stays with that one.
+fn take_trailing_tokens(text: &str, leaks: &mut [Leak]) {
+    for i in 0..leaks.len() {
+        let limit = leaks.get(i + 1).map_or(text.len(), |n| n.span.start);
+        let end = families::engine::with_trailing(text, leaks[i].span.end, &[]);
+        if end <= limit {
+            leaks[i].span.end = end;
+        }
+    }
 }
 
 /// Cuts the leaked spans out. A message that is nothing but a result object stays as it

@@ -178,7 +178,11 @@ mod tests {
     fn bare_anchor_triggers_have_a_probe() {
         for det in registry() {
             for t in det.triggers() {
-                assert!(t.len() > 1 || det.probe().is_some(), "{:?}: {t}", det.family());
+                assert!(
+                    t.len() > 1 || det.probe().is_some(),
+                    "{:?}: {t}",
+                    det.family()
+                );
             }
         }
     }

@@ -260,10 +260,7 @@ fn block(f: &Format, text: &str, start: usize, ctx: &Ctx<'_>, cl: &mut Closers<'
     // A call may start without its opener as the first of a section whose opener stands
     // for both, or right after a separator (`{..};{..}` after one `<|python_tag|>`).
     let mut bare_ok = in_section && f.section_open_optional;
-    loop {
-        let Some((mut cs, call_end)) = one_call(f, text, end, bare_ok, ctx, cl) else {
-            break;
-        };
+    while let Some((mut cs, call_end)) = one_call(f, text, end, bare_ok, ctx, cl) {
         let allowed = match f.tools {
             Tools::Any => true,
             Tools::Enabled => cs.iter().all(|c| ctx.tool_enabled(&c.name)),

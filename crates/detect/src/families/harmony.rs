@@ -75,7 +75,7 @@ struct Message {
 /// Appends the Harmony leaks of `text`.
 pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     let (messages, orphans) = messages(text, ctx);
-    let calls: Vec<Option<Call>> = messages.iter().map(|m| call_of(text, m)).collect();
+    let calls: Vec<Option<(Call, usize)>> = messages.iter().map(|m| call_of(text, m)).collect();
     if calls.iter().all(Option::is_none) {
         return;
     }
@@ -83,10 +83,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         orphans.into_iter().map(|r| (r, Vec::new())).collect();
     for (m, call) in messages.iter().zip(calls) {
         match call {
-            Some(c) => {
-                let end = m.term.as_ref().map_or(m.body.end, |t| t.end);
-                pieces.push((m.header.start..end, vec![c]));
-            }
+            Some((c, end)) => pieces.push((m.header.start..end, vec![c])),
             None => {
                 pieces.push((m.header.clone(), Vec::new()));
                 if let Some(t) = &m.term {
@@ -203,8 +200,10 @@ fn recipient(header: &str) -> Option<String> {
     (!r.is_empty()).then(|| r.to_string())
 }
 
-/// The call a message makes, if it is one and its body is complete.
-fn call_of(text: &str, m: &Message) -> Option<Call> {
+/// The call a message makes, if it is one and its body is complete, and where the call's
+/// markup ends. A body without a terminator is the JSON alone: text on the lines after it
+/// is not part of the call (the stop token was stripped and something else followed).
+fn call_of(text: &str, m: &Message) -> Option<(Call, usize)> {
     let recipient = m.recipient.as_deref()?;
     if matches!(recipient, "assistant" | "user" | "system" | "developer") {
         return None;
@@ -215,7 +214,19 @@ fn call_of(text: &str, m: &Message) -> Option<Call> {
     }
     let body = text.get(m.body.clone())?;
     let at = skip_ws(body, 0);
-    let parsed = json::value_at(body, at).filter(|(_, end)| skip_ws(body, *end) == body.len());
+    let mut end = m.term.as_ref().map_or(m.body.end, |t| t.end);
+    let parsed = json::value_at(body, at).filter(|(_, e)| {
+        let rest = body.get(*e..).unwrap_or_default();
+        if rest.trim().is_empty() {
+            return true;
+        }
+        let next_line = rest.trim_start_matches([' ', '\t']).starts_with('\n');
+        if m.term.is_none() && next_line {
+            end = m.body.start + e;
+            return true;
+        }
+        false
+    });
     let arguments = match parsed {
         Some((v, _)) => match json::decode_arguments(v) {
             v @ Value::Object(_) => v,
@@ -231,8 +242,9 @@ fn call_of(text: &str, m: &Message) -> Option<Call> {
         }
         None => return None,
     };
-    Some(Call {
+    let call = Call {
         name: name.to_string(),
         arguments,
-    })
+    };
+    Some((call, end))
 }

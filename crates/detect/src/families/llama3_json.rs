@@ -163,7 +163,11 @@ fn find_arrays(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     let bytes = text.as_bytes();
     let mut from = 0;
     for _ in 0..super::MAX_CANDIDATES {
-        let Some(p) = bytes.get(from..).and_then(|r| memchr::memchr(b'[', r)).map(|i| from + i) else {
+        let Some(p) = bytes
+            .get(from..)
+            .and_then(|r| memchr::memchr(b'[', r))
+            .map(|i| from + i)
+        else {
             return;
         };
         from = p + 1;

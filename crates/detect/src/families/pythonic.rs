@@ -33,7 +33,11 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     let bytes = text.as_bytes();
     let mut from = 0;
     let mut seen = 0;
-    while let Some(p) = bytes.get(from..).and_then(|r| memchr::memchr(b'[', r)).map(|i| from + i) {
+    while let Some(p) = bytes
+        .get(from..)
+        .and_then(|r| memchr::memchr(b'[', r))
+        .map(|i| from + i)
+    {
         from = p + 1;
         if !probe(bytes, p) || !stands_alone_before(bytes, p) || ctx.quoted(p) {
             continue;
@@ -87,13 +91,19 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
     while bytes.get(i).is_some_and(u8::is_ascii_whitespace) && i < p + 8 {
         i += 1;
     }
-    if !bytes.get(i).is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_') {
+    if !bytes
+        .get(i)
+        .is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_')
+    {
         return false;
     }
     let limit = (i + 96).min(bytes.len());
     bytes
         .get(i..limit)
-        .and_then(|r| r.iter().position(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.'))))
+        .and_then(|r| {
+            r.iter()
+                .position(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.')))
+        })
         .is_some_and(|n| bytes.get(i + n) == Some(&b'('))
 }
 
