@@ -188,7 +188,8 @@ pub static FORMATS: &[Format] = &[
     Format {
         triggers: &["<|tool_call|>", "<tool_call>"],
         call_open: &["<|tool_call|>", "<tool_call>"],
-        call_close: &["</tool_call>"],
+        // Phi-4-mini closes the same token pair with `<|/tool_call|>`.
+        call_close: &["</tool_call>", "<|/tool_call|>"],
         call_close_missing: Missing::Always,
         ..Format::new(Family::Granite, strict(Shape::Array))
     },
