@@ -180,7 +180,7 @@ fn drop_overlaps(mut leaks: Vec<Leak>) -> Vec<Leak> {
 fn take_trailing_tokens(text: &str, leaks: &mut [Leak]) {
     for i in 0..leaks.len() {
         let limit = leaks.get(i + 1).map_or(text.len(), |n| n.span.start);
-        let end = families::engine::with_trailing(text, leaks[i].span.end, &[]);
+        let end = families::util::with_trailing(text, leaks[i].span.end, &[]);
         if end <= limit {
             leaks[i].span.end = end;
         }

@@ -24,7 +24,7 @@
 //!
 //! May depend on: `crate::grammar`, `super::engine`, `crate::types`, `crate::Ctx`.
 
-use super::engine::merge;
+use super::util::merge;
 use crate::grammar::json;
 use crate::grammar::text::{skip_ws, AnyFinder};
 use crate::types::{Call, Family};

@@ -9,7 +9,7 @@
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
-use super::engine::with_trailing;
+use super::util::with_trailing;
 use super::util::{calls_of, json_value_at, skip_ws, strict_call};
 use crate::grammar::text::eat;
 use crate::types::{Call, Family};

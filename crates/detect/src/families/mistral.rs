@@ -10,7 +10,7 @@
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
-use super::engine::with_trailing;
+use super::util::with_trailing;
 use super::util::{calls_of, merge as push_merged};
 use super::util::{find_from, is_tool_name, json_value_at, skip_ws};
 use crate::types::{Call, Family};

@@ -14,7 +14,9 @@
 //! May depend on: `crate::grammar`, `crate::json5`, `crate::types`, `crate::Ctx`. No I/O.
 
 mod apertus;
+pub mod bodies;
 mod cwm;
+mod dialects;
 pub mod engine;
 mod harmony;
 mod json_fence;

@@ -11,7 +11,7 @@
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
-use super::engine::with_trailing;
+use super::util::with_trailing;
 use super::util::{find_from, merge, skip_ws};
 use crate::grammar::python::{parse_call_list, PyOpts};
 use crate::types::{Call, Family};
