@@ -10,7 +10,7 @@ use crate::grammar::json::{self, JsonCalls, Keys, NamedJson, Shape};
 use crate::grammar::kv::KvSyntax;
 use crate::grammar::python::{self, PyOpts};
 use crate::grammar::text::{eat, find_bounded, find_from, skip_ws, Finder};
-use crate::grammar::xml::{self, InvokeSyntax};
+use crate::grammar::xml::{self, InvokeSyntax, INVOKE};
 use crate::grammar::{is_tool_name, ValueMode};
 use crate::types::Call;
 use crate::Ctx;
@@ -29,18 +29,6 @@ pub(super) const HERMES_JSON: Grammar = Grammar::Json(JsonCalls {
     keys: Keys::Loose,
     lenient: false,
 });
-
-pub(super) const INVOKE: InvokeSyntax = InvokeSyntax {
-    invoke_open: "<invoke",
-    invoke_close: "</invoke>",
-    param_open: "<parameter",
-    param_close: "</parameter>",
-    prefix: None,
-    element_params: false,
-    values: ValueMode::Typed,
-    cdata: false,
-    string_attr: false,
-};
 
 pub(super) const MINICPM: InvokeSyntax = InvokeSyntax {
     invoke_open: "<function",

@@ -18,7 +18,7 @@ use super::util::{
     MAX_CANDIDATES,
 };
 use crate::grammar::json::{call_of, Keys};
-use crate::grammar::xml::{parse_invoke_run, InvokeSyntax};
+use crate::grammar::xml::{parse_invoke_run, InvokeSyntax, INVOKE};
 use crate::grammar::ValueMode;
 use crate::types::Family;
 use crate::{Ctx, Leak};
@@ -30,28 +30,16 @@ pub(crate) const AT_START: &[u8] = &[];
 
 const NS: &str = "]<]minimax[>[";
 
+/// M2's values stay the strings written.
 const M2: InvokeSyntax = InvokeSyntax {
-    invoke_open: "<invoke",
-    invoke_close: "</invoke>",
-    param_open: "<parameter",
-    param_close: "</parameter>",
-    prefix: None,
-    element_params: false,
     values: ValueMode::Raw,
-    cdata: false,
-    string_attr: false,
+    ..INVOKE
 };
 
 const M3: InvokeSyntax = InvokeSyntax {
-    invoke_open: "<invoke",
-    invoke_close: "</invoke>",
-    param_open: "<parameter",
-    param_close: "</parameter>",
     prefix: Some(NS),
     element_params: true,
-    values: ValueMode::Typed,
-    cdata: false,
-    string_attr: false,
+    ..INVOKE
 };
 
 /// Appends the leaks of this family found in `text` to `out`.

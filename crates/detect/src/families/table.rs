@@ -11,6 +11,7 @@ use super::dialects::*;
 use super::engine::{Format, Missing, Tools};
 use crate::grammar::brace::BraceSyntax;
 use crate::grammar::json::{JsonCalls, Keys, NamedJson, Shape};
+use crate::grammar::xml::INVOKE;
 use crate::types::Family;
 
 /// Every table row, in registry order.

@@ -14,8 +14,7 @@
 use super::util::{
     find_from, merge, preceded_by, rest_is_blank, skip_ws, Block, Finder, MAX_CANDIDATES,
 };
-use crate::grammar::xml::{parse_function_eq, parse_invoke_run, InvokeSyntax};
-use crate::grammar::ValueMode;
+use crate::grammar::xml::{parse_function_eq, parse_invoke_run, INVOKE};
 use crate::types::Family;
 use crate::{Ctx, Leak};
 
@@ -23,19 +22,6 @@ use crate::{Ctx, Leak};
 pub(crate) const TRIGGERS: &[&str] = &["<invoke", "<function="];
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = &[];
-
-/// The Anthropic-style `<invoke>` syntax.
-const INVOKE: InvokeSyntax = InvokeSyntax {
-    invoke_open: "<invoke",
-    invoke_close: "</invoke>",
-    param_open: "<parameter",
-    param_close: "</parameter>",
-    prefix: None,
-    element_params: false,
-    values: ValueMode::Typed,
-    cdata: false,
-    string_attr: false,
-};
 
 /// Wrappers of other families: an `<invoke>` right after one of these belongs to that
 /// family (which decides whether it is a leak), or continues a run already examined.

@@ -31,6 +31,20 @@ pub struct InvokeSyntax {
     pub string_attr: bool,
 }
 
+/// The Anthropic-style `<invoke name=..><parameter name=..>v</parameter></invoke>` syntax,
+/// values typed; the dialects are this with other tags.
+pub const INVOKE: InvokeSyntax = InvokeSyntax {
+    invoke_open: "<invoke",
+    invoke_close: "</invoke>",
+    param_open: "<parameter",
+    param_close: "</parameter>",
+    prefix: None,
+    element_params: false,
+    values: ValueMode::Typed,
+    cdata: false,
+    string_attr: false,
+};
+
 /// Reads a start tag `open` at `pos`: `open` must be followed by whitespace, `Ġ` (a
 /// byte-level BPE space), `>` or directly `name=` (a lost space). Returns the attribute
 /// text and the offset past `>`.
