@@ -13,11 +13,13 @@
 //! 2. [`code`]: where a marker is, fenced and inline code regions and closed reasoning
 //!    blocks are mapped once, because markup inside code is an example and markup inside
 //!    `<think>` is the model thinking, never a leak.
-//! 3. [`families`]: each family whose marker was seen parses its candidates. Parsers only
-//!    accept markup that parses completely into a call (or a result object of a known
-//!    shape); anything else is prose and stays.
-//! 4. The leaks are ordered, overlaps dropped, and the cleaned text built by cutting
-//!    exactly the leaked spans out.
+//! 3. [`families`]: each detector whose marker was seen parses its candidates: most formats
+//!    are rows of `families::table`, tokens around one of the call grammars of [`grammar`],
+//!    read by `families::engine`; the rest have finders of their own. Parsers only accept
+//!    markup that parses completely into a call (or a result object of a known shape);
+//!    anything else is prose and stays.
+//! 4. The leaks are ordered, overlaps dropped, each leak extended over the end-of-turn tokens
+//!    right after it, and the cleaned text built by cutting exactly the leaked spans out.
 //!
 //! Linear time: every family looks at a bounded number of candidates
 //! ([`families::MAX_CANDIDATES`]) and parses each at most once; JSON nesting is bounded
