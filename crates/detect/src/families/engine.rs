@@ -87,7 +87,7 @@ pub struct Format {
     pub grammar: Grammar,
     /// Whether calls must name enabled tools.
     pub tools: Tools,
-    /// Tokens after the markup that belong to it, besides [`END_OF_TURN`].
+    /// Tokens after the markup that belong to it, besides [`super::util::END_OF_TURN`].
     pub trailing: &'static [&'static str],
 }
 

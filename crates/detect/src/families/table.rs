@@ -223,6 +223,7 @@ pub static FORMATS: &[Format] = &[
         section_open: &["<tool_calls>"],
         section_close: &["</tool_calls>"],
         section_close_missing: Missing::AtEnd,
+        section_open_optional: true,
         call_open: &["<tool_call>"],
         call_close: &["</tool_call>"],
         ..Format::new(Family::HyV3, Grammar::Kv(&HY_KV))
@@ -271,6 +272,7 @@ pub static FORMATS: &[Format] = &[
         triggers: &[
             "<|tool_calls_section_begin|>",
             "<|tool_call_section_begin|>",
+            "<|tool_call_argument_begin|>",
         ],
         section_open: &[
             "<|tool_calls_section_begin|>",
@@ -278,6 +280,7 @@ pub static FORMATS: &[Format] = &[
         ],
         section_close: &["<|tool_calls_section_end|>", "<|tool_call_section_end|>"],
         section_close_missing: Missing::AtEnd,
+        section_open_optional: true,
         noise: 256,
         call_open: &["<|tool_call_begin|>"],
         call_close: &["<|tool_call_end|>"],
@@ -288,16 +291,18 @@ pub static FORMATS: &[Format] = &[
         section_open: &["<｜tool_calls_begin｜>"],
         section_close: &["<｜tool_calls_end｜>"],
         section_close_missing: Missing::AtEnd,
+        section_open_optional: true,
         call_open: &["<｜tool_call_begin｜>"],
         call_close: &["<｜tool_call_end｜>"],
         sep: &["<｜tool_sep｜>"],
         ..Format::new(Family::Step3, Grammar::Custom(step3_call))
     },
     Format {
-        triggers: &["<|plamo:begin_tool_requests:plamo|>"],
+        triggers: &["<|plamo:begin_tool_request:plamo|>"],
         section_open: &["<|plamo:begin_tool_requests:plamo|>"],
         section_close: &["<|plamo:end_tool_requests:plamo|>"],
         section_close_missing: Missing::AtEnd,
+        section_open_optional: true,
         call_open: &["<|plamo:begin_tool_request:plamo|>"],
         call_close: &["<|plamo:end_tool_request:plamo|>"],
         trailing: &["<|plamo:tag|>"],
