@@ -50,11 +50,12 @@ struct Anchored {
 }
 
 struct Tables {
-    /// Markers per anchor byte, in `ANCHORS` order.
-    anchored: [Vec<Anchored>; 3],
-    /// Per anchor byte, which bytes may follow it in some marker: most hits in prose
-    /// (`3 < 5`, `[1]`, `{x}`) are rejected on that one byte.
-    second: [[bool; 256]; 3],
+    /// Per anchor byte (in `ANCHORS` order) and per byte after it, the markers that start
+    /// with those two bytes: a hit compares only the few markers its next byte allows, and
+    /// most hits in prose (`3 < 5`, `[1]`, `{x}`, `<table>`) compare none.
+    by_next: [Vec<Vec<Anchored>>; 3],
+    /// Per anchor byte, markers that are that byte alone (confirmed by a probe).
+    bare: [Vec<Anchored>; 3],
     /// Markers with no anchor byte (only ```` ```json ````): searched whole, and only in a
     /// text that holds a `{`, since a JSON fence leak needs an object.
     unanchored: Vec<(&'static str, FamilySet)>,
@@ -62,12 +63,22 @@ struct Tables {
     at_start: Vec<(u8, FamilySet)>,
 }
 
+/// Adds a marker, or its families to the same marker of another family.
+fn add(list: &mut Vec<Anchored>, m: Anchored) {
+    match list.iter_mut().find(|o| {
+        o.before == m.before && o.from == m.from && o.probe.is_none() && m.probe.is_none()
+    }) {
+        Some(o) => o.families.0 |= m.families.0,
+        None => list.push(m),
+    }
+}
+
 fn tables() -> &'static Tables {
     static T: OnceLock<Tables> = OnceLock::new();
     T.get_or_init(|| {
         let mut t = Tables {
-            anchored: Default::default(),
-            second: [[false; 256]; 3],
+            by_next: std::array::from_fn(|_| (0..256).map(|_| Vec::new()).collect()),
+            bare: Default::default(),
             unanchored: Vec::new(),
             at_start: Vec::new(),
         };
@@ -79,16 +90,16 @@ fn tables() -> &'static Tables {
                 match bytes.iter().position(|b| ANCHORS.contains(b)) {
                     Some(i) => {
                         let slot = ANCHORS.iter().position(|&a| a == bytes[i]).unwrap_or(0);
-                        match bytes.get(i + 1) {
-                            Some(&next) => t.second[slot][usize::from(next)] = true,
-                            None => t.second[slot] = [true; 256],
-                        }
-                        t.anchored[slot].push(Anchored {
+                        let m = Anchored {
                             before: &bytes[..i],
                             from: &bytes[i..],
                             families: fam,
                             probe: (bytes.len() == 1).then(|| det.probe()).flatten(),
-                        });
+                        };
+                        match bytes.get(i + 1) {
+                            Some(&next) => add(&mut t.by_next[slot][usize::from(next)], m),
+                            None => add(&mut t.bare[slot], m),
+                        }
                     }
                     None => t.unanchored.push((trigger, fam)),
                 }
@@ -123,14 +134,17 @@ pub fn scan(text: &str) -> FamilySet {
                 2
             }
         };
-        let next_ok = bytes
-            .get(pos + 1)
-            .is_some_and(|&n| t.second[slot][usize::from(n)]);
-        if !next_ok {
+        let by_next = match bytes.get(pos + 1) {
+            Some(&n) => t.by_next[slot]
+                .get(usize::from(n))
+                .map_or(&[][..], Vec::as_slice),
+            None => &[],
+        };
+        if by_next.is_empty() && t.bare[slot].is_empty() {
             continue;
         }
         let (head, rest) = bytes.split_at(pos);
-        for m in &t.anchored[slot] {
+        for m in t.bare[slot].iter().chain(by_next) {
             if rest.starts_with(m.from)
                 && head.ends_with(m.before)
                 && m.probe.is_none_or(|p| p(bytes, pos))
@@ -191,6 +205,11 @@ mod tests {
     fn a_bracket_needs_a_call_after_it() {
         assert!(!scan("see [the docs](https://x) and [1]").contains(Family::Pythonic));
         assert!(scan("ok [get_weather(city='x')]").contains(Family::Pythonic));
+        assert!(scan("[ping()]").contains(Family::Pythonic));
+        assert!(scan("[f(\n        a=1)]").contains(Family::Pythonic));
+        assert!(!scan("x = arr[len(a)]").contains(Family::Pythonic));
+        assert!(!scan("[f(x) for x in y]").contains(Family::Pythonic));
+        assert!(!scan("[f(a == 1)]").contains(Family::Pythonic));
     }
 
     #[test]

@@ -84,27 +84,50 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     merge(text, Family::Pythonic, found, out);
 }
 
-/// Whether the `[` at `p` opens what could be a call list: an identifier, then `(`
-/// (within a short distance). The prefilter asks this at every `[`, so it is cheap.
+/// Whether the `[` at `p` opens what could be a call list: not an index (`a[f(x)]`), an
+/// identifier, `(`, then `)` or a keyword argument `name=`. The prefilter asks this at
+/// every `[`, so it looks at a few bytes and no further.
 pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
-    let mut i = p + 1;
-    while bytes.get(i).is_some_and(u8::is_ascii_whitespace) && i < p + 8 {
-        i += 1;
+    let ident = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_';
+    let skip_ws = |mut i: usize| {
+        let limit = i + 64;
+        while i < limit && bytes.get(i).is_some_and(u8::is_ascii_whitespace) {
+            i += 1;
+        }
+        i
+    };
+    let word_end = |i: usize| {
+        let limit = (i + 96).min(bytes.len());
+        bytes
+            .get(i..limit)
+            .and_then(|r| r.iter().position(|b| !(ident(b) || *b == b'.')))
+            .map(|n| i + n)
+    };
+    let before = p.checked_sub(1).and_then(|i| bytes.get(i));
+    if before.is_some_and(|b| ident(b) || matches!(b, b']' | b')' | b'.')) {
+        return false;
     }
+    let i = skip_ws(p + 1);
     if !bytes
         .get(i)
         .is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_')
     {
         return false;
     }
-    let limit = (i + 96).min(bytes.len());
-    bytes
-        .get(i..limit)
-        .and_then(|r| {
-            r.iter()
-                .position(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.')))
-        })
-        .is_some_and(|n| bytes.get(i + n) == Some(&b'('))
+    let Some(open) = word_end(i).filter(|&e| bytes.get(e) == Some(&b'(')) else {
+        return false;
+    };
+    let arg = skip_ws(open + 1);
+    if bytes.get(arg) == Some(&b')') {
+        return true;
+    }
+    match word_end(arg) {
+        Some(e) if e > arg => {
+            let eq = skip_ws(e);
+            bytes.get(eq) == Some(&b'=') && bytes.get(eq + 1) != Some(&b'=')
+        }
+        _ => false,
+    }
 }
 
 /// A list is a leak only where it stands as a sentence of its own: at the start of the
