@@ -54,8 +54,16 @@ struct Tables {
     /// with those two bytes: a hit compares only the few markers its next byte allows, and
     /// most hits in prose (`3 < 5`, `[1]`, `{x}`, `<table>`) compare none.
     by_next: [Vec<Vec<Anchored>>; 3],
-    /// Per anchor byte, markers that are that byte alone (confirmed by a probe).
-    bare: [Vec<Anchored>; 3],
+    /// Per anchor byte, the families whose marker is that byte alone, and the probe that
+    /// confirms it (at most one per byte; checked by a test).
+    bare: [Option<(Probe, FamilySet)>; 3],
+    /// Per anchor byte, markers that end with it (`functools[`): compared at every hit,
+    /// before the second-byte reject.
+    ending: [Vec<Anchored>; 3],
+    /// Per anchor byte, whether any marker may go on with this byte: the one-load reject
+    /// of most hits. A bare anchor's probe wants an identifier after it (a Python call),
+    /// so for it only letters, `_` and whitespace pass.
+    second: [[bool; 256]; 3],
     /// Markers with no anchor byte (only ```` ```json ````): searched whole, and only in a
     /// text that holds a `{`, since a JSON fence leak needs an object.
     unanchored: Vec<(&'static str, FamilySet)>,
@@ -79,6 +87,8 @@ fn tables() -> &'static Tables {
         let mut t = Tables {
             by_next: std::array::from_fn(|_| (0..256).map(|_| Vec::new()).collect()),
             bare: Default::default(),
+            ending: Default::default(),
+            second: [[false; 256]; 3],
             unanchored: Vec::new(),
             at_start: Vec::new(),
         };
@@ -97,8 +107,24 @@ fn tables() -> &'static Tables {
                             probe: (bytes.len() == 1).then(|| det.probe()).flatten(),
                         };
                         match bytes.get(i + 1) {
-                            Some(&next) => add(&mut t.by_next[slot][usize::from(next)], m),
-                            None => add(&mut t.bare[slot], m),
+                            Some(&next) => {
+                                t.second[slot][usize::from(next)] = true;
+                                add(&mut t.by_next[slot][usize::from(next)], m);
+                            }
+                            None if i > 0 => add(&mut t.ending[slot], m),
+                            None => {
+                                for b in 0..=255u8 {
+                                    if b.is_ascii_alphabetic()
+                                        || b == b'_'
+                                        || b.is_ascii_whitespace()
+                                    {
+                                        t.second[slot][usize::from(b)] = true;
+                                    }
+                                }
+                                if let Some(p) = m.probe {
+                                    t.bare[slot] = Some((p, m.families));
+                                }
+                            }
                         }
                     }
                     None => t.unanchored.push((trigger, fam)),
@@ -134,21 +160,31 @@ pub fn scan(text: &str) -> FamilySet {
                 2
             }
         };
-        let by_next = match bytes.get(pos + 1) {
-            Some(&n) => t.by_next[slot]
-                .get(usize::from(n))
-                .map_or(&[][..], Vec::as_slice),
-            None => &[],
+        for m in &t.ending[slot] {
+            if bytes.get(..pos).is_some_and(|h| h.ends_with(m.before)) {
+                seen.0 |= m.families.0;
+            }
+        }
+        let Some(&n) = bytes.get(pos + 1) else {
+            continue;
         };
-        if by_next.is_empty() && t.bare[slot].is_empty() {
+        if !t.second[slot][usize::from(n)] {
+            continue;
+        }
+        if let Some((probe, fams)) = t.bare[slot] {
+            if probe(bytes, pos) {
+                seen.0 |= fams.0;
+            }
+        }
+        let by_next = t.by_next[slot]
+            .get(usize::from(n))
+            .map_or(&[][..], Vec::as_slice);
+        if by_next.is_empty() {
             continue;
         }
         let (head, rest) = bytes.split_at(pos);
-        for m in t.bare[slot].iter().chain(by_next) {
-            if rest.starts_with(m.from)
-                && head.ends_with(m.before)
-                && m.probe.is_none_or(|p| p(bytes, pos))
-            {
+        for m in by_next {
+            if rest.starts_with(m.from) && head.ends_with(m.before) {
                 seen.0 |= m.families.0;
             }
         }

@@ -171,10 +171,13 @@ fn find_arrays(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             return;
         };
         from = p + 1;
+        if !is_candidate_after(text, p) {
+            continue;
+        }
         let line_start = text.get(..p).is_some_and(|b| {
             b.trim_end_matches([' ', '\t']).ends_with('\n') || b.trim().is_empty()
         });
-        if !line_start || !is_candidate_after(text, p) || ctx.quoted(p) {
+        if !line_start || ctx.quoted(p) {
             continue;
         }
         let Some((v, end)) = json_value_at(text, p) else {
