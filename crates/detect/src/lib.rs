@@ -124,10 +124,8 @@ pub fn detect(input: &Input<'_>, config: &Config) -> Detection {
     // Disabled families run too: their spans must still shadow what overlaps them, so
     // that switching a family off only ever removes its own leaks from the result and
     // never lets a more general family claim part of its markup.
-    for det in families::registry() {
-        if seen.contains(det.family()) {
-            det.find(text, &ctx, &mut leaks);
-        }
+    for det in families::detectors_for(seen) {
+        det.find(text, &ctx, &mut leaks);
     }
     leaks.retain(|l| {
         l.span.start < l.span.end

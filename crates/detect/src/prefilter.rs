@@ -33,6 +33,19 @@ impl FamilySet {
     pub fn is_empty(self) -> bool {
         self.0 == 0
     }
+
+    /// The families in the set, in [`Family::ALL`] order.
+    pub fn iter(self) -> impl Iterator<Item = Family> {
+        let mut bits = self.0;
+        std::iter::from_fn(move || {
+            if bits == 0 {
+                return None;
+            }
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            Family::ALL.get(i).copied()
+        })
+    }
 }
 
 fn bit(f: Family) -> u64 {

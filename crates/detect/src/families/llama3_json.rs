@@ -105,6 +105,11 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         };
         let p = from + rel;
         from = p + 1;
+        if let Some(leak) = array_before(text, p).and_then(|b| array_at(text, ctx, b)) {
+            from = leak.span.end;
+            out.push(leak);
+            continue;
+        }
         if !is_candidate(text, p) {
             continue;
         }
@@ -152,63 +157,41 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         });
         from = end;
     }
-    find_arrays(text, ctx, out);
 }
 
 const HERMES_CLOSE: &str = "</tool_call>";
 
-/// A JSON array of calls on lines of its own (`[{"name": .., "arguments": ..}]`), every
-/// call for an enabled tool. Inline after a label (`Data: [..]`) it is data.
-fn find_arrays(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
-    let bytes = text.as_bytes();
-    let mut from = 0;
-    for _ in 0..super::MAX_CANDIDATES {
-        let Some(p) = bytes
-            .get(from..)
-            .and_then(|r| memchr::memchr(b'[', r))
-            .map(|i| from + i)
-        else {
-            return;
-        };
-        from = p + 1;
-        if !is_candidate_after(text, p) {
-            continue;
-        }
-        let line_start = text.get(..p).is_some_and(|b| {
-            b.trim_end_matches([' ', '\t']).ends_with('\n') || b.trim().is_empty()
-        });
-        if !line_start || ctx.quoted(p) {
-            continue;
-        }
-        let Some((v, end)) = json_value_at(text, p) else {
-            continue;
-        };
-        let Some(calls) = calls_of(&v, false) else {
-            continue;
-        };
-        let end = with_trailing(text, end, &[]);
-        let line_end = text.get(end..).is_some_and(|r| {
-            r.trim_start_matches([' ', '\t']).starts_with('\n') || r.trim().is_empty()
-        });
-        if line_end && calls.iter().all(|c| ctx.tool_enabled(&c.name)) {
-            out.push(Leak {
-                family: Family::Llama3Json,
-                span: p..end,
-                calls,
-                results: Vec::new(),
-            });
-            from = end;
-        }
-    }
+/// The `[` right before the `{` at `p` (whitespace between), when the object starts like a
+/// call: an array of calls is read from there.
+fn array_before(text: &str, p: usize) -> Option<usize> {
+    let before = text.get(..p)?.trim_end();
+    let b = before.len().checked_sub(1)?;
+    (before.as_bytes().get(b) == Some(&b'[')
+        && text.get(skip_ws(text, p + 1)..)?.starts_with("\"name\""))
+    .then_some(b)
 }
 
-/// Whether the `[` at `p` opens an array whose first element starts like a call.
-fn is_candidate_after(text: &str, p: usize) -> bool {
-    let q = skip_ws(text, p + 1);
-    text.as_bytes().get(q) == Some(&b'{') && {
-        let r = skip_ws(text, q + 1);
-        text.get(r..).is_some_and(|t| t.starts_with("\"name\""))
+/// A JSON array of calls at `p` on lines of its own (`[{"name": .., "arguments": ..}]`),
+/// every call for an enabled tool. Inline after a label (`Data: [..]`) it is data.
+fn array_at(text: &str, ctx: &Ctx<'_>, p: usize) -> Option<Leak> {
+    let line_start = text
+        .get(..p)
+        .is_some_and(|b| b.trim_end_matches([' ', '\t']).ends_with('\n') || b.trim().is_empty());
+    if !line_start || ctx.quoted(p) {
+        return None;
     }
+    let (v, end) = json_value_at(text, p)?;
+    let calls = calls_of(&v, false)?;
+    let end = with_trailing(text, end, &[]);
+    let line_end = text.get(end..).is_some_and(|r| {
+        r.trim_start_matches([' ', '\t']).starts_with('\n') || r.trim().is_empty()
+    });
+    (line_end && calls.iter().all(|c| ctx.tool_enabled(&c.name))).then(|| Leak {
+        family: Family::Llama3Json,
+        span: p..end,
+        calls,
+        results: Vec::new(),
+    })
 }
 
 #[cfg(test)]

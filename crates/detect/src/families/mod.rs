@@ -138,12 +138,30 @@ own! {
     Cwm => cwm,
 }
 
-/// Every detector, in the order they run. Order does not decide overlaps (position does,
-/// see `crate::detect`), only the order leaks are produced in.
+/// Every detector: the own finders, then the table's rows.
 pub fn registry() -> impl Iterator<Item = Detector> {
     OWN.iter()
         .map(Detector::Own)
         .chain(table::FORMATS.iter().map(Detector::Row))
+}
+
+/// The detectors of the families in `seen`, family by family in [`Family::ALL`] order
+/// (registry order within a family): a message pays only for the families its markers
+/// name. Order does not decide overlaps (position does, see `crate::detect`) except
+/// between leaks of the very same span, where the earlier family keeps it.
+pub fn detectors_for(seen: crate::prefilter::FamilySet) -> impl Iterator<Item = Detector> {
+    static BY_FAMILY: std::sync::OnceLock<Vec<Vec<Detector>>> = std::sync::OnceLock::new();
+    let by = BY_FAMILY.get_or_init(|| {
+        let mut by = vec![Vec::new(); Family::ALL.len()];
+        for det in registry() {
+            if let Some(list) = by.get_mut(det.family() as usize) {
+                list.push(det);
+            }
+        }
+        by
+    });
+    seen.iter()
+        .flat_map(move |f| by.get(f as usize).into_iter().flatten().copied())
 }
 
 /// Families whose markup is itself a code fence, so a code region does not exclude it.
