@@ -113,7 +113,7 @@ impl<'a> Ctx<'a> {
 /// Examines one message. Never panics; runs in time linear in the content's length.
 pub fn detect(input: &Input<'_>, config: &Config) -> Detection {
     let text = input.content;
-    let seen = prefilter::scan(text);
+    let seen = prefilter::scan_detectors(text);
     if seen.is_empty() {
         return Detection::default();
     }
@@ -124,7 +124,9 @@ pub fn detect(input: &Input<'_>, config: &Config) -> Detection {
     // Disabled families run too: their spans must still shadow what overlaps them, so
     // that switching a family off only ever removes its own leaks from the result and
     // never lets a more general family claim part of its markup.
-    for det in families::detectors_for(seen) {
+    // Only the detectors whose own markers are in the text run: a message pays for
+    // the formats it may hold, not for every format of a family it triggers.
+    for det in seen.iter().filter_map(|i| families::detectors().get(i)) {
         det.find(text, &ctx, &mut leaks);
     }
     leaks.retain(|l| {

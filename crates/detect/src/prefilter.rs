@@ -1,15 +1,16 @@
-//! The hot path: one pass over the bytes that tells which families could possibly have a
-//! leak in this text. Most messages contain none of the markers and end here.
+//! The hot path: one pass over the bytes that tells which detectors (and so which
+//! families) could possibly have a leak in this text. Most messages contain none of the
+//! markers and end here; the others run only the detectors whose markers they hold.
 //!
-//! Each family names literal markers (`TRIGGERS`) and the bytes a leak may start the
-//! message with (`AT_START`). Every marker contains one of the anchor bytes `<`, `[`, `{`
+//! Each detector (a table row or a family's own finder) names literal markers and the bytes
+//! a leak may start the message with. Every marker contains one of the anchor bytes `<`, `[`, `{`
 //! (checked by a test; `json_fence`'s ```` ```json ```` is the one exception, see below), so
 //! the scan is a SIMD `memchr3` over those three bytes, and only at a hit are the markers
 //! anchored at that byte compared. A message of plain prose costs that one scan.
 //!
 //! May depend on: `crate::families` (the registry), `crate::types`. Nothing else.
 
-use crate::families::{registry, Probe};
+use crate::families::{detectors, Probe};
 use crate::types::Family;
 use std::sync::OnceLock;
 
@@ -48,6 +49,29 @@ impl FamilySet {
     }
 }
 
+/// A set of detectors, as a bit mask over their indices in [`detectors()`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DetectorSet(u64);
+
+impl DetectorSet {
+    /// Whether the set is empty.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The detectors' indices, in ascending order.
+    pub fn iter(self) -> impl Iterator<Item = usize> {
+        let mut bits = self.0;
+        std::iter::from_fn(move || {
+            (bits != 0).then(|| {
+                let i = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                i
+            })
+        })
+    }
+}
+
 fn bit(f: Family) -> u64 {
     // `Family::ALL` has fewer than 64 entries (checked by a test), so the shift is in range.
     1u64 << (f as u32)
@@ -57,7 +81,7 @@ fn bit(f: Family) -> u64 {
 struct Anchored {
     before: &'static [u8],
     from: &'static [u8],
-    families: FamilySet,
+    detectors: DetectorSet,
     /// Confirms a hit on a bare anchor byte (see `families::OwnFinder::probe`).
     probe: Option<Probe>,
 }
@@ -69,7 +93,7 @@ struct Tables {
     by_next: [Vec<Vec<Anchored>>; 3],
     /// Per anchor byte, the families whose marker is that byte alone, and the probe that
     /// confirms it (at most one per byte; checked by a test).
-    bare: [Option<(Probe, FamilySet)>; 3],
+    bare: [Option<(Probe, DetectorSet)>; 3],
     /// Per anchor byte, markers that end with it (`functools[`): compared at every hit,
     /// before the second-byte reject.
     ending: [Vec<Anchored>; 3],
@@ -79,9 +103,9 @@ struct Tables {
     second: [[bool; 256]; 3],
     /// Markers with no anchor byte (only ```` ```json ````): searched whole, and only in a
     /// text that holds a `{`, since a JSON fence leak needs an object.
-    unanchored: Vec<(&'static str, FamilySet)>,
+    unanchored: Vec<(&'static str, DetectorSet)>,
     /// Families per first non-whitespace byte.
-    at_start: Vec<(u8, FamilySet)>,
+    at_start: Vec<(u8, DetectorSet)>,
 }
 
 /// Adds a marker, or its families to the same marker of another family.
@@ -89,7 +113,7 @@ fn add(list: &mut Vec<Anchored>, m: Anchored) {
     match list.iter_mut().find(|o| {
         o.before == m.before && o.from == m.from && o.probe.is_none() && m.probe.is_none()
     }) {
-        Some(o) => o.families.0 |= m.families.0,
+        Some(o) => o.detectors.0 |= m.detectors.0,
         None => list.push(m),
     }
 }
@@ -105,9 +129,8 @@ fn tables() -> &'static Tables {
             unanchored: Vec::new(),
             at_start: Vec::new(),
         };
-        for det in registry() {
-            let mut fam = FamilySet::default();
-            fam.insert(det.family());
+        for (index, det) in detectors().iter().enumerate() {
+            let fam = DetectorSet(1u64 << index);
             for &trigger in det.triggers() {
                 let bytes = trigger.as_bytes();
                 match bytes.iter().position(|b| ANCHORS.contains(b)) {
@@ -116,7 +139,7 @@ fn tables() -> &'static Tables {
                         let m = Anchored {
                             before: &bytes[..i],
                             from: &bytes[i..],
-                            families: fam,
+                            detectors: fam,
                             probe: (bytes.len() == 1).then(|| det.probe()).flatten(),
                         };
                         match bytes.get(i + 1) {
@@ -135,7 +158,7 @@ fn tables() -> &'static Tables {
                                     }
                                 }
                                 if let Some(p) = m.probe {
-                                    t.bare[slot] = Some((p, m.families));
+                                    t.bare[slot] = Some((p, m.detectors));
                                 }
                             }
                         }
@@ -153,9 +176,20 @@ fn tables() -> &'static Tables {
 
 /// The families whose markers occur in `text`.
 pub fn scan(text: &str) -> FamilySet {
+    let mut families = FamilySet::default();
+    for i in scan_detectors(text).iter() {
+        if let Some(det) = detectors().get(i) {
+            families.insert(det.family());
+        }
+    }
+    families
+}
+
+/// The detectors whose markers occur in `text`.
+pub fn scan_detectors(text: &str) -> DetectorSet {
     let t = tables();
     let bytes = text.as_bytes();
-    let mut seen = FamilySet::default();
+    let mut seen = DetectorSet::default();
     if let Some(&first) = text.trim_start().as_bytes().first() {
         for &(b, fams) in &t.at_start {
             if b == first {
@@ -175,7 +209,7 @@ pub fn scan(text: &str) -> FamilySet {
         };
         for m in &t.ending[slot] {
             if bytes.get(..pos).is_some_and(|h| h.ends_with(m.before)) {
-                seen.0 |= m.families.0;
+                seen.0 |= m.detectors.0;
             }
         }
         let Some(&n) = bytes.get(pos + 1) else {
@@ -198,7 +232,7 @@ pub fn scan(text: &str) -> FamilySet {
         let (head, rest) = bytes.split_at(pos);
         for m in by_next {
             if rest.starts_with(m.from) && head.ends_with(m.before) {
-                seen.0 |= m.families.0;
+                seen.0 |= m.detectors.0;
             }
         }
     }
@@ -217,15 +251,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_family_fits_in_the_mask() {
+    fn every_family_and_detector_fits_in_the_masks() {
         assert!(Family::ALL.len() < 64);
+        assert!(detectors().len() < 64);
     }
 
     #[test]
     fn only_json_fences_have_unanchored_markers() {
         // The `{` shortcut for unanchored markers is sound only for a family whose leaks
         // always contain an object.
-        for det in registry() {
+        for det in detectors() {
             for t in det.triggers() {
                 let anchored = t.bytes().any(|b| ANCHORS.contains(&b));
                 assert!(
@@ -239,7 +274,7 @@ mod tests {
 
     #[test]
     fn bare_anchor_triggers_have_a_probe() {
-        for det in registry() {
+        for det in detectors() {
             for t in det.triggers() {
                 assert!(
                     t.len() > 1 || det.probe().is_some(),

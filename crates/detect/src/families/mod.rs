@@ -145,23 +145,17 @@ pub fn registry() -> impl Iterator<Item = Detector> {
         .chain(table::FORMATS.iter().map(Detector::Row))
 }
 
-/// The detectors of the families in `seen`, family by family in [`Family::ALL`] order
-/// (registry order within a family): a message pays only for the families its markers
-/// name. Order does not decide overlaps (position does, see `crate::detect`) except
-/// between leaks of the very same span, where the earlier family keeps it.
-pub fn detectors_for(seen: crate::prefilter::FamilySet) -> impl Iterator<Item = Detector> {
-    static BY_FAMILY: std::sync::OnceLock<Vec<Vec<Detector>>> = std::sync::OnceLock::new();
-    let by = BY_FAMILY.get_or_init(|| {
-        let mut by = vec![Vec::new(); Family::ALL.len()];
-        for det in registry() {
-            if let Some(list) = by.get_mut(det.family() as usize) {
-                list.push(det);
-            }
-        }
-        by
-    });
-    seen.iter()
-        .flat_map(move |f| by.get(f as usize).into_iter().flatten().copied())
+/// Every detector in the order detection runs them: by family ([`Family::ALL`] order),
+/// registry order within a family. A detector's index here is its bit in the prefilter's
+/// [`crate::prefilter::DetectorSet`]. Order does not decide overlaps (position does, see
+/// `crate::detect`) except between leaks of the very same span, where the earlier keeps it.
+pub fn detectors() -> &'static [Detector] {
+    static ALL: std::sync::OnceLock<Vec<Detector>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        let mut all: Vec<Detector> = registry().collect();
+        all.sort_by_key(|d| d.family());
+        all
+    })
 }
 
 /// Families whose markup is itself a code fence, so a code region does not exclude it.

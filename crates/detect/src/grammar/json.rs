@@ -71,8 +71,11 @@ pub fn call_of(v: &Value, keys: Keys) -> Option<Call> {
                         && !ARG_KEYS.contains(&k.as_str())
                         && !BOOKKEEPING.contains(&k.as_str())
                 });
+                if extra {
+                    return None;
+                }
                 let arg_keys = ARG_KEYS.iter().filter(|k| obj.contains_key(**k)).count();
-                if extra || arg_keys > 1 || obj.get("type").is_some_and(|t| t != "function") {
+                if arg_keys > 1 || obj.get("type").is_some_and(|t| t != "function") {
                     return None;
                 }
             }
