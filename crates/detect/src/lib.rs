@@ -13,11 +13,13 @@
 //! 2. [`code`]: where a marker is, fenced and inline code regions and closed reasoning
 //!    blocks are mapped once, because markup inside code is an example and markup inside
 //!    `<think>` is the model thinking, never a leak.
-//! 3. [`families`]: each family whose marker was seen parses its candidates. Parsers only
-//!    accept markup that parses completely into a call (or a result object of a known
-//!    shape); anything else is prose and stays.
-//! 4. The leaks are ordered, overlaps dropped, and the cleaned text built by cutting
-//!    exactly the leaked spans out.
+//! 3. [`families`]: each detector whose marker was seen parses its candidates: most formats
+//!    are rows of `families::table`, tokens around one of the call grammars of [`grammar`],
+//!    read by `families::engine`; the rest have finders of their own. Parsers only accept
+//!    markup that parses completely into a call (or a result object of a known shape);
+//!    anything else is prose and stays.
+//! 4. The leaks are ordered, overlaps dropped, each leak extended over the end-of-turn tokens
+//!    right after it, and the cleaned text built by cutting exactly the leaked spans out.
 //!
 //! Linear time: every family looks at a bounded number of candidates
 //! ([`families::MAX_CANDIDATES`]) and parses each at most once; JSON nesting is bounded
@@ -28,6 +30,7 @@ use std::cell::Cell;
 pub mod code;
 pub mod config;
 pub mod families;
+pub mod grammar;
 pub mod json5;
 pub mod prefilter;
 pub mod types;
@@ -110,7 +113,7 @@ impl<'a> Ctx<'a> {
 /// Examines one message. Never panics; runs in time linear in the content's length.
 pub fn detect(input: &Input<'_>, config: &Config) -> Detection {
     let text = input.content;
-    let seen = prefilter::scan(text);
+    let seen = prefilter::scan_detectors(text);
     if seen.is_empty() {
         return Detection::default();
     }
@@ -121,10 +124,10 @@ pub fn detect(input: &Input<'_>, config: &Config) -> Detection {
     // Disabled families run too: their spans must still shadow what overlaps them, so
     // that switching a family off only ever removes its own leaks from the result and
     // never lets a more general family claim part of its markup.
-    for def in families::REGISTRY {
-        if seen.contains(def.family) {
-            (def.find)(text, &ctx, &mut leaks);
-        }
+    // Only the detectors whose own markers are in the text run: a message pays for
+    // the formats it may hold, not for every format of a family it triggers.
+    for det in seen.iter().filter_map(|i| families::detectors().get(i)) {
+        det.find(text, &ctx, &mut leaks);
     }
     leaks.retain(|l| {
         l.span.start < l.span.end
@@ -134,6 +137,7 @@ pub fn detect(input: &Input<'_>, config: &Config) -> Detection {
             && (families::allowed_in_code(l.family) || !code.contains(l.span.start))
     });
     let mut leaks = drop_overlaps(leaks);
+    take_trailing_tokens(text, &mut leaks);
     leaks.retain(|l| config.family_enabled(l.family));
     let depends_on_tools = ctx.asked_tools.get();
     if leaks.is_empty() {
@@ -170,6 +174,19 @@ fn drop_overlaps(mut leaks: Vec<Leak>) -> Vec<Leak> {
         }
     }
     out
+}
+
+/// Extends every leak over the end-of-turn tokens right after it (`<|eot_id|>`, `</s>`,
+/// ...): they close the model's markup, and left alone they would show the user half of a
+/// control sequence. A token already inside the next leak stays with that one.
+fn take_trailing_tokens(text: &str, leaks: &mut [Leak]) {
+    for i in 0..leaks.len() {
+        let limit = leaks.get(i + 1).map_or(text.len(), |n| n.span.start);
+        let end = families::util::with_trailing(text, leaks[i].span.end, &[]);
+        if end <= limit {
+            leaks[i].span.end = end;
+        }
+    }
 }
 
 /// Cuts the leaked spans out. A message that is nothing but a result object stays as it

@@ -1,15 +1,16 @@
-//! The hot path: one pass over the bytes that tells which families could possibly have a
-//! leak in this text. Most messages contain none of the markers and end here.
+//! The hot path: one pass over the bytes that tells which detectors (and so which
+//! families) could possibly have a leak in this text. Most messages contain none of the
+//! markers and end here; the others run only the detectors whose markers they hold.
 //!
-//! Each family names literal markers (`TRIGGERS`) and the bytes a leak may start the
-//! message with (`AT_START`). Every marker contains one of the anchor bytes `<`, `[`, `{`
+//! Each detector (a table row or a family's own finder) names literal markers and the bytes
+//! a leak may start the message with. Every marker contains one of the anchor bytes `<`, `[`, `{`
 //! (checked by a test; `json_fence`'s ```` ```json ```` is the one exception, see below), so
 //! the scan is a SIMD `memchr3` over those three bytes, and only at a hit are the markers
 //! anchored at that byte compared. A message of plain prose costs that one scan.
 //!
 //! May depend on: `crate::families` (the registry), `crate::types`. Nothing else.
 
-use crate::families::REGISTRY;
+use crate::families::{detectors, Probe};
 use crate::types::Family;
 use std::sync::OnceLock;
 
@@ -33,6 +34,42 @@ impl FamilySet {
     pub fn is_empty(self) -> bool {
         self.0 == 0
     }
+
+    /// The families in the set, in [`Family::ALL`] order.
+    pub fn iter(self) -> impl Iterator<Item = Family> {
+        let mut bits = self.0;
+        std::iter::from_fn(move || {
+            if bits == 0 {
+                return None;
+            }
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            Family::ALL.get(i).copied()
+        })
+    }
+}
+
+/// A set of detectors, as a bit mask over their indices in [`detectors()`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DetectorSet(u64);
+
+impl DetectorSet {
+    /// Whether the set is empty.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The detectors' indices, in ascending order.
+    pub fn iter(self) -> impl Iterator<Item = usize> {
+        let mut bits = self.0;
+        std::iter::from_fn(move || {
+            (bits != 0).then(|| {
+                let i = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                i
+            })
+        })
+    }
 }
 
 fn bit(f: Family) -> u64 {
@@ -44,53 +81,92 @@ fn bit(f: Family) -> u64 {
 struct Anchored {
     before: &'static [u8],
     from: &'static [u8],
-    families: FamilySet,
+    detectors: DetectorSet,
+    /// Confirms a hit on a bare anchor byte (see `families::OwnFinder::probe`).
+    probe: Option<Probe>,
 }
 
 struct Tables {
-    /// Markers per anchor byte, in `ANCHORS` order.
-    anchored: [Vec<Anchored>; 3],
-    /// Per anchor byte, which bytes may follow it in some marker: most hits in prose
-    /// (`3 < 5`, `[1]`, `{x}`) are rejected on that one byte.
+    /// Per anchor byte (in `ANCHORS` order) and per byte after it, the markers that start
+    /// with those two bytes: a hit compares only the few markers its next byte allows, and
+    /// most hits in prose (`3 < 5`, `[1]`, `{x}`, `<table>`) compare none.
+    by_next: [Vec<Vec<Anchored>>; 3],
+    /// Per anchor byte, the families whose marker is that byte alone, and the probe that
+    /// confirms it (at most one per byte; checked by a test).
+    bare: [Option<(Probe, DetectorSet)>; 3],
+    /// Per anchor byte, markers that end with it (`functools[`): compared at every hit,
+    /// before the second-byte reject.
+    ending: [Vec<Anchored>; 3],
+    /// Per anchor byte, whether any marker may go on with this byte: the one-load reject
+    /// of most hits. A bare anchor's probe wants an identifier after it (a Python call),
+    /// so for it only letters, `_` and whitespace pass.
     second: [[bool; 256]; 3],
     /// Markers with no anchor byte (only ```` ```json ````): searched whole, and only in a
     /// text that holds a `{`, since a JSON fence leak needs an object.
-    unanchored: Vec<(&'static str, FamilySet)>,
+    unanchored: Vec<(&'static str, DetectorSet)>,
     /// Families per first non-whitespace byte.
-    at_start: Vec<(u8, FamilySet)>,
+    at_start: Vec<(u8, DetectorSet)>,
+}
+
+/// Adds a marker, or its families to the same marker of another family.
+fn add(list: &mut Vec<Anchored>, m: Anchored) {
+    match list.iter_mut().find(|o| {
+        o.before == m.before && o.from == m.from && o.probe.is_none() && m.probe.is_none()
+    }) {
+        Some(o) => o.detectors.0 |= m.detectors.0,
+        None => list.push(m),
+    }
 }
 
 fn tables() -> &'static Tables {
     static T: OnceLock<Tables> = OnceLock::new();
     T.get_or_init(|| {
         let mut t = Tables {
-            anchored: Default::default(),
+            by_next: std::array::from_fn(|_| (0..256).map(|_| Vec::new()).collect()),
+            bare: Default::default(),
+            ending: Default::default(),
             second: [[false; 256]; 3],
             unanchored: Vec::new(),
             at_start: Vec::new(),
         };
-        for def in REGISTRY {
-            let mut fam = FamilySet::default();
-            fam.insert(def.family);
-            for &trigger in def.triggers {
+        for (index, det) in detectors().iter().enumerate() {
+            let fam = DetectorSet(1u64 << index);
+            for &trigger in det.triggers() {
                 let bytes = trigger.as_bytes();
                 match bytes.iter().position(|b| ANCHORS.contains(b)) {
                     Some(i) => {
                         let slot = ANCHORS.iter().position(|&a| a == bytes[i]).unwrap_or(0);
-                        match bytes.get(i + 1) {
-                            Some(&next) => t.second[slot][usize::from(next)] = true,
-                            None => t.second[slot] = [true; 256],
-                        }
-                        t.anchored[slot].push(Anchored {
+                        let m = Anchored {
                             before: &bytes[..i],
                             from: &bytes[i..],
-                            families: fam,
-                        });
+                            detectors: fam,
+                            probe: (bytes.len() == 1).then(|| det.probe()).flatten(),
+                        };
+                        match bytes.get(i + 1) {
+                            Some(&next) => {
+                                t.second[slot][usize::from(next)] = true;
+                                add(&mut t.by_next[slot][usize::from(next)], m);
+                            }
+                            None if i > 0 => add(&mut t.ending[slot], m),
+                            None => {
+                                for b in 0..=255u8 {
+                                    if b.is_ascii_alphabetic()
+                                        || b == b'_'
+                                        || b.is_ascii_whitespace()
+                                    {
+                                        t.second[slot][usize::from(b)] = true;
+                                    }
+                                }
+                                if let Some(p) = m.probe {
+                                    t.bare[slot] = Some((p, m.detectors));
+                                }
+                            }
+                        }
                     }
                     None => t.unanchored.push((trigger, fam)),
                 }
             }
-            for &b in def.at_start {
+            for &b in det.at_start() {
                 t.at_start.push((b, fam));
             }
         }
@@ -100,9 +176,20 @@ fn tables() -> &'static Tables {
 
 /// The families whose markers occur in `text`.
 pub fn scan(text: &str) -> FamilySet {
+    let mut families = FamilySet::default();
+    for i in scan_detectors(text).iter() {
+        if let Some(det) = detectors().get(i) {
+            families.insert(det.family());
+        }
+    }
+    families
+}
+
+/// The detectors whose markers occur in `text`.
+pub fn scan_detectors(text: &str) -> DetectorSet {
     let t = tables();
     let bytes = text.as_bytes();
-    let mut seen = FamilySet::default();
+    let mut seen = DetectorSet::default();
     if let Some(&first) = text.trim_start().as_bytes().first() {
         for &(b, fams) in &t.at_start {
             if b == first {
@@ -120,16 +207,32 @@ pub fn scan(text: &str) -> FamilySet {
                 2
             }
         };
-        let next_ok = bytes
-            .get(pos + 1)
-            .is_some_and(|&n| t.second[slot][usize::from(n)]);
-        if !next_ok {
+        for m in &t.ending[slot] {
+            if bytes.get(..pos).is_some_and(|h| h.ends_with(m.before)) {
+                seen.0 |= m.detectors.0;
+            }
+        }
+        let Some(&n) = bytes.get(pos + 1) else {
+            continue;
+        };
+        if !t.second[slot][usize::from(n)] {
+            continue;
+        }
+        if let Some((probe, fams)) = t.bare[slot] {
+            if probe(bytes, pos) {
+                seen.0 |= fams.0;
+            }
+        }
+        let by_next = t.by_next[slot]
+            .get(usize::from(n))
+            .map_or(&[][..], Vec::as_slice);
+        if by_next.is_empty() {
             continue;
         }
         let (head, rest) = bytes.split_at(pos);
-        for m in &t.anchored[slot] {
+        for m in by_next {
             if rest.starts_with(m.from) && head.ends_with(m.before) {
-                seen.0 |= m.families.0;
+                seen.0 |= m.detectors.0;
             }
         }
     }
@@ -148,24 +251,49 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_family_fits_in_the_mask() {
+    fn every_family_and_detector_fits_in_the_masks() {
         assert!(Family::ALL.len() < 64);
+        assert!(detectors().len() < 64);
     }
 
     #[test]
     fn only_json_fences_have_unanchored_markers() {
         // The `{` shortcut for unanchored markers is sound only for a family whose leaks
         // always contain an object.
-        for def in REGISTRY {
-            for t in def.triggers {
+        for det in detectors() {
+            for t in det.triggers() {
                 let anchored = t.bytes().any(|b| ANCHORS.contains(&b));
                 assert!(
-                    anchored || def.family == Family::JsonFence,
+                    anchored || det.family() == Family::JsonFence,
                     "{:?}: {t}",
-                    def.family
+                    det.family()
                 );
             }
         }
+    }
+
+    #[test]
+    fn bare_anchor_triggers_have_a_probe() {
+        for det in detectors() {
+            for t in det.triggers() {
+                assert!(
+                    t.len() > 1 || det.probe().is_some(),
+                    "{:?}: {t}",
+                    det.family()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_bracket_needs_a_call_after_it() {
+        assert!(!scan("see [the docs](https://x) and [1]").contains(Family::Pythonic));
+        assert!(scan("ok [get_weather(city='x')]").contains(Family::Pythonic));
+        assert!(scan("[ping()]").contains(Family::Pythonic));
+        assert!(scan("[f(\n        a=1)]").contains(Family::Pythonic));
+        assert!(!scan("x = arr[len(a)]").contains(Family::Pythonic));
+        assert!(!scan("[f(x) for x in y]").contains(Family::Pythonic));
+        assert!(!scan("[f(a == 1)]").contains(Family::Pythonic));
     }
 
     #[test]

@@ -69,6 +69,13 @@ families! {
     Plamo3 => "plamo3",
     HyV3 => "hy_v3",
     Cwm => "cwm",
+    // Formats added with issue #13.
+    Harmony => "harmony",
+    Llama3PythonTag => "llama3_python_tag",
+    Llama3FunctionTag => "llama3_function_tag",
+    SolarOpen2 => "solar_open2",
+    K2Horizon => "k2_horizon",
+    Gigachat35 => "gigachat35",
 }
 
 impl std::fmt::Display for Family {

@@ -1,6 +1,7 @@
 //! Properties of `detect` over generated inputs: it never panics, text without any leak
-//! marker is never touched, a leak in front of ordinary text cleans to that text, and
-//! switching families off only ever removes their own leaks.
+//! marker is never touched, a leak in front of ordinary text cleans to that text, a leak
+//! of any format between lines of text cleans to exactly those lines with none of its
+//! control tokens left, and switching families off only ever removes their own leaks.
 
 use proptest::prelude::*;
 use toolcall_detect::{detect, Config, Family, Input};
@@ -65,6 +66,25 @@ const FRAGMENTS: &[&str] = &[
     "content: \"x\"",
     "get_weather(city='x')",
     "<|python_start|>",
+    "<|python_tag|>",
+    "<|eom_id|>",
+    "<|eot_id|>",
+    ".call(",
+    "<function=search>",
+    "<|start|>",
+    "<|channel|>",
+    "commentary to=functions.search",
+    "<|constrain|>",
+    "<|message|>",
+    "<|end|>",
+    "<|call|>",
+    "<|tool_call:start|>",
+    "<|tool_arg:start|>",
+    "<|tool_arg:value|>",
+    "<|tool_call:end|>",
+    "<ifm|tool_call>",
+    "<｜GCML｜tool_calls>",
+    "<｜tool▁calls｜>",
     "é",
     "日本",
     "🎉",
@@ -260,5 +280,100 @@ fn truncated_markup_is_never_a_leak_of_its_prefix() {
     for cut in "<tool_call>".len()..json_end {
         let text = &full[..cut];
         assert!(run(text, &enabled()).is_clean(), "{text}");
+    }
+}
+
+/// Control tokens of the formats below; none may survive the cleaning of a leak.
+const CONTROL_TOKENS: &[&str] = &[
+    "<|start|>",
+    "<|channel|>",
+    "<|constrain|>",
+    "<|message|>",
+    "<|end|>",
+    "<|call|>",
+    "<|return|>",
+    "<|python_tag|>",
+    "<|python_start|>",
+    "<|python_end|>",
+    "<|eom_id|>",
+    "<|eot_id|>",
+    "<|eot|>",
+    "<|im_end|>",
+    "</s>",
+    "<tool_call>",
+    "</tool_call>",
+    "[TOOL_CALLS]",
+    "[TOOL_CALL]",
+    "[/TOOL_CALL]",
+    "<function=",
+    "</function>",
+    "<｜tool▁calls▁begin｜>",
+    "<｜tool▁call▁begin｜>",
+    "<｜tool▁call▁end｜>",
+    "<｜tool▁calls▁end｜>",
+    "<|tool_calls_section_begin|>",
+    "<|tool_calls_section_end|>",
+    "<|tool_call:start|>",
+    "<|tool_call:end|>",
+    "<ifm|tool_calls>",
+    "</ifm|tool_calls>",
+    "<｜GCML｜tool_calls>",
+    "</｜GCML｜tool_calls>",
+    "<minimax:tool_call>",
+    "</minimax:tool_call>",
+    "<|tool_call>",
+    "<tool_call|>",
+];
+
+/// One leak of a format with control tokens, and the text of its own that must stay
+/// (Harmony keeps the analysis text; every other format keeps nothing).
+fn tokened_leak() -> impl Strategy<Value = (String, String)> {
+    let v = "[A-Za-z][A-Za-z ]{0,30}";
+    let q = |s: &str| serde_json::json!(s).to_string();
+    let none = |s: String| (s, String::new());
+    prop_oneof![
+        (v, v).prop_map(move |(t, c)| (
+            format!("<|channel|>analysis<|message|>{t}<|end|><|start|>assistant<|channel|>commentary to=functions.search <|constrain|>json<|message|>{{\"q\": {}}}<|call|>", q(&c)),
+            t,
+        )),
+        v.prop_map(move |c| none(format!("<|channel|>commentary to=functions.search<|message|>{{\"q\": {}}}", q(&c)))),
+        v.prop_map(move |c| none(format!("<|python_tag|>{{\"name\": \"search\", \"parameters\": {{\"q\": {}}}}}<|eom_id|>", q(&c)))),
+        v.prop_map(move |c| none(format!("<|python_tag|>brave_search.call(query={})<|eom_id|>", q(&c)))),
+        v.prop_map(move |c| none(format!("<|python_start|>{{\"name\": \"search\", \"parameters\": {{\"q\": {}}}}}<|python_end|><|eot|>", q(&c)))),
+        v.prop_map(move |c| none(format!("<function=search>{{\"q\": {}}}</function><|eot_id|>", q(&c)))),
+        v.prop_map(move |c| none(format!("[get_weather(city={})]<|eot_id|>", q(&c)))),
+        v.prop_map(move |c| none(format!("<tool_call>{{\"name\": \"search\", \"args\": {{\"q\": {}}}}}</tool_call><|im_end|>", q(&c)))),
+        v.prop_map(move |c| none(format!("[TOOL_CALLS][{{\"name\": \"search\", \"arguments\": {{\"q\": {}}}}}]</s>", q(&c)))),
+        v.prop_map(move |c| none(format!("<｜tool▁call▁begin｜>search<｜tool▁sep｜>{{\"q\": {}}}<｜tool▁call▁end｜><｜tool▁calls▁end｜>", q(&c)))),
+        v.prop_map(move |c| none(format!("<|tool_calls_section_begin|><|tool_call_begin|>functions.search:0<|tool_call_argument_begin|>{{\"q\": {}}}<|tool_call_end|><|tool_calls_section_end|>", q(&c)))),
+        v.prop_map(move |c| none(format!("<|tool_call:start|>search\n<|tool_arg:start|>q<|tool_arg:value|>{c}<|tool_arg:end|>\n<|tool_call:end|>"))),
+        v.prop_map(move |c| none(format!("<ifm|tool_calls><ifm|tool_call>search<ifm|arg_key>q</ifm|arg_key><ifm|arg_value>{c}</ifm|arg_value></ifm|tool_call></ifm|tool_calls>"))),
+        v.prop_map(move |c| none(format!("<｜GCML｜tool_calls><｜GCML｜invoke name=\"search\"><｜GCML｜parameter name=\"q\" string=\"true\">{c}</｜GCML｜parameter></｜GCML｜invoke></｜GCML｜tool_calls>"))),
+        v.prop_map(move |c| none(format!("<minimax:tool_call><invoke name=\"search\"><parameter name=\"q\">{c}</parameter></invoke></minimax:tool_call>"))),
+        v.prop_map(move |c| none(format!("<|tool_call>call:search{{q:<|\"|>{c}<|\"|>}}<tool_call|>"))),
+        v.prop_map(move |c| none(format!("{{\"name\": \"search\", \"arguments\": {{\"q\": {}}}}}\n</tool_call>", q(&c)))),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    /// No residue: a leak of any format between two lines of text cleans to exactly
+    /// those lines (and the text the format keeps), and none of its control tokens stays.
+    #[test]
+    fn a_leak_between_lines_leaves_no_control_token(
+        before in "[A-Za-z][A-Za-z0-9 ,]{0,60}[.!?]",
+        (leak, kept) in tokened_leak(),
+        after in "[A-Z][A-Za-z0-9 ,]{0,60}[.!?]",
+    ) {
+        let message = format!("{before}\n{leak}\n{after}");
+        let d = run(&message, &enabled());
+        prop_assert!(!d.is_clean(), "not detected: {}", message);
+        let want = format!("{before}\n{kept}\n{after}");
+        let cleaned = d.cleaned.clone().unwrap_or_default();
+        prop_assert_eq!(cleaned.as_str(), want.trim(), "{}", message);
+        for tok in CONTROL_TOKENS {
+            prop_assert!(!cleaned.contains(tok), "{} left in {:?}", tok, cleaned);
+        }
     }
 }

@@ -22,6 +22,9 @@ const TIER1: &[&str] = &[
     "deepseek",
     "kimi",
     "glm",
+    "harmony",
+    "llama3_python_tag",
+    "llama3_function_tag",
     "negative",
 ];
 

@@ -9,8 +9,8 @@
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
+use super::util::MAX_CANDIDATES;
 use super::util::{find_from, is_tool_name};
-use super::MAX_CANDIDATES;
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
 use serde_json::json;

@@ -13,7 +13,7 @@
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
-use super::llama3_json::strict_call;
+use super::util::strict_call;
 use super::util::{decode_arguments, find_from, is_tool_name, json_whole};
 use crate::types::{Call, Family};
 use crate::{json5, Ctx, Leak};
@@ -79,11 +79,23 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         };
         out.push(Leak {
             family: Family::JsonFence,
-            span: line_start..span_end,
+            span: with_label(text, line_start)..span_end,
             calls,
             results: Vec::new(),
         });
         from = span_end;
+    }
+}
+
+/// RWKV puts a `**Tool Call:**` line above each fence (vLLM's rwkv parser): the label is
+/// the format's, and goes with the fence it announces.
+fn with_label(text: &str, line_start: usize) -> usize {
+    const LABEL: &str = "**Tool Call:**";
+    let before = text.get(..line_start).unwrap_or_default();
+    let trimmed = before.trim_end();
+    match trimmed.strip_suffix(LABEL) {
+        Some(rest) if rest.is_empty() || rest.ends_with('\n') => rest.len(),
+        _ => line_start,
     }
 }
 

@@ -14,8 +14,9 @@
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
+use super::util::MAX_CANDIDATES;
 use super::util::{attr, find_from, json_whole, skip_ws, typed_param};
-use super::MAX_CANDIDATES;
+use crate::grammar::text::unescape_xml;
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
 use serde_json::{Map, Value};
@@ -126,7 +127,7 @@ fn parse_call(body: &str) -> Option<Call> {
     if !tag.starts_with(char::is_whitespace) {
         return None;
     }
-    let name = unescape(attr(tag, "tool")?);
+    let name = unescape_xml(attr(tag, "tool")?);
     if !plausible_name(&name) {
         return None;
     }
@@ -139,7 +140,7 @@ fn parse_call(body: &str) -> Option<Call> {
         if !atag.starts_with(char::is_whitespace) {
             return None;
         }
-        let key = unescape(attr(atag, "key")?);
+        let key = unescape_xml(attr(atag, "key")?);
         if key.is_empty() {
             return None;
         }
@@ -183,50 +184,9 @@ fn typed(raw: &str, ty: Option<&str>) -> Value {
     }
 }
 
-/// Unescapes the XML entities `&amp; &lt; &gt; &quot; &apos;` and numeric references.
-fn unescape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(i) = rest.find('&') {
-        out.push_str(rest.get(..i).unwrap_or_default());
-        let tail = rest.get(i..).unwrap_or_default();
-        let entity = tail.find(';').filter(|&j| j <= 10).and_then(|j| {
-            let name = tail.get(1..j)?;
-            let c = match name {
-                "amp" => '&',
-                "lt" => '<',
-                "gt" => '>',
-                "quot" => '"',
-                "apos" => '\'',
-                _ => {
-                    let n = name.strip_prefix('#')?;
-                    let code = match n.strip_prefix(['x', 'X']) {
-                        Some(h) => u32::from_str_radix(h, 16).ok()?,
-                        None => n.parse().ok()?,
-                    };
-                    char::from_u32(code)?
-                }
-            };
-            Some((c, j + 1))
-        });
-        match entity {
-            Some((c, len)) => {
-                out.push(c);
-                rest = tail.get(len..).unwrap_or_default();
-            }
-            None => {
-                out.push('&');
-                rest = tail.get(1..).unwrap_or_default();
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
 #[cfg(test)]
 mod tests {
-    use super::unescape;
+    use crate::grammar::text::unescape_xml;
 
     use super::super::testing::{run_family, Out};
 
@@ -276,7 +236,7 @@ mod tests {
     #[test]
     fn entities() {
         assert_eq!(
-            unescape("a&amp;b&quot;c&#65;&#x42;&bogus;&"),
+            unescape_xml("a&amp;b&quot;c&#65;&#x42;&bogus;&"),
             "a&b\"cAB&bogus;&"
         );
     }

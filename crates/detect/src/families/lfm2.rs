@@ -10,9 +10,9 @@
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
-use super::llama3_json::push_merged;
-use super::pythonic::{parse_call_list, PyOpts};
+use super::util::merge as push_merged;
 use super::util::{find_from, skip_ws};
+use crate::grammar::python::{parse_call_list, PyOpts};
 use crate::types::Family;
 use crate::{Ctx, Leak};
 

@@ -7,17 +7,13 @@
 //! arguments/parameters and call bookkeeping), its arguments are an object, and every call
 //! names a tool the agent has enabled. Objects nested in other JSON are never candidates.
 //!
-//! The JSON call helpers here (`strict_call`, `calls_of`, `tagged_json`) are shared with the
-//! families that wrap the same objects in their own tokens (granite, jamba, hunyuan,
-//! nemotron_json, qwen25_coder, pangu, phi4mini, xlam, mistral, json_fence).
-//!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
-use super::util::{call_from_object, find_from, json_value_at, skip_ws};
+use super::util::with_trailing;
+use super::util::{calls_of, json_value_at, skip_ws, strict_call};
+use crate::grammar::text::eat;
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
-use serde_json::Value;
-use std::ops::Range;
 
 /// Literal markers one of which any leak of this family contains.
 pub(crate) const TRIGGERS: &[&str] = &[
@@ -31,139 +27,6 @@ pub(crate) const TRIGGERS: &[&str] = &[
 ];
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = b"{";
-
-/// Keys a call object may carry: its name, its arguments and call bookkeeping.
-const CALL_KEYS: &[&str] = &["name", "arguments", "parameters", "id", "call_id", "type"];
-
-/// Reads a call off an object that is exactly a call: `name` plus `arguments` or
-/// `parameters` (not both), optionally `id`/`call_id` and `type: "function"`, nothing else;
-/// arguments (decoded once when given as a serialized string) must be an object.
-pub(crate) fn strict_call(v: &Value) -> Option<Call> {
-    let obj = v.as_object()?;
-    if obj.keys().any(|k| !CALL_KEYS.contains(&k.as_str())) {
-        return None;
-    }
-    if obj.contains_key("arguments") && obj.contains_key("parameters") {
-        return None;
-    }
-    if obj.get("type").is_some_and(|t| t != "function") {
-        return None;
-    }
-    let call = call_from_object(v)?;
-    call.arguments.is_object().then_some(call)
-}
-
-/// The calls of a JSON value that is one call object or a non-empty array of them.
-pub(crate) fn calls_of(v: &Value, allow_object: bool) -> Option<Vec<Call>> {
-    match v {
-        Value::Array(items) if !items.is_empty() => items.iter().map(strict_call).collect(),
-        Value::Object(_) if allow_object => strict_call(v).map(|c| vec![c]),
-        _ => None,
-    }
-}
-
-/// How a token-wrapped JSON family reads its markup.
-pub(crate) struct Tagged {
-    pub family: Family,
-    /// The opening token.
-    pub open: &'static str,
-    /// The closing token, if the format has one.
-    pub close: Option<&'static str>,
-    /// Whether the markup still counts when the closing token is missing.
-    pub close_optional: bool,
-    /// Whether a bare call object (not an array) is accepted.
-    pub allow_object: bool,
-    /// Whether several JSON values may follow each other before the closing token.
-    pub many: bool,
-}
-
-/// Finds `open` JSON `close` blocks: the JSON is strict, each value a call object or an
-/// array of them; whitespace around the JSON is part of the markup. Consecutive blocks
-/// separated only by whitespace become one leak.
-pub(crate) fn tagged_json(text: &str, ctx: &Ctx<'_>, t: &Tagged, out: &mut Vec<Leak>) {
-    let mut from = 0;
-    let mut found: Vec<(Range<usize>, Vec<Call>)> = Vec::new();
-    for _ in 0..super::MAX_CANDIDATES {
-        let Some(p) = find_from(text, t.open, from) else {
-            break;
-        };
-        from = p + t.open.len();
-        if ctx.in_code(p) {
-            continue;
-        }
-        let Some((calls, end)) = tagged_body(text, from, t) else {
-            continue;
-        };
-        found.push((p..end, calls));
-        from = end;
-    }
-    push_merged(text, t.family, found, out);
-}
-
-fn tagged_body(text: &str, from: usize, t: &Tagged) -> Option<(Vec<Call>, usize)> {
-    let mut calls = Vec::new();
-    let mut at = skip_ws(text, from);
-    loop {
-        if !matches!(text.as_bytes().get(at), Some(b'[' | b'{')) {
-            return None;
-        }
-        let (v, end) = json_value_at(text, at)?;
-        calls.extend(calls_of(&v, t.allow_object)?);
-        at = end;
-        let next = skip_ws(text, at);
-        if t.many && matches!(text.as_bytes().get(next), Some(b'[' | b'{')) {
-            at = next;
-            continue;
-        }
-        break;
-    }
-    let next = skip_ws(text, at);
-    match t.close {
-        Some(close) if text.get(next..).is_some_and(|r| r.starts_with(close)) => {
-            Some((calls, next + close.len()))
-        }
-        Some(_) if t.close_optional => Some((calls, at)),
-        Some(_) => None,
-        None => Some((calls, at)),
-    }
-}
-
-/// Pushes the found blocks, merging neighbours separated only by whitespace.
-pub(crate) fn push_merged(
-    text: &str,
-    family: Family,
-    found: Vec<(Range<usize>, Vec<Call>)>,
-    out: &mut Vec<Leak>,
-) {
-    let mut cur: Option<Leak> = None;
-    for (span, calls) in found {
-        match cur.as_mut() {
-            Some(l)
-                if l.span.end <= span.start
-                    && text
-                        .get(l.span.end..span.start)
-                        .is_some_and(|g| g.trim().is_empty()) =>
-            {
-                l.span.end = span.end;
-                l.calls.extend(calls);
-            }
-            _ => {
-                if let Some(l) = cur.take() {
-                    out.push(l);
-                }
-                cur = Some(Leak {
-                    family,
-                    span,
-                    calls,
-                    results: Vec::new(),
-                });
-            }
-        }
-    }
-    if let Some(l) = cur {
-        out.push(l);
-    }
-}
 
 /// Offset just past the `}` matching the `{` at `pos`, reading double-quoted strings;
 /// `None` when it never closes.
@@ -242,6 +105,11 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         };
         let p = from + rel;
         from = p + 1;
+        if let Some(leak) = array_before(text, p).and_then(|b| array_at(text, ctx, b)) {
+            from = leak.span.end;
+            out.push(leak);
+            continue;
+        }
         if !is_candidate(text, p) {
             continue;
         }
@@ -274,14 +142,56 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
                 None => break,
             }
         }
+        // A Hermes closer right after the object: the `<tool_call>` opener was stripped
+        // (servers drop special tokens); the closer goes with the call, and the markup is
+        // Hermes'.
+        let (family, end) = match eat(text, skip_ws(text, end), HERMES_CLOSE) {
+            Some(after) => (Family::Hermes, after),
+            None => (Family::Llama3Json, end),
+        };
         out.push(Leak {
-            family: Family::Llama3Json,
-            span: p..end,
+            family,
+            span: p..with_trailing(text, end, &[]),
             calls,
             results: Vec::new(),
         });
         from = end;
     }
+}
+
+const HERMES_CLOSE: &str = "</tool_call>";
+
+/// The `[` right before the `{` at `p` (whitespace between), when the object starts like a
+/// call: an array of calls is read from there.
+fn array_before(text: &str, p: usize) -> Option<usize> {
+    let before = text.get(..p)?.trim_end();
+    let b = before.len().checked_sub(1)?;
+    (before.as_bytes().get(b) == Some(&b'[')
+        && text.get(skip_ws(text, p + 1)..)?.starts_with("\"name\""))
+    .then_some(b)
+}
+
+/// A JSON array of calls at `p` on lines of its own (`[{"name": .., "arguments": ..}]`),
+/// every call for an enabled tool. Inline after a label (`Data: [..]`) it is data.
+fn array_at(text: &str, ctx: &Ctx<'_>, p: usize) -> Option<Leak> {
+    let line_start = text
+        .get(..p)
+        .is_some_and(|b| b.trim_end_matches([' ', '\t']).ends_with('\n') || b.trim().is_empty());
+    if !line_start || ctx.quoted(p) {
+        return None;
+    }
+    let (v, end) = json_value_at(text, p)?;
+    let calls = calls_of(&v, false)?;
+    let end = with_trailing(text, end, &[]);
+    let line_end = text.get(end..).is_some_and(|r| {
+        r.trim_start_matches([' ', '\t']).starts_with('\n') || r.trim().is_empty()
+    });
+    (line_end && calls.iter().all(|c| ctx.tool_enabled(&c.name))).then(|| Leak {
+        family: Family::Llama3Json,
+        span: p..end,
+        calls,
+        results: Vec::new(),
+    })
 }
 
 #[cfg(test)]

@@ -13,11 +13,13 @@
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
-use super::util::{call_from_object, find_from, json_value_at, skip_ws, MAX_CANDIDATES};
-use super::xml_kit::{
-    at_lit, merge_pieces, parse_invoke_run, preceded_by, rest_is_blank, Finder, InvokeSyntax,
-    Piece, ValueMode,
+use super::util::{
+    at_lit, find_from, json_value_at, merge, preceded_by, rest_is_blank, skip_ws, Block, Finder,
+    MAX_CANDIDATES,
 };
+use crate::grammar::json::{call_of, Keys};
+use crate::grammar::xml::{parse_invoke_run, InvokeSyntax, INVOKE};
+use crate::grammar::ValueMode;
 use crate::types::Family;
 use crate::{Ctx, Leak};
 
@@ -28,26 +30,16 @@ pub(crate) const AT_START: &[u8] = &[];
 
 const NS: &str = "]<]minimax[>[";
 
+/// M2's values stay the strings written.
 const M2: InvokeSyntax = InvokeSyntax {
-    invoke_open: "<invoke",
-    invoke_close: "</invoke>",
-    param_open: "<parameter",
-    param_close: "</parameter>",
-    prefix: None,
-    element_params: false,
     values: ValueMode::Raw,
-    cdata: false,
+    ..INVOKE
 };
 
 const M3: InvokeSyntax = InvokeSyntax {
-    invoke_open: "<invoke",
-    invoke_close: "</invoke>",
-    param_open: "<parameter",
-    param_close: "</parameter>",
     prefix: Some(NS),
     element_params: true,
-    values: ValueMode::Typed,
-    cdata: false,
+    ..INVOKE
 };
 
 /// Appends the leaks of this family found in `text` to `out`.
@@ -56,7 +48,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     find_m2(text, ctx, &mut pieces);
     find_m3(text, ctx, &mut pieces);
     find_m1(text, ctx, &mut pieces);
-    merge_pieces(text, Family::Minimax, pieces, out);
+    merge(text, Family::Minimax, pieces, out);
 }
 
 /// After a run of invokes ending at `run_end`: the end of the block including `closer`,
@@ -71,7 +63,7 @@ fn block_end(text: &str, run_end: usize, closers: &[&str]) -> Option<usize> {
     rest_is_blank(text, run_end).then_some(run_end)
 }
 
-fn find_m2(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Piece>) {
+fn find_m2(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
     const OPEN: &str = "<minimax:tool_call>";
     let mut close = Finder::new(text, M2.invoke_close);
     let mut at = 0;
@@ -92,15 +84,12 @@ fn find_m2(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Piece>) {
         let Some(end) = block_end(text, run_end, &["</minimax:tool_call>"]) else {
             continue;
         };
-        pieces.push(Piece {
-            span: pos..end,
-            calls,
-        });
+        pieces.push((pos..end, calls));
         at = end;
     }
 }
 
-fn find_m3(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Piece>) {
+fn find_m3(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
     let mut close = Finder::new(text, M3.invoke_close);
     let mut at = 0;
     let mut seen = 0;
@@ -140,16 +129,13 @@ fn find_m3(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Piece>) {
         } else {
             run_end
         };
-        pieces.push(Piece {
-            span: pos..end,
-            calls,
-        });
+        pieces.push((pos..end, calls));
         at = end;
     }
 }
 
 /// M1: `<tool_calls>` with one JSON call per line.
-fn find_m1(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Piece>) {
+fn find_m1(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
     const OPEN: &str = "<tool_calls>";
     const CLOSE: &str = "</tool_calls>";
     let mut closer = Finder::new(text, CLOSE);
@@ -186,7 +172,7 @@ fn find_m1(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Piece>) {
             }
             match json_value_at(scope, i) {
                 Some((v, e)) if line_ends(scope, e) => {
-                    calls.extend(call_from_object(&v));
+                    calls.extend(call_of(&v, Keys::Strict));
                     i = e;
                 }
                 // A line that is not one JSON object: skipped, as MiniMax's parser does.
@@ -199,10 +185,7 @@ fn find_m1(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Piece>) {
         if !ok || calls.is_empty() {
             continue;
         }
-        pieces.push(Piece {
-            span: pos..end,
-            calls,
-        });
+        pieces.push((pos..end, calls));
         at = end;
     }
 }

@@ -10,7 +10,8 @@
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
-use super::llama3_json::{calls_of, push_merged};
+use super::util::with_trailing;
+use super::util::{calls_of, merge as push_merged};
 use super::util::{find_from, is_tool_name, json_value_at, skip_ws};
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
@@ -22,6 +23,7 @@ pub(crate) const TRIGGERS: &[&str] = &[TOOL_CALLS, ARGS];
 pub(crate) const AT_START: &[u8] = &[];
 
 const TOOL_CALLS: &str = "[TOOL_CALLS]";
+const TOOL_CALLS_END: &str = "[/TOOL_CALLS]";
 const ARGS: &str = "[ARGS]";
 const CALL_ID: &str = "[CALL_ID]";
 
@@ -57,6 +59,8 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         if ctx.in_code(span.start) {
             continue;
         }
+        // Some templates close the block with `[/TOOL_CALLS]`; it goes with the calls.
+        let span = span.start..with_trailing(text, span.end, &[TOOL_CALLS_END]);
         from = span.end;
         found.push((span, calls));
     }

@@ -1,58 +1,46 @@
-//! The family parsers and the registry the driver walks.
+//! The leak formats: the table the engine reads, and the families whose leaks are not a
+//! wrapper around a call grammar and so have finders of their own.
 //!
-//! One file per family. Each exposes `TRIGGERS` (literal markers), `AT_START` (bytes a
-//! leak may start the message with) and `find(text, ctx, out)`, which appends complete,
-//! parsed leaks. Parsers never guess: markup that does not parse completely is prose.
+//! - `table`: most formats, as rows of tokens over the kit's grammars (`crate::grammar`),
+//!   read by `engine` (candidates, sections, missing openers and closers, runs of calls,
+//!   trailing control tokens, enabled-tool checks: once, for every row);
+//! - own finders: `result` (fake results at the start), `llama3_json` and `xlam` (bare
+//!   JSON, weak), `pythonic` (bare Python lists, weak), `json_fence`, `harmony` (a sequence
+//!   of messages whose control tokens go and whose non-call bodies stay), `mistral`,
+//!   `minimax`, `xml_invoke`, `kimi_k3`, `apertus`, `lfm2`, `cwm`.
 //!
-//! May depend on: `crate::json5`, `crate::types`, `crate::Ctx`, `util`. No I/O.
+//! Parsers never guess: markup that does not parse completely is prose.
+//!
+//! May depend on: `crate::grammar`, `crate::json5`, `crate::types`, `crate::Ctx`. No I/O.
 
 mod apertus;
-mod cohere;
+pub mod bodies;
 mod cwm;
-mod deepseek;
-mod dots;
-mod functiongemma;
-mod gemma4;
-mod gigachat3;
-mod glm;
-mod granite;
-mod granite_20b_fc;
-mod hermes;
-mod hunyuan;
-mod hy_v3;
-mod internlm;
-mod jamba;
+mod dialects;
+pub mod engine;
+mod harmony;
 mod json_fence;
-mod kimi;
 mod kimi_k3;
 mod lfm2;
 mod llama3_json;
-mod longcat;
-mod minicpm5;
 mod minimax;
 mod mistral;
-mod nemotron_json;
-mod olmo3;
-mod pangu;
-mod phi4mini;
-mod plamo3;
 mod pythonic;
-mod qwen25_coder;
 mod result;
-mod step3;
+pub mod table;
 pub mod util;
 mod xlam;
 mod xml_invoke;
-mod xml_kit;
 
 use crate::types::Family;
 use crate::{Ctx, Leak};
+use engine::Format;
 
-pub use util::MAX_CANDIDATES;
+pub use engine::MAX_CANDIDATES;
 
-/// One family's entry points.
-pub struct FamilyDef {
-    /// The family (for `result`, both `result_prefix` and `result_only` come from it).
+/// A family's own finder, for the formats the table cannot express.
+pub struct OwnFinder {
+    /// The family.
     pub family: Family,
     /// Literal markers one of which any leak contains.
     pub triggers: &'static [&'static str],
@@ -60,228 +48,115 @@ pub struct FamilyDef {
     pub at_start: &'static [u8],
     /// Appends the leaks found in the text.
     pub find: fn(&str, &Ctx<'_>, &mut Vec<Leak>),
+    /// For a trigger that is a bare anchor byte (`[`): a cheap look at the bytes after
+    /// it that must confirm the hit, so that the byte alone does not send every message
+    /// to the parsers.
+    pub probe: Option<Probe>,
 }
 
-/// Every family, in the order they are run. Order does not decide overlaps (position
-/// does, see `crate::detect`), only the order leaks are produced in.
-pub static REGISTRY: &[FamilyDef] = &[
-    FamilyDef {
-        family: Family::ResultPrefix,
-        triggers: result::TRIGGERS,
-        at_start: result::AT_START,
-        find: result::find,
-    },
-    FamilyDef {
-        family: Family::Hermes,
-        triggers: hermes::TRIGGERS,
-        at_start: hermes::AT_START,
-        find: hermes::find,
-    },
-    FamilyDef {
-        family: Family::Minimax,
-        triggers: minimax::TRIGGERS,
-        at_start: minimax::AT_START,
-        find: minimax::find,
-    },
-    FamilyDef {
-        family: Family::XmlInvoke,
-        triggers: xml_invoke::TRIGGERS,
-        at_start: xml_invoke::AT_START,
-        find: xml_invoke::find,
-    },
-    FamilyDef {
-        family: Family::Mistral,
-        triggers: mistral::TRIGGERS,
-        at_start: mistral::AT_START,
-        find: mistral::find,
-    },
-    FamilyDef {
-        family: Family::JsonFence,
-        triggers: json_fence::TRIGGERS,
-        at_start: json_fence::AT_START,
-        find: json_fence::find,
-    },
-    FamilyDef {
-        family: Family::Pythonic,
-        triggers: pythonic::TRIGGERS,
-        at_start: pythonic::AT_START,
-        find: pythonic::find,
-    },
-    FamilyDef {
-        family: Family::Llama3Json,
-        triggers: llama3_json::TRIGGERS,
-        at_start: llama3_json::AT_START,
-        find: llama3_json::find,
-    },
-    FamilyDef {
-        family: Family::Deepseek,
-        triggers: deepseek::TRIGGERS,
-        at_start: deepseek::AT_START,
-        find: deepseek::find,
-    },
-    FamilyDef {
-        family: Family::Kimi,
-        triggers: kimi::TRIGGERS,
-        at_start: kimi::AT_START,
-        find: kimi::find,
-    },
-    FamilyDef {
-        family: Family::Glm,
-        triggers: glm::TRIGGERS,
-        at_start: glm::AT_START,
-        find: glm::find,
-    },
-    FamilyDef {
-        family: Family::Granite,
-        triggers: granite::TRIGGERS,
-        at_start: granite::AT_START,
-        find: granite::find,
-    },
-    FamilyDef {
-        family: Family::Granite20bFc,
-        triggers: granite_20b_fc::TRIGGERS,
-        at_start: granite_20b_fc::AT_START,
-        find: granite_20b_fc::find,
-    },
-    FamilyDef {
-        family: Family::Jamba,
-        triggers: jamba::TRIGGERS,
-        at_start: jamba::AT_START,
-        find: jamba::find,
-    },
-    FamilyDef {
-        family: Family::Internlm,
-        triggers: internlm::TRIGGERS,
-        at_start: internlm::AT_START,
-        find: internlm::find,
-    },
-    FamilyDef {
-        family: Family::Phi4mini,
-        triggers: phi4mini::TRIGGERS,
-        at_start: phi4mini::AT_START,
-        find: phi4mini::find,
-    },
-    FamilyDef {
-        family: Family::Hunyuan,
-        triggers: hunyuan::TRIGGERS,
-        at_start: hunyuan::AT_START,
-        find: hunyuan::find,
-    },
-    FamilyDef {
-        family: Family::Xlam,
-        triggers: xlam::TRIGGERS,
-        at_start: xlam::AT_START,
-        find: xlam::find,
-    },
-    FamilyDef {
-        family: Family::Step3,
-        triggers: step3::TRIGGERS,
-        at_start: step3::AT_START,
-        find: step3::find,
-    },
-    FamilyDef {
-        family: Family::Olmo3,
-        triggers: olmo3::TRIGGERS,
-        at_start: olmo3::AT_START,
-        find: olmo3::find,
-    },
-    FamilyDef {
-        family: Family::Longcat,
-        triggers: longcat::TRIGGERS,
-        at_start: longcat::AT_START,
-        find: longcat::find,
-    },
-    FamilyDef {
-        family: Family::Gigachat3,
-        triggers: gigachat3::TRIGGERS,
-        at_start: gigachat3::AT_START,
-        find: gigachat3::find,
-    },
-    FamilyDef {
-        family: Family::Apertus,
-        triggers: apertus::TRIGGERS,
-        at_start: apertus::AT_START,
-        find: apertus::find,
-    },
-    FamilyDef {
-        family: Family::Functiongemma,
-        triggers: functiongemma::TRIGGERS,
-        at_start: functiongemma::AT_START,
-        find: functiongemma::find,
-    },
-    FamilyDef {
-        family: Family::Lfm2,
-        triggers: lfm2::TRIGGERS,
-        at_start: lfm2::AT_START,
-        find: lfm2::find,
-    },
-    FamilyDef {
-        family: Family::Gemma4,
-        triggers: gemma4::TRIGGERS,
-        at_start: gemma4::AT_START,
-        find: gemma4::find,
-    },
-    FamilyDef {
-        family: Family::Cohere,
-        triggers: cohere::TRIGGERS,
-        at_start: cohere::AT_START,
-        find: cohere::find,
-    },
-    FamilyDef {
-        family: Family::NemotronJson,
-        triggers: nemotron_json::TRIGGERS,
-        at_start: nemotron_json::AT_START,
-        find: nemotron_json::find,
-    },
-    FamilyDef {
-        family: Family::Qwen25Coder,
-        triggers: qwen25_coder::TRIGGERS,
-        at_start: qwen25_coder::AT_START,
-        find: qwen25_coder::find,
-    },
-    FamilyDef {
-        family: Family::KimiK3,
-        triggers: kimi_k3::TRIGGERS,
-        at_start: kimi_k3::AT_START,
-        find: kimi_k3::find,
-    },
-    FamilyDef {
-        family: Family::Minicpm5,
-        triggers: minicpm5::TRIGGERS,
-        at_start: minicpm5::AT_START,
-        find: minicpm5::find,
-    },
-    FamilyDef {
-        family: Family::Pangu,
-        triggers: pangu::TRIGGERS,
-        at_start: pangu::AT_START,
-        find: pangu::find,
-    },
-    FamilyDef {
-        family: Family::Dots,
-        triggers: dots::TRIGGERS,
-        at_start: dots::AT_START,
-        find: dots::find,
-    },
-    FamilyDef {
-        family: Family::Plamo3,
-        triggers: plamo3::TRIGGERS,
-        at_start: plamo3::AT_START,
-        find: plamo3::find,
-    },
-    FamilyDef {
-        family: Family::HyV3,
-        triggers: hy_v3::TRIGGERS,
-        at_start: hy_v3::AT_START,
-        find: hy_v3::find,
-    },
-    FamilyDef {
-        family: Family::Cwm,
-        triggers: cwm::TRIGGERS,
-        at_start: cwm::AT_START,
-        find: cwm::find,
-    },
-];
+/// A prefilter confirmation: the text's bytes and the offset of the anchor byte.
+pub type Probe = fn(&[u8], usize) -> bool;
+
+/// One detector of the registry: a table row or a family's own finder.
+#[derive(Clone, Copy)]
+pub enum Detector {
+    /// A row of `table`, read by `engine`.
+    Row(&'static Format),
+    /// A finder of its own.
+    Own(&'static OwnFinder),
+}
+
+impl Detector {
+    /// The family its leaks are reported as.
+    pub fn family(self) -> Family {
+        match self {
+            Detector::Row(f) => f.family,
+            Detector::Own(o) => o.family,
+        }
+    }
+
+    /// Literal markers one of which any leak contains.
+    pub fn triggers(self) -> &'static [&'static str] {
+        match self {
+            Detector::Row(f) => f.triggers,
+            Detector::Own(o) => o.triggers,
+        }
+    }
+
+    /// Bytes a leak may start the message with.
+    pub fn at_start(self) -> &'static [u8] {
+        match self {
+            Detector::Row(f) => f.at_start,
+            Detector::Own(o) => o.at_start,
+        }
+    }
+
+    /// The probe confirming a bare-anchor trigger, if any.
+    pub fn probe(self) -> Option<Probe> {
+        match self {
+            Detector::Row(_) => None,
+            Detector::Own(o) => o.probe,
+        }
+    }
+
+    /// Appends the leaks found in `text`.
+    pub fn find(self, text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
+        match self {
+            Detector::Row(f) => engine::find(f, text, ctx, out),
+            Detector::Own(o) => (o.find)(text, ctx, out),
+        }
+    }
+}
+
+macro_rules! own {
+    (@probe) => { None };
+    (@probe $probe:path) => { Some($probe) };
+    ($($family:ident => $module:ident $(probe $probe:path)?),+ $(,)?) => {
+        static OWN: &[OwnFinder] = &[$(OwnFinder {
+            family: Family::$family,
+            triggers: $module::TRIGGERS,
+            at_start: $module::AT_START,
+            find: $module::find,
+            probe: own!(@probe $($probe)?),
+        }),+];
+    };
+}
+
+own! {
+    ResultPrefix => result,
+    Harmony => harmony,
+    Minimax => minimax,
+    XmlInvoke => xml_invoke,
+    Mistral => mistral,
+    JsonFence => json_fence,
+    Llama3Json => llama3_json,
+    Pythonic => pythonic probe pythonic::probe,
+    Xlam => xlam,
+    Apertus => apertus,
+    Lfm2 => lfm2,
+    KimiK3 => kimi_k3,
+    Cwm => cwm,
+}
+
+/// Every detector: the own finders, then the table's rows.
+pub fn registry() -> impl Iterator<Item = Detector> {
+    OWN.iter()
+        .map(Detector::Own)
+        .chain(table::FORMATS.iter().map(Detector::Row))
+}
+
+/// Every detector in the order detection runs them: by family ([`Family::ALL`] order),
+/// registry order within a family. A detector's index here is its bit in the prefilter's
+/// [`crate::prefilter::DetectorSet`]. Order does not decide overlaps (position does, see
+/// `crate::detect`) except between leaks of the very same span, where the earlier keeps it.
+pub fn detectors() -> &'static [Detector] {
+    static ALL: std::sync::OnceLock<Vec<Detector>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        let mut all: Vec<Detector> = registry().collect();
+        all.sort_by_key(|d| d.family());
+        all
+    })
+}
 
 /// Families whose markup is itself a code fence, so a code region does not exclude it.
 pub fn allowed_in_code(family: Family) -> bool {
@@ -304,6 +179,36 @@ pub(crate) mod testing {
     impl Out {
         pub fn is_clean(&self) -> bool {
             self.leaks.is_empty()
+        }
+    }
+
+    /// Only the detectors of `family` on `text` (code and reasoning mapped as the driver
+    /// does), without the other families or overlap resolution.
+    pub(crate) fn run_only(family: crate::Family, text: &str, tools: &[&str]) -> crate::Detection {
+        let tools: Vec<String> = tools.iter().map(|s| s.to_string()).collect();
+        let config = Config::default();
+        let code = CodeRegions::find(text);
+        let reasoning = Reasoning::find(text);
+        let ctx = Ctx::new(&config, &tools, &code, &reasoning);
+        let mut leaks = Vec::new();
+        for det in super::registry().filter(|d| d.family() == family) {
+            det.find(text, &ctx, &mut leaks);
+        }
+        leaks.sort_by_key(|l| l.span.start);
+        let cleaned = (!leaks.is_empty()).then(|| {
+            let mut s = String::new();
+            let mut at = 0;
+            for l in &leaks {
+                s.push_str(text.get(at..l.span.start).unwrap_or_default());
+                at = l.span.end.max(at);
+            }
+            s.push_str(text.get(at..).unwrap_or_default());
+            s.trim().to_string()
+        });
+        crate::Detection {
+            leaks,
+            cleaned,
+            ..Default::default()
         }
     }
 
@@ -349,3 +254,6 @@ pub(crate) mod testing {
         Out { leaks, cleaned }
     }
 }
+
+#[cfg(test)]
+mod tests;

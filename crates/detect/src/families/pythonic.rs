@@ -1,27 +1,26 @@
-//! `pythonic`: the whole message is a Python list of keyword-argument calls,
-//! `[get_weather(city='SF', metric='celsius'), get_time()]`, optionally wrapped in Llama 4's
-//! `<|python_start|>` ... `<|python_end|>` tokens.
+//! `pythonic`: a Python list of keyword-argument calls,
+//! `[get_weather(city='SF', metric='celsius'), get_time()]` (Llama 3.2/4, Llama 4's
+//! `<|python_start|>` ... `<|python_end|>` around it), as the whole message or standing
+//! apart from the prose around it, with the end-of-turn token that follows it.
 //!
 //! A Python-looking call is a weak marker (`f(x)` is ordinary prose and code), so this
-//! family only counts when every call names a tool the agent has enabled, the list is the
-//! whole message (or sits between the Llama 4 tokens), every argument is a keyword argument
-//! and every value a Python literal. Calls written inline in a sentence are prose, never a
-//! leak.
-//!
-//! The call/literal parser here is shared with `olmo3` and `lfm2` (`parse_call`,
-//! `parse_call_list`, [`PyOpts`]).
+//! family only counts when every call names a tool the agent has enabled, the list stands
+//! apart (not an index `a[f(x=1)]`, not followed by `(`, `.` or a word), every argument is
+//! a keyword argument and every value a Python literal. Toolformer-style calls written
+//! inline in a sentence (`wikipedia('Paris')`, positional) are prose, never a leak.
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
-use super::util::{find_from, is_tool_name, skip_ws};
+use super::util::with_trailing;
+use super::util::{find_from, merge, skip_ws};
+use crate::grammar::python::{parse_call_list, PyOpts};
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
-use serde_json::{Map, Number, Value};
 
 /// Literal markers one of which any leak of this family contains.
-pub(crate) const TRIGGERS: &[&str] = &["<|python_start|>"];
+pub(crate) const TRIGGERS: &[&str] = &["<|python_start|>", "["];
 /// Bytes a leak of this family may start the message with (after whitespace).
-pub(crate) const AT_START: &[u8] = b"[";
+pub(crate) const AT_START: &[u8] = &[];
 
 const PY_START: &str = "<|python_start|>";
 const PY_END: &str = "<|python_end|>";
@@ -29,14 +28,30 @@ const PY_END: &str = "<|python_end|>";
 /// Appends the leaks of this family found in `text` to `out`.
 pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     let all_enabled = |calls: &[Call]| calls.iter().all(|c| ctx.tool_enabled(&c.name));
-    // The whole message is the list.
-    let start = skip_ws(text, 0);
-    if text.as_bytes().get(start) == Some(&b'[') && !ctx.in_code(start) {
-        if let Some((calls, end)) = parse_call_list(text, start, PyOpts::STRICT) {
-            if skip_ws(text, end) == text.len() && all_enabled(&calls) {
-                out.push(leak(start..end, calls));
-                return;
-            }
+    let mut found = Vec::new();
+    // A list standing on its own, anywhere in the message.
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    let mut seen = 0;
+    while let Some(p) = bytes
+        .get(from..)
+        .and_then(|r| memchr::memchr(b'[', r))
+        .map(|i| from + i)
+    {
+        from = p + 1;
+        if !probe(bytes, p) || !stands_alone_before(bytes, p) || ctx.quoted(p) {
+            continue;
+        }
+        seen += 1;
+        if seen > super::MAX_CANDIDATES {
+            break;
+        }
+        let Some((calls, end)) = parse_call_list(text, p, PyOpts::STRICT) else {
+            continue;
+        };
+        if stands_alone_after(bytes, end) && all_enabled(&calls) {
+            found.push((p..with_trailing(text, end, &[]), calls));
+            from = end;
         }
     }
     // `<|python_start|>[...]<|python_end|>` (the end token may be missing at the end).
@@ -62,424 +77,84 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             continue;
         };
         if all_enabled(&calls) {
-            out.push(leak(p..span_end, calls));
+            found.push((p..with_trailing(text, span_end, &[]), calls));
             from = span_end;
         }
     }
+    merge(text, Family::Pythonic, found, out);
 }
 
-fn leak(span: std::ops::Range<usize>, calls: Vec<Call>) -> Leak {
-    Leak {
-        family: Family::Pythonic,
-        span,
-        calls,
-        results: Vec::new(),
-    }
-}
-
-/// How forgiving the Python reader is.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct PyOpts {
-    /// LFM2-style repairs: raw newlines inside quoted strings, and a quote of the string's
-    /// own kind only closes it when a delimiter (`,` `)` `]` `}` `:`) or the end follows,
-    /// so `'sed -n '1,2p' f'` reads as one string.
-    pub lenient_strings: bool,
-}
-
-impl PyOpts {
-    pub(crate) const STRICT: PyOpts = PyOpts {
-        lenient_strings: false,
+/// Whether the `[` at `p` opens what could be a call list: not an index (`a[f(x)]`), an
+/// identifier, `(`, then `)` or a keyword argument `name=`. The prefilter asks this at
+/// every `[`, so it looks at a few bytes and no further.
+pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
+    let ident = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_';
+    let skip_ws = |mut i: usize| {
+        let limit = i + 64;
+        while i < limit && bytes.get(i).is_some_and(u8::is_ascii_whitespace) {
+            i += 1;
+        }
+        i
     };
-    pub(crate) const LENIENT: PyOpts = PyOpts {
-        lenient_strings: true,
+    let word_end = |i: usize| {
+        let limit = (i + 96).min(bytes.len());
+        bytes
+            .get(i..limit)
+            .and_then(|r| r.iter().position(|b| !(ident(b) || *b == b'.')))
+            .map(|n| i + n)
     };
-}
-
-/// Deepest literal nesting accepted.
-const MAX_DEPTH: usize = 64;
-
-/// Parses `[call, call, ...]` at `pos` (exactly there, no leading whitespace). Returns the
-/// calls (at least one) and the offset just past `]`.
-pub(crate) fn parse_call_list(text: &str, pos: usize, opts: PyOpts) -> Option<(Vec<Call>, usize)> {
-    let mut p = Py::new(text, pos, opts);
-    p.eat(b'[')?;
-    let mut calls = Vec::new();
-    loop {
-        p.ws();
-        if p.peek()? == b']' && !calls.is_empty() {
-            p.i += 1;
-            return Some((calls, p.i));
+    let before = p.checked_sub(1).and_then(|i| bytes.get(i));
+    if before.is_some_and(|b| ident(b) || matches!(b, b']' | b')' | b'.')) {
+        return false;
+    }
+    let i = skip_ws(p + 1);
+    if !bytes
+        .get(i)
+        .is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_')
+    {
+        return false;
+    }
+    let Some(open) = word_end(i).filter(|&e| bytes.get(e) == Some(&b'(')) else {
+        return false;
+    };
+    let arg = skip_ws(open + 1);
+    if bytes.get(arg) == Some(&b')') {
+        return true;
+    }
+    match word_end(arg) {
+        Some(e) if e > arg => {
+            let eq = skip_ws(e);
+            bytes.get(eq) == Some(&b'=') && bytes.get(eq + 1) != Some(&b'=')
         }
-        calls.push(p.call()?);
-        p.ws();
-        match p.peek()? {
-            b',' => p.i += 1,
-            b']' => {}
-            _ => return None,
-        }
+        _ => false,
     }
 }
 
-/// Parses one `name(kw=value, ...)` call at `pos` (exactly there). Returns the call and the
-/// offset just past `)`.
-pub(crate) fn parse_call(text: &str, pos: usize, opts: PyOpts) -> Option<(Call, usize)> {
-    let mut p = Py::new(text, pos, opts);
-    let c = p.call()?;
-    Some((c, p.i))
-}
-
-struct Py<'a> {
-    s: &'a [u8],
-    text: &'a str,
-    i: usize,
-    opts: PyOpts,
-}
-
-fn is_ident_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_'
-}
-
-impl<'a> Py<'a> {
-    fn new(text: &'a str, i: usize, opts: PyOpts) -> Self {
-        Py {
-            s: text.as_bytes(),
-            text,
-            i,
-            opts,
-        }
+/// A list is a leak only where it stands as a sentence of its own: at the start of the
+/// text or a line, or after a sentence's end or a colon. Inside a sentence (`it has
+/// [f()] syntax`, `[f(q=1)] is what it emitted`) it is the text talking about markup.
+fn stands_alone_before(bytes: &[u8], p: usize) -> bool {
+    let mut i = p;
+    while i > 0 && matches!(bytes[i - 1], b' ' | b'\t') {
+        i -= 1;
     }
-
-    fn peek(&self) -> Option<u8> {
-        self.s.get(self.i).copied()
-    }
-
-    fn eat(&mut self, b: u8) -> Option<()> {
-        (self.peek()? == b).then(|| self.i += 1)
-    }
-
-    fn ws(&mut self) {
-        self.i = skip_ws(self.text, self.i);
-    }
-
-    /// A dotted identifier such as `grocery.orderIngredients`.
-    fn name(&mut self) -> Option<&'a str> {
-        let start = self.i;
-        let first = self.peek()?;
-        if !(first.is_ascii_alphabetic() || first == b'_') {
-            return None;
-        }
-        while let Some(b) = self.peek() {
-            if is_ident_byte(b)
-                || (b == b'.' && self.s.get(self.i + 1).is_some_and(|&n| is_ident_byte(n)))
-            {
-                self.i += 1;
-            } else {
-                break;
-            }
-        }
-        self.text.get(start..self.i)
-    }
-
-    fn call(&mut self) -> Option<Call> {
-        let name = self.name()?;
-        if !is_tool_name(name) {
-            return None;
-        }
-        self.eat(b'(')?;
-        let mut args = Map::new();
-        loop {
-            self.ws();
-            if self.peek()? == b')' {
-                self.i += 1;
-                return Some(Call {
-                    name: name.to_string(),
-                    arguments: Value::Object(args),
-                });
-            }
-            let key = self.name()?;
-            if key.contains('.') {
-                return None;
-            }
-            self.ws();
-            self.eat(b'=')?;
-            // `==` is a comparison, not a keyword argument.
-            if self.peek()? == b'=' {
-                return None;
-            }
-            let v = self.value(0)?;
-            args.insert(key.to_string(), v);
-            self.ws();
-            match self.peek()? {
-                b',' => self.i += 1,
-                b')' => {}
-                _ => return None,
-            }
-        }
-    }
-
-    fn value(&mut self, depth: usize) -> Option<Value> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
-        self.ws();
-        match self.peek()? {
-            b'[' => {
-                self.i += 1;
-                self.seq(b']', depth).map(Value::Array)
-            }
-            b'(' => {
-                self.i += 1;
-                self.seq(b')', depth).map(Value::Array)
-            }
-            b'{' => self.dict_or_set(depth),
-            q @ (b'\'' | b'"') => self.string(q).map(Value::String),
-            b'-' | b'+' | b'0'..=b'9' | b'.' => self.number(),
-            b'r' | b'R' if matches!(self.s.get(self.i + 1), Some(b'\'' | b'"')) => {
-                self.i += 1;
-                let q = self.peek()?;
-                self.raw_string(q).map(Value::String)
-            }
-            _ => {
-                let start = self.i;
-                while self.peek().is_some_and(is_ident_byte) {
-                    self.i += 1;
-                }
-                match self.text.get(start..self.i)? {
-                    "True" | "true" => Some(Value::Bool(true)),
-                    "False" | "false" => Some(Value::Bool(false)),
-                    "None" | "null" => Some(Value::Null),
-                    _ => None,
-                }
-            }
-        }
-    }
-
-    /// Items up to `close` (the opener is consumed); trailing comma allowed.
-    fn seq(&mut self, close: u8, depth: usize) -> Option<Vec<Value>> {
-        let mut items = Vec::new();
-        loop {
-            self.ws();
-            if self.peek()? == close {
-                self.i += 1;
-                return Some(items);
-            }
-            items.push(self.value(depth + 1)?);
-            self.ws();
-            match self.peek()? {
-                b',' => self.i += 1,
-                b if b == close => {}
-                _ => return None,
-            }
-        }
-    }
-
-    /// `{}` and `{k: v, ...}` are dicts; `{a, b}` is a set, read as a list in written order.
-    fn dict_or_set(&mut self, depth: usize) -> Option<Value> {
-        self.i += 1;
-        self.ws();
-        if self.peek()? == b'}' {
-            self.i += 1;
-            return Some(Value::Object(Map::new()));
-        }
-        let first = self.value(depth + 1)?;
-        self.ws();
-        if self.peek()? != b':' {
-            // A set.
-            let mut items = vec![first];
-            match self.peek()? {
-                b',' => self.i += 1,
-                b'}' => {}
-                _ => return None,
-            }
-            items.extend(self.seq(b'}', depth)?);
-            return Some(Value::Array(items));
-        }
-        let mut map = Map::new();
-        let mut key = first;
-        loop {
-            self.eat(b':')?;
-            let v = self.value(depth + 1)?;
-            map.insert(key_string(key)?, v);
-            self.ws();
-            match self.peek()? {
-                b',' => self.i += 1,
-                b'}' => {
-                    self.i += 1;
-                    return Some(Value::Object(map));
-                }
-                _ => return None,
-            }
-            self.ws();
-            if self.peek()? == b'}' {
-                self.i += 1;
-                return Some(Value::Object(map));
-            }
-            key = self.value(depth + 1)?;
-            self.ws();
-        }
-    }
-
-    fn number(&mut self) -> Option<Value> {
-        let start = self.i;
-        while let Some(b) = self.peek() {
-            if b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E' | b'_') {
-                self.i += 1;
-            } else {
-                break;
-            }
-        }
-        let lit: String = self
-            .text
-            .get(start..self.i)?
-            .chars()
-            .filter(|&c| c != '_')
-            .collect();
-        let lit = lit.strip_prefix('+').unwrap_or(&lit);
-        if let Ok(i) = lit.parse::<i64>() {
-            return Some(Value::Number(i.into()));
-        }
-        lit.parse::<f64>()
-            .ok()
-            .and_then(Number::from_f64)
-            .map(Value::Number)
-    }
-
-    /// Whether the quote at `self.i` closes the string (lenient mode's rule).
-    fn closes_here(&self) -> bool {
-        if !self.opts.lenient_strings {
-            return true;
-        }
-        let next = skip_ws(self.text, self.i + 1);
-        match self.s.get(next) {
-            None => true,
-            Some(b) => matches!(b, b',' | b')' | b']' | b'}' | b':'),
-        }
-    }
-
-    fn string(&mut self, q: u8) -> Option<String> {
-        // Triple-quoted strings may hold raw newlines and lone quotes.
-        if self.s.get(self.i..self.i + 3) == Some(&[q, q, q][..]) {
-            return self.triple_string(q);
-        }
-        self.i += 1;
-        let mut out = String::new();
-        let mut run = self.i;
-        loop {
-            let rel = memchr::memchr3(q, b'\\', b'\n', self.s.get(self.i..)?)?;
-            self.i += rel;
-            let b = self.s[self.i];
-            match b {
-                b'\n' => {
-                    if !self.opts.lenient_strings {
-                        return None;
-                    }
-                    self.i += 1;
-                }
-                b'\\' => {
-                    out.push_str(self.text.get(run..self.i)?);
-                    self.i += 1;
-                    self.escape(&mut out)?;
-                    run = self.i;
-                }
-                _ => {
-                    if self.closes_here() {
-                        out.push_str(self.text.get(run..self.i)?);
-                        self.i += 1;
-                        return Some(out);
-                    }
-                    self.i += 1;
-                }
-            }
-        }
-    }
-
-    fn triple_string(&mut self, q: u8) -> Option<String> {
-        self.i += 3;
-        let mut out = String::new();
-        let mut run = self.i;
-        loop {
-            let rel = memchr::memchr2(q, b'\\', self.s.get(self.i..)?)?;
-            self.i += rel;
-            if self.s[self.i] == b'\\' {
-                out.push_str(self.text.get(run..self.i)?);
-                self.i += 1;
-                self.escape(&mut out)?;
-                run = self.i;
-            } else if self.s.get(self.i..self.i + 3) == Some(&[q, q, q][..]) {
-                out.push_str(self.text.get(run..self.i)?);
-                self.i += 3;
-                return Some(out);
-            } else {
-                self.i += 1;
-            }
-        }
-    }
-
-    /// `r'...'`: backslashes stand for themselves (a backslash still protects a quote).
-    fn raw_string(&mut self, q: u8) -> Option<String> {
-        self.i += 1;
-        let start = self.i;
-        loop {
-            let rel = memchr::memchr3(q, b'\\', b'\n', self.s.get(self.i..)?)?;
-            self.i += rel;
-            match self.s[self.i] {
-                b'\n' => return None,
-                b'\\' => self.i += 2,
-                _ => {
-                    let s = self.text.get(start..self.i)?.to_string();
-                    self.i += 1;
-                    return Some(s);
-                }
-            }
-        }
-    }
-
-    /// Python escape after a backslash (already consumed). Unknown escapes keep the
-    /// backslash, as Python does.
-    fn escape(&mut self, out: &mut String) -> Option<()> {
-        let b = self.peek()?;
-        self.i += 1;
-        match b {
-            b'n' => out.push('\n'),
-            b't' => out.push('\t'),
-            b'r' => out.push('\r'),
-            b'0' => out.push('\0'),
-            b'\\' => out.push('\\'),
-            b'\'' => out.push('\''),
-            b'"' => out.push('"'),
-            b'\n' => {}
-            b'x' => {
-                let h = self.text.get(self.i..self.i + 2)?;
-                let cp = u32::from_str_radix(h, 16).ok()?;
-                self.i += 2;
-                out.push(char::from_u32(cp)?);
-            }
-            b'u' => {
-                let h = self.text.get(self.i..self.i + 4)?;
-                let cp = u32::from_str_radix(h, 16).ok()?;
-                self.i += 4;
-                out.push(char::from_u32(cp).unwrap_or('\u{FFFD}'));
-            }
-            _ => {
-                self.i -= 1;
-                out.push('\\');
-                let ch = self.text.get(self.i..)?.chars().next()?;
-                self.i += ch.len_utf8();
-                out.push(ch);
-            }
-        }
-        Some(())
+    match i.checked_sub(1).and_then(|j| bytes.get(j)) {
+        None | Some(b'\n' | b'\r' | b'>') => true,
+        Some(b':' | b'.' | b'!' | b'?') => i < p,
+        Some(_) => false,
     }
 }
 
-/// A dict key as a JSON object key: strings as they are, numbers and literals as written.
-fn key_string(v: Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(if b { "True" } else { "False" }.to_string()),
-        Value::Null => Some("None".to_string()),
-        _ => None,
+/// After the list: the end of the text or line, a control token, or a new sentence.
+fn stands_alone_after(bytes: &[u8], end: usize) -> bool {
+    let mut i = end;
+    while matches!(bytes.get(i), Some(b' ' | b'\t')) {
+        i += 1;
+    }
+    match bytes.get(i) {
+        None | Some(b'\n' | b'\r' | b'<') => true,
+        Some(b) if i > end => b.is_ascii_uppercase(),
+        Some(_) => false,
     }
 }
 
@@ -516,7 +191,8 @@ mod tests {
         assert!(run("[1, 2, 3]", t).is_clean());
         assert!(run("[x for x in range(3)]", t).is_clean());
         assert!(run("[link](https://example.com) is the docs", t).is_clean());
-        assert!(run("[print(x=1)] and then more text", t).is_clean());
+        assert!(run("a[print(x=1)] and then more text", t).is_clean());
+        assert!(run("[print(x=1)](and then more text)", t).is_clean());
         assert!(run("[print(x==1)]", t).is_clean());
         assert!(run("[f(a='x 'y' 'z), g(b='p 'q' 'r)]", &["f", "g"]).is_clean());
     }
@@ -532,16 +208,6 @@ mod tests {
             d.leaks[0].calls[0].arguments,
             json!({"a": true, "b": null, "c": {"k": [1, 2]}})
         );
-    }
-
-    #[test]
-    fn lenient_strings_only_when_asked() {
-        use super::{parse_call, PyOpts};
-        let t = "bash(command='sed -n '360,450p' f.py')";
-        assert!(parse_call(t, 0, PyOpts::STRICT).is_none());
-        let (c, end) = parse_call(t, 0, PyOpts::LENIENT).unwrap();
-        assert_eq!(end, t.len());
-        assert_eq!(c.arguments, json!({"command": "sed -n '360,450p' f.py"}));
     }
 
     #[test]

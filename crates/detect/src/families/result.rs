@@ -38,7 +38,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         };
         results.push(ResultObject { value, kind });
         end = after;
-        pos = super::util::skip_ws(text, after);
+        pos = crate::grammar::text::skip_ws(text, after);
     }
     if results.is_empty() {
         return;

@@ -9,7 +9,7 @@
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
-use super::llama3_json::calls_of;
+use super::util::calls_of;
 use super::util::{find_from, json_value_at, skip_ws};
 use crate::types::Family;
 use crate::{Ctx, Leak};

@@ -11,31 +11,17 @@
 //!
 //! May depend on: `xml_kit`, `util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
-use super::util::{find_from, typed_param, MAX_CANDIDATES};
-use super::xml_kit::{
-    merge_pieces, parse_invoke_run, preceded_by, rest_is_blank, skip_ws_bounded, Finder,
-    InvokeSyntax, Piece, ValueMode,
+use super::util::{
+    find_from, merge, preceded_by, rest_is_blank, skip_ws, Block, Finder, MAX_CANDIDATES,
 };
+use crate::grammar::xml::{parse_function_eq, parse_invoke_run, INVOKE};
 use crate::types::Family;
-use crate::{Call, Ctx, Leak};
-use serde_json::Value;
+use crate::{Ctx, Leak};
 
 /// Literal markers one of which any leak of this family contains.
 pub(crate) const TRIGGERS: &[&str] = &["<invoke", "<function="];
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = &[];
-
-/// The Anthropic-style `<invoke>` syntax.
-const INVOKE: InvokeSyntax = InvokeSyntax {
-    invoke_open: "<invoke",
-    invoke_close: "</invoke>",
-    param_open: "<parameter",
-    param_close: "</parameter>",
-    prefix: None,
-    element_params: false,
-    values: ValueMode::Typed,
-    cdata: false,
-};
 
 /// Wrappers of other families: an `<invoke>` right after one of these belongs to that
 /// family (which decides whether it is a leak), or continues a run already examined.
@@ -52,11 +38,11 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     let mut pieces = Vec::new();
     find_invokes(text, ctx, &mut pieces);
     find_qwen(text, ctx, &mut pieces);
-    merge_pieces(text, Family::XmlInvoke, pieces, out);
+    merge(text, Family::XmlInvoke, pieces, out);
 }
 
 /// Bare `<invoke>` runs and `<function_calls>` blocks.
-fn find_invokes(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Piece>) {
+fn find_invokes(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
     let mut close = Finder::new(text, INVOKE.invoke_close);
     let mut at = 0;
     let mut seen = 0;
@@ -84,7 +70,7 @@ fn find_invokes(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Piece>) {
         };
         let (start, end) = match wrapper {
             Some(w) => {
-                let after = skip_ws_bounded(text, run_end);
+                let after = skip_ws(text, run_end);
                 if text
                     .get(after..)
                     .is_some_and(|r| r.starts_with("</function_calls>"))
@@ -109,16 +95,13 @@ fn find_invokes(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Piece>) {
                 (pos, run_end)
             }
         };
-        pieces.push(Piece {
-            span: start..end,
-            calls,
-        });
+        pieces.push((start..end, calls));
         at = end;
     }
 }
 
 /// Qwen3-Coder / Qwen3-XML / Seed-OSS `<function=name>` blocks with their wrappers.
-fn find_qwen(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Piece>) {
+fn find_qwen(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
     let mut fclose = Finder::new(text, "</function>");
     let mut pclose = Finder::new(text, "</parameter>");
     let mut pnext = Finder::new(text, "<parameter=");
@@ -136,7 +119,7 @@ fn find_qwen(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Piece>) {
         let Some(close) = fclose.find(pos) else {
             break;
         };
-        let Some(call) = parse_qwen_function(text, pos, close, &mut pclose, &mut pnext) else {
+        let Some(call) = parse_function_eq(text, pos, close, &mut pclose, &mut pnext) else {
             continue;
         };
         let fn_end = close + "</function>".len();
@@ -146,7 +129,7 @@ fn find_qwen(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Piece>) {
         ]
         .iter()
         .find_map(|(o, c)| preceded_by(text, pos, o).map(|s| (s, *c)));
-        let after = skip_ws_bounded(text, fn_end);
+        let after = skip_ws(text, fn_end);
         let rest = text.get(after..).unwrap_or_default();
         let (start, end) = match opener {
             Some((s, closer)) if rest.starts_with(closer) => (s, after + closer.len()),
@@ -162,75 +145,9 @@ fn find_qwen(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Piece>) {
                 }
             }
         };
-        pieces.push(Piece {
-            span: start..end,
-            calls: vec![call],
-        });
+        pieces.push((start..end, vec![call]));
         at = end;
     }
-}
-
-/// Parses `<function=name>` at `pos` whose `</function>` is at `close`: only parameters
-/// (and whitespace) between them.
-fn parse_qwen_function(
-    text: &str,
-    pos: usize,
-    close: usize,
-    pclose: &mut Finder<'_>,
-    pnext: &mut Finder<'_>,
-) -> Option<Call> {
-    let name_start = pos + "<function=".len();
-    let gt = super::xml_kit::find_bounded(text, ">", name_start, close.min(name_start + 256))?;
-    let name = text.get(name_start..gt)?.trim();
-    if !super::util::is_tool_name(name) {
-        return None;
-    }
-    let mut args = serde_json::Map::new();
-    let mut i = gt + 1;
-    loop {
-        i = skip_ws_bounded(text, i);
-        if i >= close {
-            break;
-        }
-        let rest = text.get(i..close)?;
-        if !rest.starts_with("<parameter=") {
-            return None;
-        }
-        let key_start = i + "<parameter=".len();
-        let kgt = super::xml_kit::find_bounded(text, ">", key_start, close.min(key_start + 256))?;
-        let key = text.get(key_start..kgt)?.trim();
-        if key.is_empty() || key.contains(['<', '\n']) {
-            return None;
-        }
-        let vstart = kgt + 1;
-        // The value ends at its closer, or (closer forgotten) at the next parameter or the
-        // end of the function.
-        let by_close = pclose.find(vstart).filter(|&c| c < close);
-        let by_next = pnext.find(vstart).filter(|&n| n < close);
-        let (vend, next, closed) = match (by_close, by_next) {
-            (Some(c), Some(n)) if n < c => (n, n, false),
-            (Some(c), _) => (c, c + "</parameter>".len(), true),
-            (None, Some(n)) => (n, n, false),
-            (None, None) => (close, close, false),
-        };
-        let raw = text.get(vstart..vend)?;
-        // Another call's markup inside a value means the blocks are broken, not nested;
-        // a value whose closer is missing must be plain text.
-        if raw.contains("<function=")
-            || raw.contains("<tool_call>")
-            || (!closed && raw.contains('<'))
-        {
-            return None;
-        }
-        let raw = raw.strip_prefix('\n').unwrap_or(raw);
-        let raw = raw.strip_suffix('\n').unwrap_or(raw);
-        args.insert(key.to_string(), typed_param(raw));
-        i = next;
-    }
-    Some(Call {
-        name: name.to_string(),
-        arguments: Value::Object(args),
-    })
 }
 
 #[cfg(test)]

@@ -1,150 +1,20 @@
-//! XML helpers shared by the XML-style families (`xml_invoke`, `minimax`, `dots`, `step3`,
-//! `minicpm5`, `glm`, `hermes`, `longcat`): tag and attribute reading, the `<invoke>` parser,
-//! a forward-only closer search, merging adjacent blocks into one leak.
+//! The XML-ish call grammars: `<invoke name="f"><parameter name="k">v</parameter></invoke>`
+//! and its dialects (MiniMax's prefixed and element forms, Step-3's `steptml:`, MiniCPM's
+//! `<function name=..><param ..>`, DeepSeek's DSML and GigaChat's GCML with a `string`
+//! attribute), and Qwen3-Coder's `<function=NAME><parameter=K>v</parameter></function>`.
 //!
-//! May depend on: `super::util`, `crate::types`. No I/O.
+//! May depend on: `super::text`, `super` (names and values), `crate::types`.
 
-use super::util::{attr, find_from, is_tool_name, typed_param};
-use crate::types::Family;
-use crate::{Call, Leak};
+use super::text::{at_lit, attr, find_bounded, find_from, skip_ws, Finder};
+use super::{is_tool_name, typed_param, ValueMode};
+use crate::types::Call;
 use serde_json::{Map, Value};
-use std::ops::Range;
 
-/// How far back over whitespace a wrapper tag is looked for.
-const WS_LOOKBACK: usize = 256;
 /// Longest start tag (`<invoke name="...">`) accepted.
 const MAX_TAG: usize = 512;
 
-/// One parsed block before adjacent blocks are merged.
-pub(in crate::families) struct Piece {
-    pub span: Range<usize>,
-    pub calls: Vec<Call>,
-}
-
-/// Finds the next `needle` at or after a position, remembering the last answer so a
-/// sequence of searches from increasing positions costs one pass over the text.
-pub(in crate::families) struct Finder<'t> {
-    text: &'t str,
-    needle: &'static str,
-    /// `(from, answer)` of the last search.
-    last: Option<(usize, Option<usize>)>,
-}
-
-impl<'t> Finder<'t> {
-    pub fn new(text: &'t str, needle: &'static str) -> Finder<'t> {
-        Finder {
-            text,
-            needle,
-            last: None,
-        }
-    }
-
-    pub fn find(&mut self, from: usize) -> Option<usize> {
-        if let Some((f, ans)) = self.last {
-            if from >= f {
-                match ans {
-                    None => return None,
-                    Some(p) if p >= from => return Some(p),
-                    Some(_) => {}
-                }
-            }
-        }
-        let ans = find_from(self.text, self.needle, from);
-        self.last = Some((from, ans));
-        ans
-    }
-}
-
-/// First `needle` in `text[from..limit]`.
-pub(in crate::families) fn find_bounded(
-    text: &str,
-    needle: &str,
-    from: usize,
-    limit: usize,
-) -> Option<usize> {
-    let hay = text.as_bytes().get(from..limit.min(text.len()))?;
-    memchr::memmem::find(hay, needle.as_bytes()).map(|i| from + i)
-}
-
-/// Offset of the first non-whitespace byte at or after `pos`.
-pub(in crate::families) fn skip_ws_bounded(text: &str, pos: usize) -> usize {
-    super::util::skip_ws(text, pos)
-}
-
-/// Whether only whitespace follows `pos`.
-pub(in crate::families) fn rest_is_blank(text: &str, pos: usize) -> bool {
-    text.get(pos..).is_some_and(|r| r.trim().is_empty())
-}
-
-/// When `tag` ends right before `pos` (whitespace between allowed), its start.
-pub(in crate::families) fn preceded_by(text: &str, pos: usize, tag: &str) -> Option<usize> {
-    let bytes = text.as_bytes();
-    let mut i = pos.min(bytes.len());
-    let floor = pos.saturating_sub(WS_LOOKBACK);
-    while i > floor && bytes[i - 1].is_ascii_whitespace() {
-        i -= 1;
-    }
-    let start = i.checked_sub(tag.len())?;
-    (bytes.get(start..i)? == tag.as_bytes()).then_some(start)
-}
-
-/// Whether `text` has `lit` at `pos`.
-pub(in crate::families) fn at_lit(text: &str, pos: usize, lit: &str) -> bool {
-    text.as_bytes()
-        .get(pos..)
-        .is_some_and(|r| r.starts_with(lit.as_bytes()))
-}
-
-/// Orders the pieces, drops overlapping ones and merges pieces separated only by
-/// whitespace into one leak (the whitespace between calls of one block is markup).
-pub(in crate::families) fn merge_pieces(
-    text: &str,
-    family: Family,
-    mut pieces: Vec<Piece>,
-    out: &mut Vec<Leak>,
-) {
-    pieces.sort_by_key(|p| p.span.start);
-    let mut cur: Option<Leak> = None;
-    for p in pieces {
-        match cur.as_mut() {
-            Some(c) if p.span.start < c.span.end => {}
-            Some(c)
-                if text
-                    .get(c.span.end..p.span.start)
-                    .is_some_and(|g| g.trim().is_empty()) =>
-            {
-                c.span.end = p.span.end;
-                c.calls.extend(p.calls);
-            }
-            _ => {
-                if let Some(done) = cur.take() {
-                    out.push(done);
-                }
-                cur = Some(Leak {
-                    family,
-                    span: p.span,
-                    calls: p.calls,
-                    results: Vec::new(),
-                });
-            }
-        }
-    }
-    if let Some(done) = cur {
-        out.push(done);
-    }
-}
-
-/// How parameter values are typed.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(in crate::families) enum ValueMode {
-    /// Always the string as written.
-    Raw,
-    /// [`typed_param`]: JSON when the whole trimmed value is non-string JSON.
-    Typed,
-}
-
 /// The tag names of one `<invoke>`-like syntax.
-pub(in crate::families) struct InvokeSyntax {
+pub struct InvokeSyntax {
     pub invoke_open: &'static str,
     pub invoke_close: &'static str,
     pub param_open: &'static str,
@@ -156,16 +26,29 @@ pub(in crate::families) struct InvokeSyntax {
     pub values: ValueMode,
     /// A value that is one `<![CDATA[...]]>` section is its inner text.
     pub cdata: bool,
+    /// Parameters carry `string="true"` (the value is the raw text) or `string="false"`
+    /// (the value is JSON), as DeepSeek's DSML and GigaChat's GCML declare.
+    pub string_attr: bool,
 }
+
+/// The Anthropic-style `<invoke name=..><parameter name=..>v</parameter></invoke>` syntax,
+/// values typed; the dialects are this with other tags.
+pub const INVOKE: InvokeSyntax = InvokeSyntax {
+    invoke_open: "<invoke",
+    invoke_close: "</invoke>",
+    param_open: "<parameter",
+    param_close: "</parameter>",
+    prefix: None,
+    element_params: false,
+    values: ValueMode::Typed,
+    cdata: false,
+    string_attr: false,
+};
 
 /// Reads a start tag `open` at `pos`: `open` must be followed by whitespace, `Ġ` (a
 /// byte-level BPE space), `>` or directly `name=` (a lost space). Returns the attribute
 /// text and the offset past `>`.
-pub(in crate::families) fn start_tag<'t>(
-    text: &'t str,
-    pos: usize,
-    open: &str,
-) -> Option<(&'t str, usize)> {
+pub fn start_tag<'t>(text: &'t str, pos: usize, open: &str) -> Option<(&'t str, usize)> {
     if !at_lit(text, pos, open) {
         return None;
     }
@@ -186,7 +69,7 @@ pub(in crate::families) fn start_tag<'t>(
 }
 
 /// The `name` attribute of a start tag's attribute text, as a tool or parameter name.
-pub(in crate::families) fn name_attr(body: &str) -> Option<String> {
+pub fn name_attr(body: &str) -> Option<String> {
     let norm;
     let body = if body.contains('Ġ') {
         norm = body.replace('Ġ', " ");
@@ -238,15 +121,12 @@ fn value_of(raw: &str, syn: &InvokeSyntax) -> Value {
             return Value::String(inner.to_string());
         }
     }
-    match syn.values {
-        ValueMode::Raw => Value::String(raw.to_string()),
-        ValueMode::Typed => typed_param(raw),
-    }
+    syn.values.value(raw)
 }
 
 /// Parses one invoke at `pos` (an optional prefix first). `close` finds the invoke's
 /// closing tag. Returns the call and the offset past the closing tag.
-pub(in crate::families) fn parse_invoke(
+pub fn parse_invoke(
     text: &str,
     pos: usize,
     syn: &InvokeSyntax,
@@ -262,7 +142,7 @@ pub(in crate::families) fn parse_invoke(
     let mut args = Map::new();
     let mut i = body_start;
     loop {
-        i = skip_ws_bounded(text, i);
+        i = skip_ws(text, i);
         let j = skip_prefix(text, i, syn.prefix);
         if j >= end_tag {
             // Only whitespace (and a prefix before the closing tag) is left.
@@ -279,7 +159,14 @@ pub(in crate::families) fn parse_invoke(
             if nested(raw, syn) {
                 return None;
             }
-            args.insert(key, value_of(raw, syn));
+            let value = match syn.string_attr.then(|| attr(ptag, "string")).flatten() {
+                Some("true") => Value::String(raw.to_string()),
+                Some("false") => {
+                    super::json::whole(raw).unwrap_or_else(|| Value::String(raw.to_string()))
+                }
+                _ => value_of(raw, syn),
+            };
+            args.insert(key, value);
             i = vend + syn.param_close.len();
         } else if syn.element_params {
             let key_start = i + 1;
@@ -318,7 +205,7 @@ pub(in crate::families) fn parse_invoke(
 }
 
 /// Parses invokes following each other (whitespace between) from `pos`.
-pub(in crate::families) fn parse_invoke_run(
+pub fn parse_invoke_run(
     text: &str,
     pos: usize,
     syn: &InvokeSyntax,
@@ -327,7 +214,7 @@ pub(in crate::families) fn parse_invoke_run(
     let (first, mut end) = parse_invoke(text, pos, syn, close)?;
     let mut calls = vec![first];
     loop {
-        let next = skip_ws_bounded(text, end);
+        let next = skip_ws(text, end);
         match parse_invoke(text, next, syn, close) {
             Some((c, e)) => {
                 calls.push(c);
@@ -337,4 +224,68 @@ pub(in crate::families) fn parse_invoke_run(
         }
     }
     Some((calls, end))
+}
+
+/// Parses Qwen3-Coder's `<function=NAME>` at `pos` whose `</function>` is at `close`: only
+/// `<parameter=K>v</parameter>` blocks (and whitespace) between them. A value whose closer
+/// was forgotten ends at the next parameter or the end of the function.
+pub fn parse_function_eq(
+    text: &str,
+    pos: usize,
+    close: usize,
+    pclose: &mut Finder<'_>,
+    pnext: &mut Finder<'_>,
+) -> Option<Call> {
+    let name_start = pos + "<function=".len();
+    let gt = find_bounded(text, ">", name_start, close.min(name_start + 256))?;
+    let name = text.get(name_start..gt)?.trim();
+    if !is_tool_name(name) {
+        return None;
+    }
+    let mut args = Map::new();
+    let mut i = gt + 1;
+    loop {
+        i = skip_ws(text, i);
+        if i >= close {
+            break;
+        }
+        let rest = text.get(i..close)?;
+        if !rest.starts_with("<parameter=") {
+            return None;
+        }
+        let key_start = i + "<parameter=".len();
+        let kgt = find_bounded(text, ">", key_start, close.min(key_start + 256))?;
+        let key = text.get(key_start..kgt)?.trim();
+        if key.is_empty() || key.contains(['<', '\n']) {
+            return None;
+        }
+        let vstart = kgt + 1;
+        // The value ends at its closer, or (closer forgotten) at the next parameter or the
+        // end of the function.
+        let by_close = pclose.find(vstart).filter(|&c| c < close);
+        let by_next = pnext.find(vstart).filter(|&n| n < close);
+        let (vend, next, closed) = match (by_close, by_next) {
+            (Some(c), Some(n)) if n < c => (n, n, false),
+            (Some(c), _) => (c, c + "</parameter>".len(), true),
+            (None, Some(n)) => (n, n, false),
+            (None, None) => (close, close, false),
+        };
+        let raw = text.get(vstart..vend)?;
+        // Another call's markup inside a value means the blocks are broken, not nested;
+        // a value whose closer is missing must be plain text.
+        if raw.contains("<function=")
+            || raw.contains("<tool_call>")
+            || (!closed && raw.contains('<'))
+        {
+            return None;
+        }
+        let raw = raw.strip_prefix('\n').unwrap_or(raw);
+        let raw = raw.strip_suffix('\n').unwrap_or(raw);
+        args.insert(key.to_string(), typed_param(raw));
+        i = next;
+    }
+    Some(Call {
+        name: name.to_string(),
+        arguments: Value::Object(args),
+    })
 }

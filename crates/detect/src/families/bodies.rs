@@ -1,0 +1,138 @@
+//! How the engine reads one call body: the [`Grammar`] a row of the table names, handed
+//! to the kit (`crate::grammar`) with the bounds the engine found (the call's closer), and
+//! the closer search that keeps repeated candidates linear.
+//!
+//! May depend on: `crate::grammar`, `crate::types`, `crate::Ctx`.
+
+use crate::grammar::brace::{self, BraceSyntax};
+use crate::grammar::json::{self, JsonCalls, NamedJson};
+use crate::grammar::kv::{self, KvSyntax};
+use crate::grammar::python::{self, PyOpts};
+use crate::grammar::text::{skip_ws, Finder};
+use crate::grammar::xml::{self, InvokeSyntax};
+use crate::types::Call;
+use crate::Ctx;
+
+/// A custom grammar: reads the calls of one call body at `pos`, within `limit` when the
+/// call's closer was found; returns the calls and the offset past them.
+pub type CustomGrammar = fn(&str, usize, Option<usize>, &Ctx<'_>) -> Option<(Vec<Call>, usize)>;
+
+/// What the calls of a format are written in.
+pub enum Grammar {
+    /// JSON call objects.
+    Json(JsonCalls),
+    /// `NAME<sep>{json}`.
+    Named(NamedJson),
+    /// A run of `<invoke>`-like elements.
+    Invoke(&'static InvokeSyntax),
+    /// Qwen3-Coder's `<function=NAME><parameter=K>v</parameter></function>`; the call's
+    /// closer must be `</function>`.
+    FunctionEq,
+    /// A name and key/value tag pairs, up to the call's closer.
+    Kv(&'static KvSyntax),
+    /// `call:NAME{k:v}`, up to the call's closer.
+    Brace(&'static BraceSyntax),
+    /// A Python list of keyword calls.
+    PyList(PyOpts),
+    /// Python keyword calls one after another (a list accepted too).
+    PyCalls,
+    /// The first grammar that reads the body.
+    Either(&'static [Grammar]),
+    /// A grammar of the format's own.
+    Custom(CustomGrammar),
+}
+
+/// Closers searched from increasing positions, each remembered (see [`Finder`]).
+pub struct Closers<'t> {
+    text: &'t str,
+    finders: Vec<(&'static str, Finder<'t>)>,
+}
+
+impl<'t> Closers<'t> {
+    /// A closer search over `text`.
+    pub fn new(text: &'t str) -> Closers<'t> {
+        Closers {
+            text,
+            finders: Vec::new(),
+        }
+    }
+
+    /// The earliest of `needles` at or after `from`: its offset and length.
+    pub fn find(&mut self, needles: &[&'static str], from: usize) -> Option<(usize, usize)> {
+        let mut best: Option<(usize, usize)> = None;
+        for &n in needles {
+            let i = match self.finders.iter().position(|(k, _)| *k == n) {
+                Some(i) => i,
+                None => {
+                    self.finders.push((n, Finder::new(self.text, n)));
+                    self.finders.len() - 1
+                }
+            };
+            if let Some(p) = self.finders[i].1.find(from) {
+                if best.is_none_or(|(b, l)| p < b || (p == b && n.len() > l)) {
+                    best = Some((p, n.len()));
+                }
+            }
+        }
+        best
+    }
+}
+
+/// Parses one call body with `g`.
+pub fn parse(
+    g: &Grammar,
+    text: &str,
+    pos: usize,
+    limit: Option<usize>,
+    ctx: &Ctx<'_>,
+    cl: &mut Closers<'_>,
+) -> Option<(Vec<Call>, usize)> {
+    let scope = match limit {
+        Some(l) => text.get(..l)?,
+        None => text,
+    };
+    let bounded = |parse_body: &dyn Fn(usize) -> Option<Call>| {
+        let l = limit?;
+        parse_body(l).map(|c| (vec![c], l))
+    };
+    match g {
+        Grammar::Json(j) => json::parse(scope, pos, j),
+        Grammar::Named(n) => json::parse_named(scope, pos, n).map(|(c, e)| (vec![c], e)),
+        Grammar::Invoke(syn) => {
+            let mut close = Finder::new(text, syn.invoke_close);
+            let at = skip_ws(scope, pos);
+            xml::parse_invoke_run(scope, at, syn, &mut close)
+        }
+        Grammar::FunctionEq => {
+            let l = limit?;
+            let at = skip_ws(text, pos);
+            let mut pclose = Finder::new(text, "</parameter>");
+            let mut pnext = Finder::new(text, "<parameter=");
+            let call = xml::parse_function_eq(text, at, l, &mut pclose, &mut pnext)?;
+            let _ = cl;
+            Some((vec![call], l))
+        }
+        Grammar::Kv(syn) => bounded(&|l| kv::parse(text, pos, l, syn)),
+        Grammar::Brace(syn) => bounded(&|l| brace::parse(text.get(..l)?, pos, syn)),
+        Grammar::PyList(opts) => python::parse_call_list(scope, skip_ws(scope, pos), *opts),
+        Grammar::PyCalls => py_calls(scope, pos),
+        Grammar::Either(gs) => gs.iter().find_map(|g| parse(g, text, pos, limit, ctx, cl)),
+        Grammar::Custom(f) => f(text, pos, limit, ctx),
+    }
+}
+
+/// Python keyword calls one after another (whitespace between), or one list of them.
+fn py_calls(text: &str, pos: usize) -> Option<(Vec<Call>, usize)> {
+    let mut at = skip_ws(text, pos);
+    if text.as_bytes().get(at) == Some(&b'[') {
+        return python::parse_call_list(text, at, PyOpts::STRICT);
+    }
+    let mut calls = Vec::new();
+    let mut end = at;
+    while let Some((c, e)) = python::parse_call(text, at, PyOpts::STRICT) {
+        calls.push(c);
+        end = e;
+        at = skip_ws(text, e);
+    }
+    (!calls.is_empty()).then_some((calls, end))
+}

@@ -1,0 +1,311 @@
+//! The dialects the table's rows name: the kit's syntaxes spelled with each format's
+//! tokens, and the few call bodies that need a reading of their own (DeepSeek's two header
+//! styles, Kimi's call ids, Step-3's optional header, GigaChat's role header, Llama's
+//! `<|python_tag|>` bodies). Everything around a body is the engine's.
+//!
+//! May depend on: `super::bodies`, `crate::grammar`, `crate::types`, `crate::Ctx`.
+
+use super::bodies::Grammar;
+use crate::grammar::json::{self, JsonCalls, Keys, NamedJson, Shape};
+use crate::grammar::kv::KvSyntax;
+use crate::grammar::python::{self, PyOpts};
+use crate::grammar::text::{eat, find_bounded, find_from, skip_ws, Finder};
+use crate::grammar::xml::{self, InvokeSyntax, INVOKE};
+use crate::grammar::{is_tool_name, ValueMode};
+use crate::types::Call;
+use crate::Ctx;
+use serde_json::{json, Value};
+
+pub(super) const fn strict(shape: Shape) -> Grammar {
+    Grammar::Json(JsonCalls {
+        shape,
+        keys: Keys::Strict,
+        lenient: false,
+    })
+}
+
+pub(super) const HERMES_JSON: Grammar = Grammar::Json(JsonCalls {
+    shape: Shape::Object,
+    keys: Keys::Loose,
+    lenient: false,
+});
+
+pub(super) const MINICPM: InvokeSyntax = InvokeSyntax {
+    invoke_open: "<function",
+    invoke_close: "</function>",
+    param_open: "<param",
+    param_close: "</param>",
+    cdata: true,
+    ..INVOKE
+};
+
+pub(super) const STEPTML: InvokeSyntax = InvokeSyntax {
+    invoke_open: "<steptml:invoke",
+    invoke_close: "</steptml:invoke>",
+    param_open: "<steptml:parameter",
+    param_close: "</steptml:parameter>",
+    ..INVOKE
+};
+
+pub(super) const DSML: InvokeSyntax = InvokeSyntax {
+    invoke_open: "<｜DSML｜invoke",
+    invoke_close: "</｜DSML｜invoke>",
+    param_open: "<｜DSML｜parameter",
+    param_close: "</｜DSML｜parameter>",
+    string_attr: true,
+    ..INVOKE
+};
+
+pub(super) const GCML: InvokeSyntax = InvokeSyntax {
+    invoke_open: "<｜GCML｜invoke",
+    invoke_close: "</｜GCML｜invoke>",
+    param_open: "<｜GCML｜parameter",
+    param_close: "</｜GCML｜parameter>",
+    string_attr: true,
+    ..INVOKE
+};
+
+pub(super) const GLM_KV: KvSyntax = KvSyntax {
+    name_end: None,
+    key: ("<arg_key>", "</arg_key>"),
+    type_tags: None,
+    value: ("<arg_value>", "</arg_value>"),
+    value_close_optional: false,
+    values: ValueMode::Typed,
+    first_wins: false,
+};
+
+pub(super) const HY_KV: KvSyntax = KvSyntax {
+    name_end: Some("<tool_sep>"),
+    ..GLM_KV
+};
+
+pub(super) const K2H_KV: KvSyntax = KvSyntax {
+    key: ("<ifm|arg_key>", "</ifm|arg_key>"),
+    type_tags: Some(("<ifm|arg_type>", "</ifm|arg_type>")),
+    value: ("<ifm|arg_value>", "</ifm|arg_value>"),
+    ..GLM_KV
+};
+
+/// Solar Open 2 keeps an undeclared value as the string written (vLLM asserts this without
+/// a schema), keeps the first of repeated keys and tolerates a dropped `<|tool_arg:end|>`.
+pub(super) const SOLAR_KV: KvSyntax = KvSyntax {
+    name_end: None,
+    key: ("<|tool_arg:start|>", "<|tool_arg:value|>"),
+    type_tags: None,
+    value: ("", "<|tool_arg:end|>"),
+    value_close_optional: true,
+    values: ValueMode::Raw,
+    first_wins: true,
+};
+
+/// `NAME\n{json}` after GLM's `<tool_call>` (Laguna writes the arguments as one object).
+pub(super) const NAME_LINE_JSON: Grammar = Grammar::Named(NamedJson {
+    name_open: None,
+    name_end: &["\n"],
+    before_args: &[],
+    args_close: None,
+});
+
+/// An arguments value as a call needs it: an object (a serialized object decoded once).
+pub(super) fn object_args(v: Value) -> Option<Value> {
+    match json::decode_arguments(v) {
+        v @ Value::Object(_) => Some(v),
+        _ => None,
+    }
+}
+
+/// DeepSeek V3 `function<｜tool▁sep｜>NAME\n```json\n{..}\n```` or V3.1 `NAME<｜tool▁sep｜>{..}`,
+/// filling the call up to its closer.
+pub(super) fn deepseek_call(
+    text: &str,
+    pos: usize,
+    limit: Option<usize>,
+    _: &Ctx<'_>,
+) -> Option<(Vec<Call>, usize)> {
+    const SEP: &str = "<｜tool▁sep｜>";
+    let l = limit?;
+    let body = text.get(pos..l)?;
+    let sep = body.find(SEP)?;
+    let head = body.get(..sep)?.trim();
+    let tail = body.get(sep + SEP.len()..)?;
+    if tail.contains(SEP) || !is_tool_name(head) {
+        return None;
+    }
+    let v3 = tail.split_once('\n').and_then(|(name, rest)| {
+        let name = name.trim();
+        let rest = rest.trim().strip_prefix("```")?;
+        let rest = rest.strip_prefix("json").unwrap_or(rest);
+        let inner = rest.strip_suffix("```")?;
+        is_tool_name(name).then_some((name, json::whole(inner)?))
+    });
+    let (name, args) = match v3 {
+        Some(v) => v,
+        None => (head, json::whole(tail)?),
+    };
+    let arguments = object_args(args)?;
+    Some((
+        vec![Call {
+            name: name.to_string(),
+            arguments,
+        }],
+        l,
+    ))
+}
+
+/// Kimi-K2's `functions.NAME:0 <|tool_call_argument_begin|>{..}`. A bare counter `0`
+/// names no tool: it is read as the agent's only enabled tool, and with none or several
+/// enabled nothing says which tool it is.
+pub(super) fn kimi_call(
+    text: &str,
+    pos: usize,
+    limit: Option<usize>,
+    ctx: &Ctx<'_>,
+) -> Option<(Vec<Call>, usize)> {
+    const ARG: &str = "<|tool_call_argument_begin|>";
+    let l = limit?;
+    let arg = find_bounded(text, ARG, pos, l)?;
+    let id = text.get(pos..arg)?.trim();
+    if id.contains("<|") {
+        return None;
+    }
+    let is_counter = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let name = if is_counter(id) {
+        match ctx.enabled_tools() {
+            [only] => only.clone(),
+            _ => return None,
+        }
+    } else {
+        let (name, counter) = id.rsplit_once(':')?;
+        let name = name.strip_prefix("functions.").unwrap_or(name);
+        if !is_counter(counter) || !is_tool_name(name) {
+            return None;
+        }
+        name.to_string()
+    };
+    let (value, end) = json::value_at(text.get(..l)?, arg + ARG.len())?;
+    Some((
+        vec![Call {
+            name,
+            arguments: object_args(value)?,
+        }],
+        end,
+    ))
+}
+
+/// Step-3's call: an optional `function<｜tool▁sep｜>` header (with or without the name
+/// after it), then one `<steptml:invoke>`.
+pub(super) fn step3_call(
+    text: &str,
+    pos: usize,
+    limit: Option<usize>,
+    _: &Ctx<'_>,
+) -> Option<(Vec<Call>, usize)> {
+    let scope = text.get(..limit?)?;
+    let mut i = skip_ws(scope, pos);
+    if let Some(after) = eat(scope, i, "function") {
+        i = eat(scope, after, "<｜tool_sep｜>")?;
+        let lt = find_bounded(scope, "<", i, i + 256)?;
+        let name = scope.get(i..lt)?.trim();
+        if !name.is_empty() && !is_tool_name(name) {
+            return None;
+        }
+        i = lt;
+    }
+    let mut close = Finder::new(scope, STEPTML.invoke_close);
+    let (call, end) = xml::parse_invoke(scope, i, &STEPTML, &mut close)?;
+    Some((vec![call], end))
+}
+
+/// GigaChat 3's turn header after `<|message_sep|>`: `function call<|role_sep|>` and one
+/// JSON call object.
+pub(super) fn gigachat_header(
+    text: &str,
+    pos: usize,
+    _: Option<usize>,
+    _: &Ctx<'_>,
+) -> Option<(Vec<Call>, usize)> {
+    let p = eat(text, skip_ws(text, pos), "function call")?;
+    let p = eat(text, skip_ws(text, p), "<|role_sep|>")?;
+    json::parse(
+        text,
+        p,
+        &JsonCalls {
+            shape: Shape::Object,
+            keys: Keys::Strict,
+            lenient: false,
+        },
+    )
+}
+
+/// `<function name="NAME">{json}</function>`: a JSON body in a named function tag.
+pub(super) fn function_attr_json(
+    text: &str,
+    pos: usize,
+    limit: Option<usize>,
+    _: &Ctx<'_>,
+) -> Option<(Vec<Call>, usize)> {
+    let (tag, body) = xml::start_tag(text, skip_ws(text, pos), "<function")?;
+    let name = xml::name_attr(tag)?;
+    let scope = text.get(..limit?)?;
+    let at = skip_ws(scope, body);
+    if scope.as_bytes().get(at) != Some(&b'{') {
+        return None;
+    }
+    let (args, end) = json::value_at(scope, at)?;
+    (is_tool_name(&name)).then_some(())?;
+    Some((
+        vec![Call {
+            name,
+            arguments: object_args(args)?,
+        }],
+        end,
+    ))
+}
+
+/// What follows Llama 3's `<|python_tag|>` (Meta's `chat_format.py`): a JSON call
+/// (`{"name", "parameters"}`, also with `"type": "function"`), a built-in tool call
+/// `brave_search.call(query="...")`, or else code for `code_interpreter`. Code has no end
+/// of its own, so it counts only when the model ended the message with `<|eom_id|>` (it
+/// expects the tool's answer): without that it may as well be prose about the token.
+pub(super) fn python_tag_call(
+    text: &str,
+    pos: usize,
+    _: Option<usize>,
+    _: &Ctx<'_>,
+) -> Option<(Vec<Call>, usize)> {
+    const EOM: &str = "<|eom_id|>";
+    let at = skip_ws(text, pos);
+    if text.as_bytes().get(at) == Some(&b'{') {
+        let (v, end) = json::value_at(text, at)?;
+        let call = json::call_of(&v, Keys::Strict)?;
+        return Some((vec![call], end));
+    }
+    // Meta's decoder reads code only in a message that starts with the tag.
+    let at_start = text
+        .get(..pos)
+        .is_some_and(|b| b.trim() == "<|python_tag|>");
+    if let Some((call, end)) = python::parse_call(text, at, PyOpts::STRICT) {
+        if let Some(name) = call.name.strip_suffix(".call") {
+            let call = Call {
+                name: name.to_string(),
+                arguments: call.arguments,
+            };
+            return Some((vec![call], end));
+        }
+    }
+    if !at_start {
+        return None;
+    }
+    let eom = find_from(text, EOM, at)?;
+    let code = text.get(at..eom)?;
+    let next_tag = code.contains("<|python_tag|>") || code.contains("<|eot_id|>");
+    if code.trim().is_empty() || next_tag {
+        return None;
+    }
+    let call = Call {
+        name: "code_interpreter".to_string(),
+        arguments: json!({ "code": code.trim() }),
+    };
+    Some((vec![call], eom))
+}

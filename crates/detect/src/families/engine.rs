@@ -1,0 +1,298 @@
+//! The format engine: reads every format of the table that is a wrapper around one of the
+//! kit's call grammars. What the formats have in common lives here once:
+//!
+//! - finding candidates (the format's opening tokens) in one forward walk, at most
+//!   [`MAX_CANDIDATES`] per format and message;
+//! - a section (`<｜tool▁calls▁begin｜>` .. `<｜tool▁calls▁end｜>`) holding calls each in its
+//!   own tokens (`<｜tool▁call▁begin｜>` .. `<｜tool▁call▁end｜>`), either level optional;
+//! - several calls in a row, with or without separators, as one leak;
+//! - a closing token that may be missing (at the end of the text, where the generation
+//!   stopped, or anywhere, where the format's closer is optional), and an opening token that
+//!   may be missing (servers strip special tokens): then the orphan closer goes too;
+//! - the control tokens that end the model's turn right after the markup, which go with it;
+//! - whether the calls must name tools the agent has enabled (a weak marker).
+//!
+//! A row of the table says which of these its format has; the grammar reads the calls.
+//!
+//! May depend on: `super::bodies`, `super::util`, `crate::grammar`, `crate::types`,
+//! `crate::Ctx`. No I/O.
+
+use super::bodies::{parse, Closers, Grammar};
+use super::util::{merge, with_trailing};
+use crate::grammar::text::{eat_any, preceded_by, rest_is_blank, skip_ws, AnyFinder};
+use crate::types::{Call, Family};
+use crate::{Ctx, Leak};
+use std::ops::Range;
+
+/// How many candidate positions one format examines in one message. Each candidate is
+/// parsed at most once, so a format costs at most this many parses of the text: linear,
+/// whatever an adversarial message repeats.
+pub const MAX_CANDIDATES: usize = 64;
+
+/// When a closing token may be missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    /// Never: without it the markup is prose.
+    Never,
+    /// When only whitespace follows (the generation stopped there).
+    AtEnd,
+    /// Anywhere (the format's closer is optional).
+    Always,
+}
+
+/// Whether the calls must name tools the agent has enabled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tools {
+    /// The tokens are evidence enough.
+    Any,
+    /// Every call must name an enabled tool (the markup could be an answer or prose).
+    Enabled,
+    /// A call without arguments must name an enabled tool (`<tool_call>word</tool_call>`
+    /// is too little markup); one with arguments need not.
+    ArgsOrEnabled,
+}
+
+/// One leak format: tokens around one of the kit's grammars.
+pub struct Format {
+    /// The family its leaks are reported as.
+    pub family: Family,
+    /// Literal markers one of which any leak contains (read by the prefilter).
+    pub triggers: &'static [&'static str],
+    /// Bytes a leak may start the message with (after whitespace), for the prefilter.
+    pub at_start: &'static [u8],
+    /// Tokens opening a section of calls (empty: the format has no sections).
+    pub section_open: &'static [&'static str],
+    /// Tokens closing a section.
+    pub section_close: &'static [&'static str],
+    /// When the section's closer may be missing.
+    pub section_close_missing: Missing,
+    /// A block may start with a call's opener without the section's (the section opener
+    /// was stripped); an orphan section closer after its calls goes with it.
+    pub section_open_optional: bool,
+    /// Tokens opening each call (empty: calls follow each other bare).
+    pub call_open: &'static [&'static str],
+    /// Tokens closing each call.
+    pub call_close: &'static [&'static str],
+    /// When a call's closer may be missing.
+    pub call_close_missing: Missing,
+    /// Literals a call may start with when its opener is missing (Qwen3-Coder's
+    /// `<function=`); an orphan call closer after it goes with it.
+    pub bare_call: &'static [&'static str],
+    /// Separators between calls.
+    pub sep: &'static [&'static str],
+    /// Noise (plain text without `<|`, at most this many bytes) tolerated between a
+    /// section's opener and its first call.
+    pub noise: usize,
+    /// The grammar of one call body.
+    pub grammar: Grammar,
+    /// Whether calls must name enabled tools.
+    pub tools: Tools,
+    /// Tokens after the markup that belong to it, besides [`super::util::END_OF_TURN`].
+    pub trailing: &'static [&'static str],
+}
+
+impl Format {
+    /// A format with nothing but a family and a grammar; rows fill in the rest.
+    pub const fn new(family: Family, grammar: Grammar) -> Format {
+        Format {
+            family,
+            triggers: &[],
+            at_start: &[],
+            section_open: &[],
+            section_close: &[],
+            section_close_missing: Missing::Never,
+            section_open_optional: false,
+            call_open: &[],
+            call_close: &[],
+            call_close_missing: Missing::Never,
+            bare_call: &[],
+            sep: &[],
+            noise: 0,
+            grammar,
+            tools: Tools::Any,
+            trailing: &[],
+        }
+    }
+}
+
+/// What one candidate came to.
+enum Outcome {
+    /// A block: its span and calls.
+    Block(Range<usize>, Vec<Call>),
+    /// Nothing here.
+    Skip,
+}
+
+/// Appends the leaks of `f` found in `text`.
+pub fn find(f: &Format, text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
+    let mut entries: Vec<&'static str> = Vec::new();
+    entries.extend(f.section_open);
+    if f.section_open.is_empty() || f.section_open_optional {
+        entries.extend(f.call_open);
+    }
+    entries.extend(f.bare_call);
+    let mut finder = AnyFinder::new(text, &entries);
+    let mut closers = Closers::new(text);
+    let mut blocks: Vec<(Range<usize>, Vec<Call>)> = Vec::new();
+    let mut from = 0;
+    for _ in 0..MAX_CANDIDATES {
+        let Some((pos, len)) = finder.find(from) else {
+            break;
+        };
+        from = pos + len.max(1);
+        if ctx.quoted(pos) || inside_failed_section(f, text, pos) {
+            continue;
+        }
+        if let Outcome::Block(span, calls) = block(f, text, pos, ctx, &mut closers) {
+            from = span.end.max(from);
+            blocks.push((span, calls));
+        }
+    }
+    merge(text, f.family, blocks, out);
+}
+
+/// Whether a call opener at `pos` belongs to a section (or a run of calls) that did not
+/// parse: a call of a broken section is not a leak of its own.
+fn inside_failed_section(f: &Format, text: &str, pos: usize) -> bool {
+    !f.section_open.is_empty()
+        && eat_any(text, pos, f.section_open).is_none()
+        && f.section_open
+            .iter()
+            .chain(f.call_close)
+            .any(|t| preceded_by(text, pos, t).is_some())
+}
+
+/// Parses the block starting at `start`, where one of the format's entry literals is.
+fn block(f: &Format, text: &str, start: usize, ctx: &Ctx<'_>, cl: &mut Closers<'_>) -> Outcome {
+    let mut pos = start;
+    let in_section = match eat_any(text, pos, f.section_open) {
+        Some(after) => {
+            pos = after;
+            true
+        }
+        None => false,
+    };
+    if in_section && f.noise > 0 && !f.call_open.is_empty() {
+        pos = skip_noise(text, pos, f);
+    }
+    let mut calls = Vec::new();
+    let mut end = pos;
+    // A call may start without its opener as the first of a section whose opener stands
+    // for both, or right after a separator (`{..};{..}` after one `<|python_tag|>`).
+    let mut bare_ok = in_section && f.section_open_optional;
+    while let Some((mut cs, call_end)) = one_call(f, text, end, bare_ok, ctx, cl) {
+        let allowed = match f.tools {
+            Tools::Any => true,
+            Tools::Enabled => cs.iter().all(|c| ctx.tool_enabled(&c.name)),
+            Tools::ArgsOrEnabled => cs.iter().all(|c| {
+                c.arguments.as_object().is_some_and(|m| !m.is_empty()) || ctx.tool_enabled(&c.name)
+            }),
+        };
+        if !allowed {
+            break;
+        }
+        calls.append(&mut cs);
+        end = call_end;
+        let q = skip_ws(text, end);
+        match eat_any(text, q, f.sep) {
+            Some(after) => {
+                // The separator belongs to the block only if a call follows it.
+                match one_call(f, text, after, true, ctx, cl) {
+                    Some(_) => {
+                        end = after;
+                        bare_ok = true;
+                        continue;
+                    }
+                    None => break,
+                }
+            }
+            None => bare_ok = false,
+        }
+        if !next_call_starts(f, text, skip_ws(text, end)) {
+            break;
+        }
+    }
+    if calls.is_empty() {
+        return Outcome::Skip;
+    }
+    let q = skip_ws(text, end);
+    match eat_any(text, q, f.section_close) {
+        Some(after) if in_section || f.section_open_optional => end = after,
+        _ if in_section => {
+            let ok = match f.section_close_missing {
+                Missing::Never => false,
+                Missing::AtEnd => rest_is_blank(text, end),
+                Missing::Always => true,
+            };
+            if !ok {
+                return Outcome::Skip;
+            }
+        }
+        _ => {}
+    }
+    Outcome::Block(start..with_trailing(text, end, f.trailing), calls)
+}
+
+/// Skips plain text (no special token) between a section's opener and its first call.
+fn skip_noise(text: &str, pos: usize, f: &Format) -> usize {
+    let limit = pos.saturating_add(f.noise).min(text.len());
+    match AnyFinder::new(text, f.call_open).find(pos) {
+        Some((p, _)) if p <= limit && text.get(pos..p).is_some_and(|n| !n.contains("<|")) => p,
+        _ => pos,
+    }
+}
+
+/// Whether another call of the block starts at `q`.
+fn next_call_starts(f: &Format, text: &str, q: usize) -> bool {
+    if f.call_open.is_empty() {
+        // Bare calls follow each other only where the grammar reads several in one body;
+        // a second body right after the first (`{..} {..}`) is read by the grammar.
+        return false;
+    }
+    eat_any(text, q, f.call_open).is_some() || eat_any(text, q, f.bare_call).is_some()
+}
+
+/// One call at `pos` (leading whitespace allowed): its calls and the offset past it,
+/// its closer included.
+fn one_call(
+    f: &Format,
+    text: &str,
+    pos: usize,
+    bare_ok: bool,
+    ctx: &Ctx<'_>,
+    cl: &mut Closers<'_>,
+) -> Option<(Vec<Call>, usize)> {
+    let q = skip_ws(text, pos);
+    let (body, opened) = match eat_any(text, q, f.call_open) {
+        Some(after) => (after, true),
+        None if f.call_open.is_empty() => (q, false),
+        None if eat_any(text, q, f.bare_call).is_some() => (q, false),
+        None if bare_ok => (q, false),
+        None => return None,
+    };
+    let close = if f.call_close.is_empty() {
+        // Without per-call tokens the section's closer bounds the body.
+        cl.find(f.section_close, body)
+    } else {
+        cl.find(f.call_close, body)
+    };
+    let limit = close.map(|(c, _)| c);
+    let (calls, body_end) = parse(&f.grammar, text, body, limit, ctx, cl)?;
+    if f.call_close.is_empty() {
+        return Some((calls, body_end));
+    }
+    let after = skip_ws(text, body_end);
+    match close {
+        Some((c, len)) if c == after => Some((calls, c + len)),
+        _ => {
+            let ok = match f.call_close_missing {
+                Missing::Never => false,
+                Missing::AtEnd => rest_is_blank(text, body_end),
+                Missing::Always => true,
+            };
+            // A bare call (its opener missing) needs its orphan closer, unless it ends
+            // the text: nothing else says it is markup.
+            (ok && (opened || rest_is_blank(text, body_end))).then_some((calls, body_end))
+        }
+    }
+}

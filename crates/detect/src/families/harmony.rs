@@ -1,0 +1,250 @@
+//! `harmony`: OpenAI gpt-oss's Harmony messages (openai/harmony `docs/format.md`).
+//!
+//! A model output is a sequence of messages `<|start|>{header}<|message|>{body}<|end|>`
+//! (`<|call|>` ends a tool call, `<|return|>` the final answer). The header holds the role,
+//! `<|channel|>analysis|commentary|final`, optionally `<|constrain|>json` or a content type,
+//! and for a tool call the recipient `to=functions.NAME` (in the role part or the channel
+//! part). The first message of an output usually lacks `<|start|>assistant` (the prompt
+//! ended with it), and the last one its `<|call|>` (a stop token servers strip).
+//!
+//! A message is a call when its header names a recipient other than a role and its body is
+//! complete: a JSON object (`functions.NAME` is the tool `NAME`; another namespace keeps the
+//! whole recipient, `browser.search`), or, for the built-in `python` tool, the code up to
+//! `<|call|>` (`{"code": ..}`). Only an output with at least one call is a leak. Then:
+//! - every call message goes whole, header, body and terminator;
+//! - every other message keeps its body as text and loses its header and terminator (the
+//!   analysis and final text stay; no separator is inserted where the tokens were);
+//! - after a terminator, words that can only be header (`commentary`, `to=..`, `json`)
+//!   up to the next header token are header too (gpt-oss writes them, openai/harmony#68);
+//! - a terminator with no header before it ends a headerless first message: it goes, the
+//!   text before it stays.
+//!
+//! Each removed piece is its own leak (the call's piece carries the call), so the ledger
+//! keeps exactly the bytes that went.
+//!
+//! May depend on: `crate::grammar`, `super::engine`, `crate::types`, `crate::Ctx`.
+
+use super::util::merge;
+use crate::grammar::json;
+use crate::grammar::text::{skip_ws, AnyFinder};
+use crate::types::{Call, Family};
+use crate::{Ctx, Leak};
+use serde_json::{json, Value};
+use std::ops::Range;
+
+/// Literal markers one of which any leak of this family contains.
+pub(crate) const TRIGGERS: &[&str] = &[MESSAGE];
+/// Bytes a leak of this family may start the message with (after whitespace).
+pub(crate) const AT_START: &[u8] = &[];
+
+const START: &str = "<|start|>";
+const CHANNEL: &str = "<|channel|>";
+const CONSTRAIN: &str = "<|constrain|>";
+const MESSAGE: &str = "<|message|>";
+const END: &str = "<|end|>";
+const CALL: &str = "<|call|>";
+const RETURN: &str = "<|return|>";
+const TOKENS: &[&str] = &[START, CHANNEL, CONSTRAIN, MESSAGE, END, CALL, RETURN];
+
+/// Most tokens read in one message: an output has a handful of messages; the bound keeps
+/// a text made of tokens linear.
+const MAX_TOKENS: usize = 1024;
+
+/// Words that can only be part of a header.
+const HEADER_WORDS: &[&str] = &[
+    "assistant",
+    "analysis",
+    "commentary",
+    "final",
+    "json",
+    "code",
+];
+
+/// One message of the output.
+struct Message {
+    /// Header, from its first byte to past `<|message|>`.
+    header: Range<usize>,
+    /// The body.
+    body: Range<usize>,
+    /// The terminator, if the message has one.
+    term: Option<Range<usize>>,
+    /// The recipient named in the header.
+    recipient: Option<String>,
+}
+
+/// Appends the Harmony leaks of `text`.
+pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
+    let (messages, orphans) = messages(text, ctx);
+    let calls: Vec<Option<(Call, usize)>> = messages.iter().map(|m| call_of(text, m)).collect();
+    if calls.iter().all(Option::is_none) {
+        return;
+    }
+    let mut pieces: Vec<(Range<usize>, Vec<Call>)> =
+        orphans.into_iter().map(|r| (r, Vec::new())).collect();
+    for (m, call) in messages.iter().zip(calls) {
+        match call {
+            Some((c, end)) => pieces.push((m.header.start..end, vec![c])),
+            None => {
+                pieces.push((m.header.clone(), Vec::new()));
+                if let Some(t) = &m.term {
+                    pieces.push((t.clone(), Vec::new()));
+                }
+            }
+        }
+    }
+    merge(text, Family::Harmony, pieces, out);
+}
+
+/// The messages of the output, and the terminators that end a headerless message.
+fn messages(text: &str, ctx: &Ctx<'_>) -> (Vec<Message>, Vec<Range<usize>>) {
+    let mut tokens = AnyFinder::new(text, TOKENS);
+    let mut out = Vec::new();
+    let mut orphans = Vec::new();
+    // End of the last markup read: where a following header may begin.
+    let mut boundary = 0;
+    let mut header: Option<usize> = None;
+    let mut body: Option<(usize, usize)> = None; // (header start, body start)
+    let mut from = 0;
+    let open_body = |out: &mut Vec<Message>, hs: usize, bs: usize, end: usize, term| {
+        let recipient = recipient(text.get(hs..bs).unwrap_or_default());
+        out.push(Message {
+            header: hs..bs,
+            body: bs..end,
+            term,
+            recipient,
+        });
+    };
+    for _ in 0..MAX_TOKENS {
+        let Some((pos, len)) = tokens.find(from) else {
+            break;
+        };
+        from = pos + len;
+        if ctx.quoted(pos) {
+            continue;
+        }
+        let tok = text.get(pos..pos + len).unwrap_or_default();
+        match tok {
+            START | CHANNEL | CONSTRAIN => {
+                if let Some((hs, bs)) = body.take() {
+                    // The body ran into the next header: the message was not terminated.
+                    open_body(&mut out, hs, bs, pos, None);
+                    boundary = pos;
+                }
+                if header.is_none() && tok != CONSTRAIN {
+                    header = Some(header_start(text, boundary, pos, out.is_empty()));
+                }
+            }
+            MESSAGE => {
+                if let Some((hs, bs)) = body.take() {
+                    open_body(&mut out, hs, bs, pos, None);
+                    boundary = pos;
+                }
+                let hs = match header.take() {
+                    Some(h) => h,
+                    None if is_header(text.get(boundary..pos).unwrap_or_default())
+                        && (boundary > 0 || !out.is_empty() || !orphans.is_empty()) =>
+                    {
+                        boundary
+                    }
+                    // `<|message|>` after prose, without any header: not Harmony here.
+                    None => continue,
+                };
+                body = Some((hs, pos + len));
+            }
+            _ => {
+                // A terminator.
+                match body.take() {
+                    Some((hs, bs)) => open_body(&mut out, hs, bs, pos, Some(pos..pos + len)),
+                    None if header.is_none() => orphans.push(pos..pos + len),
+                    None => continue,
+                }
+                header = None;
+                boundary = pos + len;
+            }
+        }
+    }
+    if let Some((hs, bs)) = body {
+        open_body(&mut out, hs, bs, text.len(), None);
+    }
+    (out, orphans)
+}
+
+/// Where the header whose first token is at `pos` begins: at `boundary` when only header
+/// words stand between (they belong to it), else at the token.
+fn header_start(text: &str, boundary: usize, pos: usize, first: bool) -> usize {
+    let gap = text.get(boundary..pos).unwrap_or_default();
+    // At the very start of the output only a recipient (`to=..`, the prompt's
+    // `<|start|>assistant` being already written) may stand before the first token.
+    let ok = is_header(gap) && (!first || boundary > 0 || gap.contains("to="));
+    if ok {
+        boundary
+    } else {
+        pos
+    }
+}
+
+/// Whether `gap` holds nothing but header words.
+fn is_header(gap: &str) -> bool {
+    gap.split_whitespace()
+        .all(|w| HEADER_WORDS.contains(&w) || w.starts_with("to=") || w.starts_with(CONSTRAIN))
+}
+
+/// The recipient `to=NAME` named in a header.
+fn recipient(header: &str) -> Option<String> {
+    let i = header.find("to=")?;
+    let rest = header.get(i + 3..)?;
+    let end = rest
+        .find(|c: char| c.is_whitespace() || c == '<')
+        .unwrap_or(rest.len());
+    let r = rest.get(..end)?;
+    (!r.is_empty()).then(|| r.to_string())
+}
+
+/// The call a message makes, if it is one and its body is complete, and where the call's
+/// markup ends. A body without a terminator is the JSON alone: text on the lines after it
+/// is not part of the call (the stop token was stripped and something else followed).
+fn call_of(text: &str, m: &Message) -> Option<(Call, usize)> {
+    let recipient = m.recipient.as_deref()?;
+    if matches!(recipient, "assistant" | "user" | "system" | "developer") {
+        return None;
+    }
+    let name = recipient.strip_prefix("functions.").unwrap_or(recipient);
+    if !crate::grammar::is_tool_name(name) {
+        return None;
+    }
+    let body = text.get(m.body.clone())?;
+    let at = skip_ws(body, 0);
+    let mut end = m.term.as_ref().map_or(m.body.end, |t| t.end);
+    let parsed = json::value_at(body, at).filter(|(_, e)| {
+        let rest = body.get(*e..).unwrap_or_default();
+        if rest.trim().is_empty() {
+            return true;
+        }
+        let next_line = rest.trim_start_matches([' ', '\t']).starts_with('\n');
+        if m.term.is_none() && next_line {
+            end = m.body.start + e;
+            return true;
+        }
+        false
+    });
+    let arguments = match parsed {
+        Some((v, _)) => match json::decode_arguments(v) {
+            v @ Value::Object(_) => v,
+            _ => return None,
+        },
+        // The built-in python tool takes code; without `<|call|>` it may be cut off.
+        None if name == "python"
+            && m.term
+                .as_ref()
+                .is_some_and(|t| text.get(t.clone()) == Some(CALL)) =>
+        {
+            json!({ "code": body.trim() })
+        }
+        None => return None,
+    };
+    let call = Call {
+        name: name.to_string(),
+        arguments,
+    };
+    Some((call, end))
+}

@@ -1,0 +1,301 @@
+//! The JSON call grammar: a call object (`{"name", "arguments"}` and its spellings), an
+//! array of them, several in a row, and a name written outside the object
+//! (`NAME<sep>{...}`). Strict JSON via `serde_json`; the JSON5-ish reader is used only
+//! where a format asks for it.
+//!
+//! May depend on: `super::text`, `super` (names and values), `crate::json5`, `crate::types`.
+
+use super::text::{eat_any, skip_ws};
+use super::{is_tool_name, plausible_name};
+use crate::types::Call;
+use serde_json::Value;
+
+/// Parses one strict JSON value starting at `pos` (leading whitespace allowed). Returns
+/// the value and the byte offset just past it. Nesting is bounded by serde_json's
+/// recursion limit (128), which yields an error, not a stack overflow.
+pub fn value_at(text: &str, pos: usize) -> Option<(Value, usize)> {
+    let rest = text.get(pos..)?;
+    let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+    match stream.next()? {
+        Ok(v) => Some((v, pos + stream.byte_offset())),
+        Err(_) => None,
+    }
+}
+
+/// Parses `text` as exactly one JSON value (surrounding whitespace allowed).
+pub fn whole(text: &str) -> Option<Value> {
+    serde_json::from_str(text.trim()).ok()
+}
+
+/// Decodes arguments given as a JSON string holding an object or array (the OpenAI wire
+/// spelling); leaves anything else as it is.
+pub fn decode_arguments(args: Value) -> Value {
+    if let Value::String(s) = &args {
+        if let Some(v @ (Value::Object(_) | Value::Array(_))) = whole(s) {
+            return v;
+        }
+    }
+    args
+}
+
+/// Keys naming a call's arguments, in order of preference.
+const ARG_KEYS: &[&str] = &["arguments", "parameters", "args"];
+/// Keys a strict call object may carry besides its name and arguments.
+const BOOKKEEPING: &[&str] = &["id", "call_id", "type"];
+
+/// How a call object is spelled and how much else it may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keys {
+    /// `{"name", "arguments" | "parameters" | "args"}`, optionally `id`/`call_id` and
+    /// `type: "function"`, nothing else; the arguments an object.
+    Strict,
+    /// The same keys, other keys tolerated, arguments any value (Hermes: the wrapper token
+    /// is the evidence, the object may carry the model's own bookkeeping).
+    Loose,
+    /// Cohere: `{"tool_name", "parameters"}` (plus `tool_call_id`).
+    ToolName,
+    /// `{"tool", "args" | "arguments" | "parameters"}` (MiniMax's bracket form).
+    Tool,
+    /// Apertus: `{"NAME": {arguments}}`, one key.
+    NameMap,
+}
+
+/// Reads a call off one object spelled as `keys` says.
+pub fn call_of(v: &Value, keys: Keys) -> Option<Call> {
+    let obj = v.as_object()?;
+    let (name, args) = match keys {
+        Keys::Strict | Keys::Loose => {
+            if keys == Keys::Strict {
+                let extra = obj.keys().any(|k| {
+                    k != "name"
+                        && !ARG_KEYS.contains(&k.as_str())
+                        && !BOOKKEEPING.contains(&k.as_str())
+                });
+                if extra {
+                    return None;
+                }
+                let arg_keys = ARG_KEYS.iter().filter(|k| obj.contains_key(**k)).count();
+                if arg_keys > 1 || obj.get("type").is_some_and(|t| t != "function") {
+                    return None;
+                }
+            }
+            let name = obj.get("name")?.as_str()?;
+            (name, ARG_KEYS.iter().find_map(|k| obj.get(*k))?)
+        }
+        Keys::ToolName => (obj.get("tool_name")?.as_str()?, obj.get("parameters")?),
+        Keys::Tool => (
+            obj.get("tool")?.as_str()?,
+            ARG_KEYS.iter().find_map(|k| obj.get(*k))?,
+        ),
+        Keys::NameMap => {
+            if obj.len() != 1 {
+                return None;
+            }
+            let (k, a) = obj.iter().next()?;
+            (k.as_str(), a)
+        }
+    };
+    let name = name.trim();
+    let ok_name = match keys {
+        Keys::Loose => plausible_name(name),
+        _ => is_tool_name(name),
+    };
+    if !ok_name {
+        return None;
+    }
+    let arguments = decode_arguments(args.clone());
+    if keys != Keys::Loose && !arguments.is_object() {
+        return None;
+    }
+    Some(Call {
+        name: name.to_string(),
+        arguments,
+    })
+}
+
+/// What shape the JSON after a format's opener has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// One call object.
+    Object,
+    /// A non-empty array of call objects.
+    Array,
+    /// Either of the two.
+    Either,
+    /// One or more objects or arrays in a row (whitespace between).
+    Many,
+}
+
+/// The JSON call grammar of one format.
+#[derive(Debug, Clone, Copy)]
+pub struct JsonCalls {
+    /// The outer shape.
+    pub shape: Shape,
+    /// How each call object is spelled.
+    pub keys: Keys,
+    /// Whether single-quoted, JSON5-ish objects are read too (legacy RWKV/Hermes output).
+    pub lenient: bool,
+}
+
+/// The calls of one value that is a call object or a non-empty array of them.
+fn calls_in(v: &Value, g: &JsonCalls, allow_object: bool, allow_array: bool) -> Option<Vec<Call>> {
+    match v {
+        Value::Array(items) if allow_array && !items.is_empty() => {
+            items.iter().map(|i| call_of(i, g.keys)).collect()
+        }
+        Value::Object(_) if allow_object => call_of(v, g.keys).map(|c| vec![c]),
+        _ => None,
+    }
+}
+
+fn value_at_lenient(text: &str, pos: usize, lenient: bool) -> Option<(Value, usize)> {
+    value_at(text, pos).or_else(|| {
+        lenient
+            .then(|| crate::json5::parse_value_at(text, pos).ok())
+            .flatten()
+    })
+}
+
+/// Parses the JSON calls at `pos` (leading whitespace allowed): the calls and the offset
+/// past the last value.
+pub fn parse(text: &str, pos: usize, g: &JsonCalls) -> Option<(Vec<Call>, usize)> {
+    let mut at = skip_ws(text, pos);
+    let mut calls = Vec::new();
+    loop {
+        if !matches!(text.as_bytes().get(at), Some(b'[' | b'{')) {
+            return None;
+        }
+        let (v, end) = value_at_lenient(text, at, g.lenient)?;
+        let (obj, arr) = match g.shape {
+            Shape::Object => (true, false),
+            Shape::Array => (false, true),
+            Shape::Either | Shape::Many => (true, true),
+        };
+        calls.extend(calls_in(&v, g, obj, arr)?);
+        let next = skip_ws(text, end);
+        if g.shape == Shape::Many && matches!(text.as_bytes().get(next), Some(b'[' | b'{')) {
+            at = next;
+            continue;
+        }
+        return Some((calls, end));
+    }
+}
+
+/// `NAME<sep>{arguments}`: a name written before the arguments object.
+#[derive(Debug, Clone, Copy)]
+pub struct NamedJson {
+    /// A token that must open the name (PLaMo's `<|plamo:begin_tool_name:plamo|>`).
+    pub name_open: Option<&'static str>,
+    /// What ends the name (`>`, `<｜tool▁sep｜>`, a newline, ...).
+    pub name_end: &'static [&'static str],
+    /// Tokens that may stand between the name's end and the object, skipped.
+    pub before_args: &'static [&'static str],
+    /// A token that must close the arguments.
+    pub args_close: Option<&'static str>,
+}
+
+/// Parses `NAME<sep>{json}` at `pos`: the call and the offset past the object.
+pub fn parse_named(text: &str, pos: usize, g: &NamedJson) -> Option<(Call, usize)> {
+    let mut start = skip_ws(text, pos);
+    if let Some(open) = g.name_open {
+        start = super::text::eat(text, start, open)?;
+    }
+    let rest = text.get(start..)?;
+    let (name_len, sep_end) = g
+        .name_end
+        .iter()
+        .filter_map(|sep| rest.find(sep).map(|i| (i, i + sep.len())))
+        .min()?;
+    if name_len > 256 {
+        return None;
+    }
+    let name = rest.get(..name_len)?.trim();
+    if !is_tool_name(name) {
+        return None;
+    }
+    let mut at = skip_ws(text, start + sep_end);
+    while let Some(p) = eat_any(text, at, g.before_args) {
+        at = skip_ws(text, p);
+    }
+    if text.as_bytes().get(at) != Some(&b'{') {
+        return None;
+    }
+    let (args, mut end) = value_at(text, at)?;
+    if let Some(close) = g.args_close {
+        end = super::text::eat(text, skip_ws(text, end), close)?;
+    }
+    let arguments = decode_arguments(args);
+    arguments.is_object().then(|| {
+        (
+            Call {
+                name: name.to_string(),
+                arguments,
+            },
+            end,
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn value_at_reports_the_end() {
+        let t = r#"xx {"a": [1, 2]} tail"#;
+        let (v, end) = value_at(t, 2).unwrap();
+        assert_eq!(v, json!({"a": [1, 2]}));
+        assert_eq!(&t[end..], " tail");
+    }
+
+    #[test]
+    fn serialized_arguments_are_decoded_once() {
+        let c = call_of(
+            &json!({"name": "f", "arguments": "{\"p\": 1}"}),
+            Keys::Loose,
+        )
+        .unwrap();
+        assert_eq!(c.arguments, json!({"p": 1}));
+        let c = call_of(&json!({"name": "f", "arguments": "{hello}"}), Keys::Loose).unwrap();
+        assert_eq!(c.arguments, json!("{hello}"));
+        assert!(call_of(&json!({"name": "f", "arguments": "{hello}"}), Keys::Strict).is_none());
+    }
+
+    #[test]
+    fn spellings_of_a_call() {
+        let strict = |v| call_of(&v, Keys::Strict).map(|c| c.name);
+        assert_eq!(strict(json!({"name": "f", "args": {}})), Some("f".into()));
+        assert_eq!(
+            strict(json!({"type": "function", "name": "f", "parameters": {}})),
+            Some("f".into())
+        );
+        assert_eq!(strict(json!({"name": "f", "arguments": {}, "x": 1})), None);
+        assert_eq!(
+            strict(json!({"name": "f", "arguments": {}, "args": {}})),
+            None
+        );
+        assert_eq!(
+            call_of(&json!({"tool": "w", "args": {"a": 1}}), Keys::Tool).map(|c| c.name),
+            Some("w".into())
+        );
+        assert_eq!(
+            call_of(&json!({"f": {"a": 1}}), Keys::NameMap).map(|c| c.arguments),
+            Some(json!({"a": 1}))
+        );
+    }
+
+    #[test]
+    fn named_json() {
+        let g = NamedJson {
+            name_open: None,
+            name_end: &[">"],
+            before_args: &[],
+            args_close: None,
+        };
+        let t = r#"get>{"a": 1}</x>"#;
+        let (c, end) = parse_named(t, 0, &g).unwrap();
+        assert_eq!((c.name.as_str(), &t[end..]), ("get", "</x>"));
+        assert!(parse_named("get>[1]", 0, &g).is_none());
+    }
+}

@@ -1,0 +1,115 @@
+//! The grammar kit: the few call grammars every leak format is written in, shared by all
+//! formats. A grammar reads the calls at a position and says where they end; it knows
+//! nothing of the tokens around them (that is `crate::families`' table and engine).
+//!
+//! - [`json`]: call objects (`{"name", "arguments"}` and its spellings), arrays of them,
+//!   `NAME<sep>{json}`;
+//! - [`xml`]: `<invoke name=..><parameter name=..>` and its dialects, `<function=NAME>`;
+//! - [`python`]: `name(kw=literal)` calls and `[call, ...]` lists;
+//! - [`kv`]: a name followed by key/value tag pairs (`<arg_key>k</arg_key><arg_value>v`);
+//! - [`brace`]: Gemma's `call:NAME{key:value}`;
+//! - [`text`]: the scanning helpers they share.
+//!
+//! May depend on: `crate::json5`, `crate::types`, `memchr`, `serde_json`. No I/O, nothing
+//! from `crate::families`.
+
+pub mod brace;
+pub mod json;
+pub mod kv;
+pub mod python;
+pub mod text;
+pub mod xml;
+
+use serde_json::{Map, Value};
+
+/// A plausible tool name in a format whose markup is weak or whose names are identifiers:
+/// non-empty, at most 128 bytes, letters, digits and `_ - . :`.
+pub fn is_tool_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
+}
+
+/// A tool name as a model may write it inside unambiguous markup: any printable text on
+/// one line without angle brackets, at most 128 bytes (a model sometimes calls a tool by
+/// its display name, "Apply tags to a document"; the markup still says it is a call).
+pub fn plausible_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && !name.chars().any(|c| c.is_control() || c == '<' || c == '>')
+}
+
+/// How a value written as bare text (an XML parameter, a key/value tag) is typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueMode {
+    /// Always the string as written.
+    Raw,
+    /// [`typed_param`]: JSON when the whole trimmed value is non-string JSON.
+    Typed,
+    /// The value is JSON-encoded (`"Seoul"` is the string `Seoul`); text that is not JSON
+    /// stays as written.
+    Json,
+}
+
+impl ValueMode {
+    /// Types `raw` by this mode.
+    pub fn value(self, raw: &str) -> Value {
+        match self {
+            ValueMode::Raw => Value::String(raw.to_string()),
+            ValueMode::Typed => typed_param(raw),
+            ValueMode::Json => json::whole(raw).unwrap_or_else(|| Value::String(raw.to_string())),
+        }
+    }
+}
+
+/// Types an XML-ish parameter value: text that parses completely as JSON (a number,
+/// `true`, an object, a quoted string, ...) becomes that value, anything else stays the
+/// string as written. No tool
+/// schema is known, so this is the only typing possible.
+pub fn typed_param(raw: &str) -> Value {
+    let t = raw.trim();
+    if t.is_empty() {
+        return Value::String(raw.to_string());
+    }
+    match json::whole(t) {
+        None => Value::String(raw.to_string()),
+        // A value in JSON quotes is the string inside them (HyperCLOVAX writes every value
+        // JSON-encoded; a quoted value in any other dialect means the same).
+        Some(v) => v,
+    }
+}
+
+/// Builds an arguments object from `(key, value)` pairs; a repeated key keeps the last.
+pub fn object_from_pairs(pairs: Vec<(String, Value)>) -> Value {
+    let mut m = Map::new();
+    for (k, v) in pairs {
+        m.insert(k, v);
+    }
+    Value::Object(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn params_are_typed_only_when_whole_json() {
+        assert_eq!(typed_param("42"), json!(42));
+        assert_eq!(typed_param("\ntrue\n"), json!(true));
+        assert_eq!(typed_param("hello world"), json!("hello world"));
+        assert_eq!(typed_param("007"), json!("007"));
+        assert_eq!(ValueMode::Json.value("\"Seoul\""), json!("Seoul"));
+        assert_eq!(ValueMode::Raw.value("42"), json!("42"));
+    }
+
+    #[test]
+    fn names() {
+        assert!(is_tool_name("browser.search"));
+        assert!(!is_tool_name("Apply tags"));
+        assert!(plausible_name("Apply tags to a document"));
+        assert!(!plausible_name("a\nb"));
+    }
+}

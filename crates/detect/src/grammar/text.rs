@@ -1,0 +1,219 @@
+//! Scanning helpers every grammar and the format engine share: literal search from a
+//! position, whitespace, a forward-only finder that keeps repeated searches linear, and
+//! the XML-ish attribute reader. Pure functions on `&str`; nothing here knows a format.
+//!
+//! May depend on: `memchr`. Nothing else in the crate.
+
+/// Byte offset of the first `needle` at or after `from`.
+pub fn find_from(text: &str, needle: &str, from: usize) -> Option<usize> {
+    let hay = text.as_bytes().get(from..)?;
+    memchr::memmem::find(hay, needle.as_bytes()).map(|i| from + i)
+}
+
+/// First `needle` in `text[from..limit]`.
+pub fn find_bounded(text: &str, needle: &str, from: usize, limit: usize) -> Option<usize> {
+    let hay = text.as_bytes().get(from..limit.min(text.len()))?;
+    memchr::memmem::find(hay, needle.as_bytes()).map(|i| from + i)
+}
+
+/// Offset of the first non-whitespace byte at or after `pos` (or the length).
+pub fn skip_ws(text: &str, pos: usize) -> usize {
+    let bytes = text.as_bytes();
+    let mut i = pos;
+    while i < bytes.len() && bytes[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    i.max(pos.min(bytes.len()))
+}
+
+/// Whether only whitespace follows `pos`.
+pub fn rest_is_blank(text: &str, pos: usize) -> bool {
+    text.get(pos..).is_some_and(|r| r.trim().is_empty())
+}
+
+/// Whether `text` has `lit` at `pos`.
+pub fn at_lit(text: &str, pos: usize, lit: &str) -> bool {
+    text.as_bytes()
+        .get(pos..)
+        .is_some_and(|r| r.starts_with(lit.as_bytes()))
+}
+
+/// `pos + lit.len()` when `lit` occurs at `pos`.
+pub fn eat(text: &str, pos: usize, lit: &str) -> Option<usize> {
+    at_lit(text, pos, lit).then(|| pos + lit.len())
+}
+
+/// The first of `lits` found at `pos`, and the offset past it.
+pub fn eat_any(text: &str, pos: usize, lits: &[&str]) -> Option<usize> {
+    lits.iter().find_map(|l| eat(text, pos, l))
+}
+
+/// How far back over whitespace [`preceded_by`] looks.
+const WS_LOOKBACK: usize = 256;
+
+/// When `tag` ends right before `pos` (whitespace between allowed), its start.
+pub fn preceded_by(text: &str, pos: usize, tag: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut i = pos.min(bytes.len());
+    let floor = pos.saturating_sub(WS_LOOKBACK);
+    while i > floor && bytes[i - 1].is_ascii_whitespace() {
+        i -= 1;
+    }
+    let start = i.checked_sub(tag.len())?;
+    (bytes.get(start..i)? == tag.as_bytes()).then_some(start)
+}
+
+/// Finds the next `needle` at or after a position, remembering the last answer so that a
+/// sequence of searches from increasing positions costs one pass over the text.
+pub struct Finder<'t> {
+    text: &'t str,
+    needle: &'t str,
+    /// `(from, answer)` of the last search.
+    last: Option<(usize, Option<usize>)>,
+}
+
+impl<'t> Finder<'t> {
+    /// A finder of `needle` in `text`.
+    pub fn new(text: &'t str, needle: &'t str) -> Finder<'t> {
+        Finder {
+            text,
+            needle,
+            last: None,
+        }
+    }
+
+    /// The first `needle` at or after `from`.
+    pub fn find(&mut self, from: usize) -> Option<usize> {
+        if let Some((f, ans)) = self.last {
+            if from >= f {
+                match ans {
+                    None => return None,
+                    Some(p) if p >= from => return Some(p),
+                    Some(_) => {}
+                }
+            }
+        }
+        let ans = find_from(self.text, self.needle, from);
+        self.last = Some((from, ans));
+        ans
+    }
+}
+
+/// [`Finder`] over several needles: the earliest of them at or after a position.
+pub struct AnyFinder<'t> {
+    finders: Vec<Finder<'t>>,
+}
+
+impl<'t> AnyFinder<'t> {
+    /// A finder of any of `needles` in `text`.
+    pub fn new(text: &'t str, needles: &[&'t str]) -> AnyFinder<'t> {
+        AnyFinder {
+            finders: needles.iter().map(|n| Finder::new(text, n)).collect(),
+        }
+    }
+
+    /// The earliest needle at or after `from`: its offset and its length.
+    pub fn find(&mut self, from: usize) -> Option<(usize, usize)> {
+        self.finders
+            .iter_mut()
+            .filter_map(|f| f.find(from).map(|p| (p, f.needle.len())))
+            .min_by_key(|&(p, len)| (p, usize::MAX - len))
+    }
+}
+
+/// The value of attribute `name` in an XML-ish start tag body such as
+/// `invoke name="get_weather"` (double or single quotes).
+pub fn attr<'t>(tag: &'t str, name: &str) -> Option<&'t str> {
+    let mut from = 0;
+    while let Some(i) = find_from(tag, name, from) {
+        from = i + name.len();
+        let before_ok = i == 0 || tag.as_bytes()[i - 1].is_ascii_whitespace();
+        let rest = tag.get(from..)?.trim_start();
+        if before_ok {
+            if let Some(r) = rest.strip_prefix('=') {
+                let r = r.trim_start();
+                let q = r.chars().next()?;
+                if q == '"' || q == '\'' {
+                    let body = &r[1..];
+                    let end = body.find(q)?;
+                    return Some(&body[..end]);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Unescapes the XML entities `&amp; &lt; &gt; &quot; &apos;` and numeric references.
+pub fn unescape_xml(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('&') {
+        out.push_str(rest.get(..i).unwrap_or_default());
+        let tail = rest.get(i..).unwrap_or_default();
+        let entity = tail.find(';').filter(|&j| j <= 10).and_then(|j| {
+            let name = tail.get(1..j)?;
+            let c = match name {
+                "amp" => '&',
+                "lt" => '<',
+                "gt" => '>',
+                "quot" => '"',
+                "apos" => '\'',
+                _ => {
+                    let n = name.strip_prefix('#')?;
+                    let code = match n.strip_prefix(['x', 'X']) {
+                        Some(h) => u32::from_str_radix(h, 16).ok()?,
+                        None => n.parse().ok()?,
+                    };
+                    char::from_u32(code)?
+                }
+            };
+            Some((c, j + 1))
+        });
+        match entity {
+            Some((c, len)) => {
+                out.push(c);
+                rest = tail.get(len..).unwrap_or_default();
+            }
+            None => {
+                out.push('&');
+                rest = tail.get(1..).unwrap_or_default();
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attr_reads_quoted_values() {
+        assert_eq!(
+            attr(r#"invoke name="get_weather""#, "name"),
+            Some("get_weather")
+        );
+        assert_eq!(attr("invoke name='x'", "name"), Some("x"));
+        assert_eq!(attr(r#"invoke rename="x""#, "name"), None);
+    }
+
+    #[test]
+    fn any_finder_prefers_the_earliest_then_the_longest() {
+        let t = "a <x> <xy> <x>";
+        let mut f = AnyFinder::new(t, &["<x>", "<xy>"]);
+        assert_eq!(f.find(0), Some((2, 3)));
+        assert_eq!(f.find(3), Some((6, 4)));
+        assert_eq!(f.find(7), Some((11, 3)));
+        assert_eq!(f.find(12), None);
+    }
+
+    #[test]
+    fn entities_are_unescaped() {
+        assert_eq!(
+            unescape_xml("a&amp;b&lt;&#65;&#x42;&bogus;"),
+            "a&b<AB&bogus;"
+        );
+    }
+}
