@@ -496,6 +496,9 @@ async fn spawn_worker(args: &Args, names: &Names, i: usize) -> Res<Child> {
     if let Some(c) = args.concurrency {
         command.env("TCR_CONCURRENCY", c.to_string());
     }
+    if let Ok(t) = std::env::var("LOAD_WORKER_THREADS") {
+        command.env("TOKIO_WORKER_THREADS", t);
+    }
     let child = command
         .arg("run")
         .env("DATABASE_URL", format!("{}/{}", args.pg, names.db))

@@ -44,6 +44,7 @@ pub struct Metrics {
     dead_lettered: IntCounterVec,
     transient_errors: IntCounterVec,
     duration: Histogram,
+    per_commit: Histogram,
     in_flight: IntGauge,
     recoveries: IntCounterVec,
     backfill_progress: IntGauge,
@@ -159,6 +160,16 @@ impl Metrics {
         )
         .unwrap_or_else(|e| unreachable!("{e}"));
         register(&r, Box::new(duration.clone()));
+        let per_commit = Histogram::with_opts(
+            HistogramOpts::new(
+                "toolcall_recovery_recoveries_per_commit",
+                "Leaked messages the worker recovered per database commit (more than 1 when \
+                 leaks queue up for the database: group commit).",
+            )
+            .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]),
+        )
+        .unwrap_or_else(|e| unreachable!("{e}"));
+        register(&r, Box::new(per_commit.clone()));
         let in_flight = IntGauge::new(
             "toolcall_recovery_in_flight_deliveries",
             "Deliveries taken and not yet acked.",
@@ -264,6 +275,7 @@ impl Metrics {
             dead_lettered,
             transient_errors,
             duration,
+            per_commit,
             in_flight,
             recoveries,
             backfill_progress,
@@ -430,6 +442,11 @@ impl Metrics {
     /// A delivery took this long from take to ack.
     pub fn processed_in(&self, d: Duration) {
         self.duration.observe(d.as_secs_f64());
+    }
+
+    /// One commit of the worker's recoveries held `n` of them.
+    pub fn committed(&self, n: usize) {
+        self.per_commit.observe(n as f64);
     }
 
     /// A delivery was taken (+1) or finished (-1).

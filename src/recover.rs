@@ -140,12 +140,72 @@ pub async fn recover_with_outbox(
     envelope: Option<&dyn outbox::Envelope>,
 ) -> Result<Report, Error> {
     let mut tx = pool.begin().await?;
-    let mut report = recover_in(&mut tx, message_id, policy, source).await?;
-    if let (Some(envelope), true) = (envelope, report.recorded()) {
-        let owed = envelope.outgoing(&report)?;
-        report.outbox = outbox::enqueue(&mut tx, report.recovery_id, message_id, owed).await?;
+    let report = pass_with_outbox(&mut tx, message_id, policy, source, envelope).await?;
+    tx.commit().await?;
+    Ok(report)
+}
+
+/// One message of a [`recover_batch`].
+pub struct BatchItem<'a> {
+    /// The message.
+    pub message_id: MessageId,
+    /// Where the pass comes from.
+    pub source: Source,
+    /// What a recorded pass owes the broker (written to the outbox).
+    pub envelope: Option<&'a dyn outbox::Envelope>,
+}
+
+/// The recoveries of several messages in ONE transaction and one commit (group commit:
+/// where the commit, not the work, is the cost). Each pass is exactly the pass of
+/// [`recover_with_outbox`]; the reports come back in the order of `items`.
+///
+/// All or nothing: an error in any pass rolls back every pass and is returned as it is.
+/// The caller then runs each message alone with [`recover_with_outbox`], which tells which
+/// message failed and why; the others' passes are simply done again, which is harmless
+/// because nothing of the batch was committed.
+///
+/// Rows are locked in message id order, so two batches over the same messages wait for
+/// each other instead of deadlocking; a message named twice is passed twice, the second
+/// pass seeing the first (idempotent, as across transactions).
+pub async fn recover_batch(
+    pool: &PgPool,
+    policy: &Policy,
+    items: Vec<BatchItem<'_>>,
+) -> Result<Vec<Report>, Error> {
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|&i| items[i].message_id);
+    let mut reports: Vec<Option<Report>> = Vec::new();
+    reports.resize_with(items.len(), || None);
+    let mut items: Vec<Option<BatchItem<'_>>> = items.into_iter().map(Some).collect();
+    let mut tx = pool.begin().await?;
+    for i in order {
+        let Some(item) = items[i].take() else {
+            return Err(Error::Bug("a batch item was taken twice".into()));
+        };
+        let report =
+            pass_with_outbox(&mut tx, item.message_id, policy, item.source, item.envelope).await?;
+        reports[i] = Some(report);
     }
     tx.commit().await?;
+    reports
+        .into_iter()
+        .map(|r| r.ok_or_else(|| Error::Bug("a batch item has no report".into())))
+        .collect()
+}
+
+/// One pass and the outbox rows it owes, inside the caller's transaction.
+async fn pass_with_outbox(
+    tx: &mut PgConnection,
+    message_id: MessageId,
+    policy: &Policy,
+    source: Source,
+    envelope: Option<&dyn outbox::Envelope>,
+) -> Result<Report, Error> {
+    let mut report = recover_in(tx, message_id, policy, source).await?;
+    if let (Some(envelope), true) = (envelope, report.recorded()) {
+        let owed = envelope.outgoing(&report)?;
+        report.outbox = outbox::enqueue(tx, report.recovery_id, message_id, owed).await?;
+    }
     Ok(report)
 }
 

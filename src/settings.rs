@@ -424,13 +424,21 @@ pub struct Settings {
     #[command(flatten)]
     pub names: Names,
 
-    /// Unacked deliveries the broker may hand this worker at once.
-    #[arg(long, env = "TCR_PREFETCH", default_value_t = 32)]
+    /// Unacked deliveries the broker may hand this worker at once. Every clean message waits
+    /// one publisher-confirm round trip, so this window, not the CPU, bounds the clean
+    /// path: 256 reaches the broker's own best (BENCHMARKS.md §2). Memory: up to this many
+    /// event bodies (`--max-body-bytes` each) are held at once.
+    #[arg(long, env = "TCR_PREFETCH", default_value_t = 256)]
     pub prefetch: u16,
 
-    /// Deliveries processed concurrently.
+    /// Recovery transactions at once (leaks; clean messages take none).
     #[arg(long, env = "TCR_CONCURRENCY", default_value_t = 8)]
     pub concurrency: usize,
+
+    /// Most leaked messages recovered in one transaction when leaks queue up (group commit;
+    /// a lone leak is never held back to fill a batch). 1 commits every recovery alone.
+    #[arg(long, env = "TCR_RECOVERIES_PER_COMMIT", default_value_t = 16)]
+    pub recoveries_per_commit: usize,
 
     /// `x-delivery-limit` of the queue: deliveries after which the broker dead-letters a
     /// message by itself (the backstop for messages that crash the worker).

@@ -4,9 +4,10 @@
 //! [`recover::recover_with_outbox`] (which writes what the pass owes to the outbox) ->
 //! publish the forwarded calls and the moderation message, each confirmed -> ack.
 //!
-//! A clean message costs a decode and a detection scan: no database work, and no database
-//! permit (recoveries take one of `--concurrency`), so a database outage holds up only the
-//! leaks. Poison (and our own bugs) are published to the dead-letter exchange with the
+//! A clean message costs a decode and a detection scan: no database work, and no place
+//! in the committers' queue (recoveries go to one of `--concurrency` committers, which put
+//! up to `--recoveries-per-commit` of them in one transaction: `committer`), so a database
+//! outage holds up only the leaks. Poison (and our own bugs) are published to the dead-letter exchange with the
 //! reason in `x-tcr-reason`, then acked; a decoded event whose recovery failed for good is
 //! first published for moderation as it is stored (`recovery.outcome = "failed"`), so every
 //! finalized message reaches moderation. Transient failures are retried in-process with
@@ -19,15 +20,11 @@
 //! events counter; the leaks a recovery pass recorded are counted by model where the pass's
 //! calls are.
 //!
-//! Every processed event is counted by the model that wrote it (`model`: a label of the
-//! configured list, computed with a few slices of the id, no allocation), on ack, like the
-//! events counter; the leaks a recovery pass recorded are counted by model where the pass's
-//! calls are.
-//!
 //! May depend on: everything below it (`event`, `ids`, `model`, `recover`, `outbound`,
 //! `publish`, `amqp`, `metrics`, `retry`, `shutdown`, `settings`, `error`); nothing depends
 //! on it but `startup`.
 
+mod committer;
 mod dead_letter;
 mod outgoing;
 
@@ -42,11 +39,12 @@ use crate::outbound::{self, ForEvent};
 use crate::publish::outbox::Marker;
 use crate::publish::Exchanges;
 use crate::recover::outbox::Envelope;
-use crate::recover::{self, Mode, Outcome, Policy, Source};
+use crate::recover::{self, Mode, Outcome, Policy};
 use crate::retry;
 use crate::settings::Settings;
 use crate::shutdown::Shutdown;
 use backon::Retryable;
+use committer::Committer;
 use futures_util::{FutureExt, StreamExt};
 use lapin::message::Delivery;
 use lapin::options::BasicAckOptions;
@@ -56,7 +54,6 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use toolcall_detect::Input;
 
@@ -78,8 +75,9 @@ pub struct Worker {
     broker_ready: Arc<AtomicBool>,
     exchanges: Exchanges,
     marker: Marker,
-    /// Recoveries (database transactions) at once: `--concurrency`.
-    db_permits: Semaphore,
+    /// The recoveries: `--concurrency` transactions at once, up to
+    /// `--recoveries-per-commit` messages each.
+    committer: Committer,
 }
 
 /// What a delivery ended as, for the events metrics.
@@ -90,7 +88,8 @@ enum Done {
 
 impl Worker {
     /// A worker over these parts. `broker_ready` is set while a session is consuming;
-    /// `marker` writes the outbox's "sent" marks.
+    /// `marker` writes the outbox's "sent" marks. Starts the recovery committers, so it is
+    /// called on the runtime.
     pub fn new(
         settings: Settings,
         pool: PgPool,
@@ -102,7 +101,13 @@ impl Worker {
         let models = settings.models.models.clone();
         Worker {
             exchanges: Exchanges::from_settings(&settings.publish),
-            db_permits: Semaphore::new(settings.concurrency.max(1)),
+            committer: Committer::start(
+                pool.clone(),
+                policy.clone(),
+                metrics.clone(),
+                settings.concurrency,
+                settings.recoveries_per_commit,
+            ),
             settings,
             pool,
             policy,
@@ -173,9 +178,8 @@ impl Worker {
         shutdown: &mut Shutdown,
     ) {
         // No permit is taken here: the broker hands out at most `prefetch` unacked
-        // deliveries, which bounds the tasks. Recoveries take a database permit of their
-        // own (`db_permits`), so deliveries waiting on the database never hold up clean
-        // ones, which need none.
+        // deliveries, which bounds the tasks. Recoveries queue for the committers, so
+        // deliveries waiting on the database never hold up clean ones, which need none.
         let mut tasks = JoinSet::new();
         loop {
             while tasks.try_join_next().is_some() {}
@@ -378,21 +382,7 @@ impl Worker {
             self.send_direct(session, m.id, owed).await?;
             return Ok((Outcome::Clean, self.policy.mode));
         }
-        let report = {
-            // Closed never; without a permit the bound would only be lost.
-            let _permit = self.db_permits.acquire().await.ok();
-            recover::recover_with_outbox(
-                &self.pool,
-                event.message.id,
-                &self.policy,
-                Source::Event {
-                    event_id: event.event_id,
-                    model: event.message.model_id.clone(),
-                },
-                Some(&ForEvent(event)),
-            )
-            .await?
-        };
+        let report = self.committer.recover(event).await?;
         self.metrics.recovery_pass(
             report.mode.as_str(),
             report.call_labels(),

@@ -4,6 +4,7 @@
 mod admin;
 mod backfill;
 mod faults;
+mod group_commit;
 mod harness;
 mod http_limits;
 mod idempotency;
