@@ -63,6 +63,9 @@ struct Args {
     /// Worker concurrency; unset: the worker's default.
     #[arg(long)]
     concurrency: Option<usize>,
+    /// Worker recoveries per commit; unset: the worker's default.
+    #[arg(long)]
+    recoveries_per_commit: Option<usize>,
     /// Deliveries in flight the bare forwarder is run at; the best is the ceiling.
     #[arg(long, value_delimiter = ',', default_value = "16,32,64,128,256,512")]
     forwarder_windows: Vec<usize>,
@@ -91,6 +94,11 @@ struct Args {
     /// stay flat over a soak.
     #[arg(long, default_value_t = 0)]
     sample_rss_secs: u64,
+    /// Emulates a slower disk: every synchronous commit of the run's database waits this
+    /// many microseconds before its WAL flush (`commit_delay`, with `commit_siblings = 0`),
+    /// as a cloud disk's 1-5 ms `fsync` would; concurrent commits still share a flush.
+    #[arg(long, default_value_t = 0)]
+    commit_delay_us: u32,
     /// Smoke mode for CI: 3,000 events, 10% leaks, debug binary; checks exact counts.
     #[arg(long)]
     smoke: bool,
@@ -115,13 +123,16 @@ async fn main() -> Res<()> {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let shown = |v: Option<String>| v.unwrap_or_else(|| "default".into());
     println!(
-        "events={} leak_share={} rate={} workers={} prefetch={} concurrency={} cores={cores}",
+        "events={} leak_share={} rate={} workers={} prefetch={} concurrency={} \
+         recoveries_per_commit={} commit_delay_us={} cores={cores}",
         args.events,
         args.leak_share,
         args.rate,
         args.workers,
         shown(args.prefetch.map(|p| p.to_string())),
         shown(args.concurrency.map(|c| c.to_string())),
+        shown(args.recoveries_per_commit.map(|c| c.to_string())),
+        args.commit_delay_us,
     );
     println!("| workload | events/s | p50 ms | p95 ms | p99 ms | worker CPU s | worker peak RSS MB | db commits |");
     println!("|---|---|---|---|---|---|---|---|");
@@ -203,6 +214,16 @@ async fn seed_n(
     admin
         .execute(format!("CREATE DATABASE \"{}\"", names.db).as_str())
         .await?;
+    if args.commit_delay_us > 0 {
+        for setting in [
+            format!("commit_delay = {}", args.commit_delay_us.min(100_000)),
+            "commit_siblings = 0".to_string(),
+        ] {
+            admin
+                .execute(format!("ALTER DATABASE \"{}\" SET {setting}", names.db).as_str())
+                .await?;
+        }
+    }
     let pool = PgPoolOptions::new()
         .max_connections(max_clients(args) as u32 + 2)
         .connect(&format!("{}/{}", args.pg, names.db))
@@ -496,8 +517,8 @@ async fn spawn_worker(args: &Args, names: &Names, i: usize) -> Res<Child> {
     if let Some(c) = args.concurrency {
         command.env("TCR_CONCURRENCY", c.to_string());
     }
-    if let Ok(t) = std::env::var("LOAD_WORKER_THREADS") {
-        command.env("TOKIO_WORKER_THREADS", t);
+    if let Some(n) = args.recoveries_per_commit {
+        command.env("TCR_RECOVERIES_PER_COMMIT", n.to_string());
     }
     let child = command
         .arg("run")

@@ -23,7 +23,7 @@ cleanup() { psql -q "$PG/postgres" -c "DROP DATABASE IF EXISTS \"$DB\" WITH (FOR
 trap cleanup EXIT
 
 "$BIN" migrate --create-app-tables --log-format pretty 2>/dev/null
-psql -q "$DATABASE_URL" <<SQL
+psql -q "$DATABASE_URL" >/dev/null <<SQL
 INSERT INTO agents (id, name, enabled_tools) VALUES (1, 'bench', '{save_memory}');
 INSERT INTO chats (id) SELECT g FROM generate_series(1, 1000) g;
 INSERT INTO messages (id, chat_id, agent_id, role, content)
@@ -60,4 +60,4 @@ printf '| workload | rows | seconds | rows/s |\n|---|---|---|---|\n'
 printf '| COPY of the same rows (ceiling) | %d | %.2f | %.0f |\n' "$N" "$copy_s" "$(echo "$N / $copy_s" | bc -l)"
 printf '| backfill (defaults, --no-publish %s) | %d | %.2f | %.0f |\n' "${FLAGS:-}" "$N" "$bf_s" "$(echo "$N / $bf_s" | bc -l)"
 printf 'ratio backfill/COPY: %.2f; memories created %s, dirty rows left %s\n' "$(echo "$copy_s / $bf_s" | bc -l)" "$fixed" "$left"
-tail -n 15 /tmp/tcr-bench-backfill.out | grep -v '^{"message_id' | head -5 || true
+grep -v -e '^message ' -e '^{"message_id' /tmp/tcr-bench-backfill.out | head -8 || true

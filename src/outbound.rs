@@ -210,6 +210,16 @@ impl Envelope for ForEvent<'_> {
     }
 }
 
+/// [`ForEvent`] owning its event, for a pass that runs on another task (the worker's
+/// group committer, [`crate::recover::committer`]).
+pub struct ForOwnedEvent(pub FinalizedEvent);
+
+impl Envelope for ForOwnedEvent {
+    fn outgoing(&self, report: &Report) -> Result<Vec<Outgoing>, Error> {
+        owed(report, &self.0)
+    }
+}
+
 /// What a pass without an event owes (the backfill, the admin API: `origin` says which),
 /// under a stand-in event derived from the ledger row: only a pass that changed the message
 /// is published (moderation saw the text before), and a revert publishes the restored text.

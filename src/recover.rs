@@ -15,8 +15,13 @@
 //! would-be outcome is the real decision, not a second implementation of it. A message
 //! whose latest ledger row was reverted ([`revert`]) is left alone except by the admin API.
 //!
-//! May depend on: `ids`, `settings`, `error`, `toolcall_detect`, `sqlx`. No broker, no HTTP.
+//! Callers that recover many messages at once (the worker, the backfill) go through a
+//! [`committer::Committer`], which puts the recoveries that queue up in one transaction.
+//!
+//! May depend on: `ids`, `settings`, `error`, `toolcall_detect`, `sqlx`, `tokio`. No broker,
+//! no HTTP.
 
+pub mod committer;
 mod dry_run;
 mod ledger;
 pub mod outbox;

@@ -6,7 +6,7 @@
 //!
 //! A clean message costs a decode and a detection scan: no database work, and no place
 //! in the committers' queue (recoveries go to one of `--concurrency` committers, which put
-//! up to `--recoveries-per-commit` of them in one transaction: `committer`), so a database
+//! up to `--recoveries-per-commit` of them in one transaction: `recover::committer`), so a database
 //! outage holds up only the leaks. Poison (and our own bugs) are published to the dead-letter exchange with the
 //! reason in `x-tcr-reason`, then acked; a decoded event whose recovery failed for good is
 //! first published for moderation as it is stored (`recovery.outcome = "failed"`), so every
@@ -24,7 +24,6 @@
 //! `publish`, `amqp`, `metrics`, `retry`, `shutdown`, `settings`, `error`); nothing depends
 //! on it but `startup`.
 
-mod committer;
 mod dead_letter;
 mod outgoing;
 
@@ -35,16 +34,16 @@ use crate::event::{self, FinalizedEvent, Role};
 use crate::ids::{EventId, MessageId, ModelId};
 use crate::metrics::Metrics;
 use crate::model::{Label, Models};
-use crate::outbound::{self, ForEvent};
+use crate::outbound::{self, ForEvent, ForOwnedEvent};
 use crate::publish::outbox::Marker;
 use crate::publish::Exchanges;
+use crate::recover::committer::Committer;
 use crate::recover::outbox::Envelope;
-use crate::recover::{self, Mode, Outcome, Policy};
+use crate::recover::{self, Mode, Outcome, Policy, Source};
 use crate::retry;
 use crate::settings::Settings;
 use crate::shutdown::Shutdown;
 use backon::Retryable;
-use committer::Committer;
 use futures_util::{FutureExt, StreamExt};
 use lapin::message::Delivery;
 use lapin::options::BasicAckOptions;
@@ -77,7 +76,7 @@ pub struct Worker {
     marker: Marker,
     /// The recoveries: `--concurrency` transactions at once, up to
     /// `--recoveries-per-commit` messages each.
-    committer: Committer,
+    committer: Committer<ForOwnedEvent>,
 }
 
 /// What a delivery ended as, for the events metrics.
@@ -104,9 +103,12 @@ impl Worker {
             committer: Committer::start(
                 pool.clone(),
                 policy.clone(),
-                metrics.clone(),
                 settings.concurrency,
                 settings.recoveries_per_commit,
+                {
+                    let metrics = metrics.clone();
+                    Arc::new(move |n| metrics.committed(n))
+                },
             ),
             settings,
             pool,
@@ -382,7 +384,15 @@ impl Worker {
             self.send_direct(session, m.id, owed).await?;
             return Ok((Outcome::Clean, self.policy.mode));
         }
-        let report = self.committer.recover(event).await?;
+        let source = Source::Event {
+            event_id: event.event_id,
+            model: event.message.model_id.clone(),
+        };
+        let envelope = ForOwnedEvent(event.clone());
+        let report = self
+            .committer
+            .recover(event.message.id, source, Some(envelope))
+            .await?;
         self.metrics.recovery_pass(
             report.mode.as_str(),
             report.call_labels(),

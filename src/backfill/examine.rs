@@ -18,7 +18,7 @@ use crate::metrics::{Metrics, UNRECOVERED_OUTCOMES};
 use crate::model::Models;
 use crate::outbound::StandIn;
 use crate::publish::{PublishedCounts, Publisher};
-use crate::recover::outbox::Envelope;
+use crate::recover::committer::Committer;
 use crate::recover::{self, CallReport, Mode, Outcome, Policy, Report, Source};
 use crate::retry;
 use crate::shutdown::Shutdown;
@@ -215,9 +215,12 @@ pub struct Examiner {
     pub metrics: Arc<Metrics>,
     /// Cuts retry waits short on Ctrl-C.
     pub stop: Shutdown,
-    /// Recoveries running at once (`--concurrency`): the window of candidates examined
-    /// ahead is wider, since most candidates cost a detection scan and no database work.
+    /// Dry runs at once (`--concurrency`): the window of candidates examined ahead is
+    /// wider, since most candidates cost a detection scan and no database work.
     pub recoveries: Arc<Semaphore>,
+    /// Where a real run's recoveries are committed (`--concurrency` transactions at once,
+    /// up to `--recoveries-per-commit` each); `None` in a dry run.
+    pub committer: Option<Committer<StandIn<'static>>>,
     /// Where the pages read the model that wrote a message.
     pub model_column: ModelColumn,
     /// The model labels (`--models`).
@@ -252,9 +255,6 @@ impl Examiner {
         };
         let id = MessageId::new(c.id);
         let model_id = c.model.as_deref().and_then(ModelId::parse);
-        // Held for the recovery and its publish; a closed semaphore cannot happen (it is
-        // never closed), and would only mean running without the bound.
-        let _permit = self.recoveries.acquire().await.ok();
         let report = match self.retrying(|| self.recover(id, &model_id)).await {
             Ok(r) => r,
             Err(Error::Poison(Poison::MissingMessage(_))) => {
@@ -293,12 +293,19 @@ impl Examiner {
             model: model.clone(),
         };
         if self.dry_run {
-            recover::what_if(&self.pool, id, &self.policy, source).await
-        } else {
-            let envelope = StandIn { origin: "backfill" };
-            let owed = self.publisher.as_ref().map(|_| &envelope as &dyn Envelope);
-            recover::recover_with_outbox(&self.pool, id, &self.policy, source, owed).await
+            // A closed semaphore cannot happen (it is never closed), and would only mean
+            // running without the bound.
+            let _permit = self.recoveries.acquire().await.ok();
+            return recover::what_if(&self.pool, id, &self.policy, source).await;
         }
+        let Some(committer) = &self.committer else {
+            return Err(Error::Bug("a real backfill run without a committer".into()));
+        };
+        let owed = self
+            .publisher
+            .as_ref()
+            .map(|_| StandIn { origin: "backfill" });
+        committer.recover(id, source, owed).await
     }
 
     /// `f` with retries of transient failures, a few times, shortened by Ctrl-C.

@@ -757,3 +757,40 @@ async fn ctrl_c_while_a_recovery_waits_resumes_without_repeats_or_gaps() {
     );
     app.cleanup().await;
 }
+
+/// Leaks queued for one committer are recovered together (group commit) and each exactly
+/// once. Rows of one transaction share its `now()`, so the ledger's `created_at` tells how
+/// many transactions the recoveries took.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_run_commits_queued_leaks_together_and_each_once() {
+    let app = TestApp::prepare().await;
+    let chat = app.create_chat().await;
+    let agent = app.create_agent(&["save_memory"]).await;
+    let ids = leaks_after(&app, chat, agent, 40).await;
+    let (summary, _) = run(
+        &app,
+        &[
+            "--concurrency=1",
+            "--recoveries-per-commit=16",
+            "--batch-size=100",
+            "--no-publish",
+        ],
+    )
+    .await;
+
+    assert_eq!(summary.by_outcome.get("recovered"), Some(&40));
+    assert_eq!(recovered_among(&app, &ids).await, 40);
+    assert_eq!(app.count("SELECT count(*) FROM agent_memories").await, 40);
+    let transactions = app
+        .count("SELECT count(DISTINCT created_at) FROM recoveries")
+        .await;
+    assert!(
+        transactions < 40,
+        "40 recoveries in {transactions} transactions: none was shared"
+    );
+    // ... and a second run finds nothing left to do.
+    let (again, _) = run(&app, &["--no-publish", "--restart"]).await;
+    assert_eq!(again.by_outcome.get("recovered"), None);
+    assert_eq!(app.count("SELECT count(*) FROM agent_memories").await, 40);
+    app.cleanup().await;
+}

@@ -150,5 +150,10 @@ async fn in_the_worker_a_poison_message_fails_alone_and_the_batch_is_recovered()
         commits < recovered,
         "some commit held several recoveries: {commits} commits for {recovered}"
     );
+    // The ledger agrees: rows of one transaction share its `now()`.
+    let transactions = app
+        .count("SELECT count(DISTINCT created_at) FROM recoveries")
+        .await;
+    assert_eq!(transactions as f64, commits);
     app.cleanup().await;
 }

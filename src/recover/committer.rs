@@ -1,70 +1,74 @@
-//! Group commit for the worker's recoveries: `--concurrency` committers, each one database
-//! transaction at a time, take the leaks waiting for them, up to
-//! `--recoveries-per-commit` at once, and run them in one transaction
-//! ([`recover::recover_batch`]).
+//! Group commit: `committers` tasks, each one database transaction at a time, take the
+//! recoveries waiting for them, up to `per_commit` at once, and run them in one transaction
+//! ([`recover_batch`]). The worker and the backfill recover through one of these.
 //!
 //! Nothing waits to fill a batch: a committer takes what is queued when it becomes free, so
-//! a lone leak is one transaction of its own, as before, and batches grow only when leaks
-//! arrive faster than `--concurrency` transactions commit. Then one commit (one `fsync`,
-//! one BEGIN/COMMIT round trip) serves several messages, which is where the dirty path's
-//! time goes (BENCHMARKS.md §2).
+//! a lone leak is one transaction of its own, and batches grow only when leaks arrive
+//! faster than `committers` transactions commit. Then one commit (one `fsync`, one
+//! BEGIN/COMMIT round trip) serves several messages, which is where the dirty path's time
+//! goes (BENCHMARKS.md §2, §3).
 //!
 //! A batch that fails is rolled back whole and each of its messages is run alone, so a
 //! message's error is its own (a missing row, a poison content) and never another's; the
-//! caller's retries and dead-lettering see exactly what they saw without batching.
+//! callers' retries and dead-lettering see exactly what they saw without batching.
 //!
-//! May depend on: `recover`, `outbound`, `event`, `metrics`, `error`. No broker.
+//! May depend on: the rest of `recover`, `ids`, `error`, `tokio`, `sqlx`. No broker.
 
+use super::outbox::Envelope;
+use super::{recover_batch, recover_with_outbox, BatchItem, Policy, Report, Source};
 use crate::error::Error;
-use crate::event::FinalizedEvent;
-use crate::metrics::Metrics;
-use crate::outbound::ForEvent;
-use crate::recover::{self, BatchItem, Policy, Report, Source};
+use crate::ids::MessageId;
 use futures_util::FutureExt;
 use sqlx::PgPool;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, Mutex};
 
-/// One leak waiting for a committer.
-struct Job {
-    event: FinalizedEvent,
+/// Called after every commit with the number of recoveries it held (for a metric).
+pub type OnCommit = Arc<dyn Fn(usize) + Send + Sync>;
+
+/// One recovery waiting for a committer.
+struct Job<E> {
+    message_id: MessageId,
+    source: Source,
+    envelope: Option<E>,
     reply: oneshot::Sender<Result<Report, Error>>,
 }
 
 /// What the committers share.
-struct Shared {
+struct Shared<E> {
     pool: PgPool,
     policy: Policy,
-    metrics: Arc<Metrics>,
     per_commit: usize,
-    queue: Mutex<mpsc::UnboundedReceiver<Job>>,
+    on_commit: OnCommit,
+    queue: Mutex<mpsc::UnboundedReceiver<Job<E>>>,
 }
 
-/// The worker's handle on its committers.
-pub(super) struct Committer {
-    jobs: mpsc::UnboundedSender<Job>,
+/// A handle on the committers; they stop when it is dropped. `E` says what a recorded pass
+/// owes the broker (written to the outbox in the same transaction).
+pub struct Committer<E> {
+    jobs: mpsc::UnboundedSender<Job<E>>,
 }
 
-impl Committer {
+impl<E: Envelope + Send + 'static> Committer<E> {
     /// Starts `committers` committers (the database transactions at once) that put up to
-    /// `per_commit` recoveries in one transaction. They stop when the handle is dropped.
+    /// `per_commit` recoveries in one transaction. Call it on the runtime.
     ///
-    /// The queue needs no bound of its own: every job is a delivery the broker handed out,
-    /// and the broker hands out at most `--prefetch` unacked ones.
-    pub(super) fn start(
+    /// The queue needs no bound of its own: its callers bound what they hand it (the
+    /// broker's prefetch window, the backfill's leaks in flight).
+    pub fn start(
         pool: PgPool,
         policy: Policy,
-        metrics: Arc<Metrics>,
         committers: usize,
         per_commit: usize,
+        on_commit: OnCommit,
     ) -> Self {
         let (jobs, queue) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             pool,
             policy,
-            metrics,
             per_commit: per_commit.max(1),
+            on_commit,
             queue: Mutex::new(queue),
         });
         for _ in 0..committers.max(1) {
@@ -73,28 +77,35 @@ impl Committer {
         Committer { jobs }
     }
 
-    /// The recovery pass of the event's message, committed (alone or with others), with the
-    /// outbox rows it owes.
-    pub(super) async fn recover(&self, event: &FinalizedEvent) -> Result<Report, Error> {
+    /// The recovery pass of `message_id`, committed (alone or with others), with the outbox
+    /// rows `envelope` says it owes: [`recover_with_outbox`], group-committed.
+    pub async fn recover(
+        &self,
+        message_id: MessageId,
+        source: Source,
+        envelope: Option<E>,
+    ) -> Result<Report, Error> {
         let (reply, answer) = oneshot::channel();
         let job = Job {
-            event: event.clone(),
+            message_id,
+            source,
+            envelope,
             reply,
         };
         if self.jobs.send(job).is_err() {
             return Err(Error::Bug("the recovery committers have stopped".into()));
         }
         // A dropped reply means the committer panicked mid-batch (caught there); the
-        // delivery is dead-lettered as a bug, like a panic on the delivery's own task.
+        // caller treats it like a panic of its own: a bug.
         answer
             .await
             .unwrap_or_else(|_| Err(Error::Bug("panic in a recovery committer".into())))
     }
 }
 
-/// One committer: waits for a leak, takes the others already waiting (up to the batch
+/// One committer: waits for a recovery, takes the others already waiting (up to the batch
 /// size), commits them, answers each.
-async fn run(shared: Arc<Shared>) {
+async fn run<E: Envelope + Send + 'static>(shared: Arc<Shared<E>>) {
     loop {
         let batch = {
             // One committer at a time waits on the queue; the others wait for the lock, so
@@ -120,25 +131,19 @@ async fn run(shared: Arc<Shared>) {
     }
 }
 
-async fn commit(shared: &Shared, batch: Vec<Job>) {
+async fn commit<E: Envelope>(shared: &Shared<E>, batch: Vec<Job<E>>) {
     if batch.len() > 1 {
-        let envelopes = batch
-            .iter()
-            .map(|job| ForEvent(&job.event))
-            .collect::<Vec<_>>();
         let items = batch
             .iter()
-            .zip(&envelopes)
-            .map(|(job, envelope)| BatchItem {
-                message_id: job.event.message.id,
-                source: source_of(&job.event),
-                envelope: Some(envelope as &dyn recover::outbox::Envelope),
+            .map(|job| BatchItem {
+                message_id: job.message_id,
+                source: job.source.clone(),
+                envelope: job.envelope.as_ref().map(|e| e as &dyn Envelope),
             })
-            .collect::<Vec<_>>();
-        let result = recover::recover_batch(&shared.pool, &shared.policy, items).await;
-        match result {
+            .collect();
+        match recover_batch(&shared.pool, &shared.policy, items).await {
             Ok(reports) => {
-                shared.metrics.committed(reports.len());
+                (shared.on_commit)(reports.len());
                 for (job, report) in batch.into_iter().zip(reports) {
                     let _ = job.reply.send(Ok(report));
                 }
@@ -150,24 +155,17 @@ async fn commit(shared: &Shared, batch: Vec<Job>) {
         }
     }
     for job in batch {
-        let result = recover::recover_with_outbox(
+        let result = recover_with_outbox(
             &shared.pool,
-            job.event.message.id,
+            job.message_id,
             &shared.policy,
-            source_of(&job.event),
-            Some(&ForEvent(&job.event)),
+            job.source,
+            job.envelope.as_ref().map(|e| e as &dyn Envelope),
         )
         .await;
         if result.is_ok() {
-            shared.metrics.committed(1);
+            (shared.on_commit)(1);
         }
         let _ = job.reply.send(result);
-    }
-}
-
-fn source_of(event: &FinalizedEvent) -> Source {
-    Source::Event {
-        event_id: event.event_id,
-        model: event.message.model_id.clone(),
     }
 }
