@@ -8,6 +8,11 @@
 # measured by the load harness); FLAGS in the environment adds flags (FLAGS="--dry-run",
 # FLAGS="--concurrency 4"). Every run uses a fresh database and checks its effects.
 #
+# LIVE_RATE=5000 also runs the live worker beside it (the load harness, its own database on
+# the same server, 2% leaks at that many events per second, 20 s) and prints its latency,
+# so that what a backfill costs the live path is measured, not guessed. Needs
+# `cargo build --release --example load`.
+#
 # Seeds a fresh database: N assistant messages of one agent, DIRTY_PER_MILLE of every 1000 leaked
 # save_memory results, 30% of the clean ones with a markdown link (so they pass the SQL
 # prefilter and cost a detection), the rest plain prose. Drops the database at the end.
@@ -48,6 +53,14 @@ psql -q "$DATABASE_URL" -c "\\copy (SELECT id, chat_id, agent_id, role, content,
 t1=$(date +%s.%N)
 copy_s=$(echo "$t1 - $t0" | bc -l)
 
+live=""
+if [ -n "${LIVE_RATE:-}" ]; then
+  target/release/examples/load --events $((LIVE_RATE * 20)) --leak-share 0.02 --rate "$LIVE_RATE" \
+    --only worker >/tmp/tcr-bench-live.out 2>&1 &
+  live=$!
+  sleep 8 # the harness seeds its own database first
+fi
+
 t0=$(date +%s.%N)
 # shellcheck disable=SC2086 # FLAGS is a list of flags
 "$BIN" backfill --no-publish ${FLAGS:-} --log-format json >/tmp/tcr-bench-backfill.out 2>/dev/null
@@ -61,3 +74,8 @@ printf '| COPY of the same rows (ceiling) | %d | %.2f | %.0f |\n' "$N" "$copy_s"
 printf '| backfill (defaults, --no-publish %s) | %d | %.2f | %.0f |\n' "${FLAGS:-}" "$N" "$bf_s" "$(echo "$N / $bf_s" | bc -l)"
 printf 'ratio backfill/COPY: %.2f; memories created %s, dirty rows left %s\n' "$(echo "$copy_s / $bf_s" | bc -l)" "$fixed" "$left"
 grep -v -e '^message ' -e '^{"message_id' /tmp/tcr-bench-backfill.out | head -8 || true
+if [ -n "$live" ]; then
+  wait "$live"
+  echo "live worker during the backfill:"
+  grep '^| worker' /tmp/tcr-bench-live.out
+fi

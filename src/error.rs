@@ -124,6 +124,14 @@ impl Error {
         }
     }
 
+    /// Whether this is a database error with this SQLSTATE.
+    pub fn has_sqlstate(&self, code: &str) -> bool {
+        match self {
+            Error::Database(sqlx::Error::Database(db)) => db.code().as_deref() == Some(code),
+            _ => false,
+        }
+    }
+
     /// Whether retrying may help.
     pub fn is_transient(&self) -> bool {
         self.kind() == ErrorKind::Transient

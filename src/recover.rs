@@ -72,6 +72,12 @@ struct MessageRow {
 /// and racing-revert tests catch exactly that.
 const LOCK_MESSAGE: &str = "SELECT chat_id, agent_id, role, content, tools_used, created_at \
      FROM messages WHERE id = $1 FOR UPDATE";
+/// [`LOCK_MESSAGE`] in a batch: a row another transaction holds (the app writing the
+/// message, a redelivery's pass) fails the batch at once ([`BatchError`]) instead of
+/// holding every message of the batch behind it; that one message then runs alone, and
+/// waits.
+const LOCK_MESSAGE_NOWAIT: &str = "SELECT chat_id, agent_id, role, content, tools_used, \
+     created_at FROM messages WHERE id = $1 FOR UPDATE NOWAIT";
 /// The same row, read and not locked (the diagnosis changes nothing).
 const READ_MESSAGE: &str = "SELECT chat_id, agent_id, role, content, tools_used, created_at \
      FROM messages WHERE id = $1";
@@ -145,7 +151,8 @@ pub async fn recover_with_outbox(
     envelope: Option<&dyn outbox::Envelope>,
 ) -> Result<Report, Error> {
     let mut tx = pool.begin().await?;
-    let report = pass_with_outbox(&mut tx, message_id, policy, source, envelope).await?;
+    let report =
+        pass_with_outbox(&mut tx, message_id, policy, source, envelope, LOCK_MESSAGE).await?;
     tx.commit().await?;
     Ok(report)
 }
@@ -160,14 +167,33 @@ pub struct BatchItem<'a> {
     pub envelope: Option<&'a dyn outbox::Envelope>,
 }
 
+/// Why a [`recover_batch`] committed nothing.
+#[derive(Debug)]
+pub struct BatchError {
+    /// The item whose pass failed; `None` when the transaction itself did (begin, commit).
+    pub failed: Option<usize>,
+    /// What failed.
+    pub error: Error,
+}
+
+impl BatchError {
+    /// Whether the failure is the failed item's own (its row is missing or locked, its
+    /// content is refused, ...), so the others can go on without it; otherwise it is the
+    /// database's (connection, deadlock, ...) and every item has to wait.
+    pub fn is_the_items_own(&self) -> bool {
+        self.failed.is_some() && (!self.error.is_transient() || self.error.has_sqlstate("55P03"))
+    }
+}
+
 /// The recoveries of several messages in ONE transaction and one commit (group commit:
 /// where the commit, not the work, is the cost). Each pass is exactly the pass of
 /// [`recover_with_outbox`]; the reports come back in the order of `items`.
 ///
-/// All or nothing: an error in any pass rolls back every pass and is returned as it is.
-/// The caller then runs each message alone with [`recover_with_outbox`], which tells which
-/// message failed and why; the others' passes are simply done again, which is harmless
-/// because nothing of the batch was committed.
+/// All or nothing: an error in any pass rolls back every pass and says which item failed
+/// ([`BatchError`]); the others' passes are simply done again by the caller, which is
+/// harmless because nothing of the batch was committed. A row another transaction holds
+/// is not waited for here (`NOWAIT`): it fails the batch with that item (SQLSTATE 55P03),
+/// for the caller to run alone.
 ///
 /// Rows are locked in message id order, so two batches over the same messages wait for
 /// each other instead of deadlocking; a message named twice is passed twice, the second
@@ -176,25 +202,40 @@ pub async fn recover_batch(
     pool: &PgPool,
     policy: &Policy,
     items: Vec<BatchItem<'_>>,
-) -> Result<Vec<Report>, Error> {
+) -> Result<Vec<Report>, BatchError> {
+    let whole = |error: Error| BatchError {
+        failed: None,
+        error,
+    };
     let mut order: Vec<usize> = (0..items.len()).collect();
     order.sort_by_key(|&i| items[i].message_id);
     let mut reports: Vec<Option<Report>> = Vec::new();
     reports.resize_with(items.len(), || None);
     let mut items: Vec<Option<BatchItem<'_>>> = items.into_iter().map(Some).collect();
-    let mut tx = pool.begin().await?;
+    let mut tx = pool.begin().await.map_err(|e| whole(e.into()))?;
     for i in order {
         let Some(item) = items[i].take() else {
-            return Err(Error::Bug("a batch item was taken twice".into()));
+            return Err(whole(Error::Bug("a batch item was taken twice".into())));
         };
-        let report =
-            pass_with_outbox(&mut tx, item.message_id, policy, item.source, item.envelope).await?;
+        let report = pass_with_outbox(
+            &mut tx,
+            item.message_id,
+            policy,
+            item.source,
+            item.envelope,
+            LOCK_MESSAGE_NOWAIT,
+        )
+        .await
+        .map_err(|error| BatchError {
+            failed: Some(i),
+            error,
+        })?;
         reports[i] = Some(report);
     }
-    tx.commit().await?;
+    tx.commit().await.map_err(|e| whole(e.into()))?;
     reports
         .into_iter()
-        .map(|r| r.ok_or_else(|| Error::Bug("a batch item has no report".into())))
+        .map(|r| r.ok_or_else(|| whole(Error::Bug("a batch item has no report".into()))))
         .collect()
 }
 
@@ -205,8 +246,9 @@ async fn pass_with_outbox(
     policy: &Policy,
     source: Source,
     envelope: Option<&dyn outbox::Envelope>,
+    lock: &'static str,
 ) -> Result<Report, Error> {
-    let mut report = recover_in(tx, message_id, policy, source).await?;
+    let mut report = pass_locking(tx, message_id, policy, source, lock).await?;
     if let (Some(envelope), true) = (envelope, report.recorded()) {
         let owed = envelope.outgoing(&report)?;
         report.outbox = outbox::enqueue(tx, report.recovery_id, message_id, owed).await?;
@@ -222,7 +264,18 @@ pub async fn recover_in(
     policy: &Policy,
     source: Source,
 ) -> Result<Report, Error> {
-    let row = load_message(conn, message_id, LOCK_MESSAGE).await?;
+    pass_locking(conn, message_id, policy, source, LOCK_MESSAGE).await
+}
+
+/// [`recover_in`], the row locked by `lock` ([`LOCK_MESSAGE`] or [`LOCK_MESSAGE_NOWAIT`]).
+async fn pass_locking(
+    conn: &mut PgConnection,
+    message_id: MessageId,
+    policy: &Policy,
+    source: Source,
+    lock: &'static str,
+) -> Result<Report, Error> {
+    let row = load_message(conn, message_id, lock).await?;
     let (mut report, loaded) = start(conn, message_id, &row, policy).await?;
     let Some(loaded) = loaded else {
         return Ok(report);
@@ -409,7 +462,7 @@ fn detect_with(loaded: &Loaded, config: &Config) -> Detection {
     )
 }
 
-/// The message row by `sql` ([`LOCK_MESSAGE`] or [`READ_MESSAGE`]).
+/// The message row by `sql` ([`LOCK_MESSAGE`], [`LOCK_MESSAGE_NOWAIT`] or [`READ_MESSAGE`]).
 async fn load_message(
     conn: &mut PgConnection,
     id: MessageId,

@@ -8,9 +8,14 @@
 //! BEGIN/COMMIT round trip) serves several messages, which is where the dirty path's time
 //! goes (BENCHMARKS.md §2, §3).
 //!
-//! A batch that fails is rolled back whole and each of its messages is run alone, so a
-//! message's error is its own (a missing row, a poison content) and never another's; the
-//! callers' retries and dead-lettering see exactly what they saw without batching.
+//! A batch that fails is rolled back whole. When one message's pass failed for reasons of
+//! its own (its row is missing or held by another transaction, its content is refused),
+//! that message is taken out to run alone and the rest is committed without it; so a
+//! message's error is its own and never another's, and the callers' retries and
+//! dead-lettering see exactly what they saw without batching. When the database failed
+//! (connection, deadlock), every message of the batch gets the error at once, to retry
+//! with its caller's backoff, instead of trying each one alone against a database that is
+//! down.
 //!
 //! May depend on: the rest of `recover`, `ids`, `error`, `tokio`, `sqlx`. No broker.
 
@@ -131,8 +136,9 @@ async fn run<E: Envelope + Send + 'static>(shared: Arc<Shared<E>>) {
     }
 }
 
-async fn commit<E: Envelope>(shared: &Shared<E>, batch: Vec<Job<E>>) {
-    if batch.len() > 1 {
+async fn commit<E: Envelope>(shared: &Shared<E>, mut batch: Vec<Job<E>>) {
+    let mut alone = Vec::new();
+    while batch.len() > 1 {
         let items = batch
             .iter()
             .map(|job| BatchItem {
@@ -144,16 +150,30 @@ async fn commit<E: Envelope>(shared: &Shared<E>, batch: Vec<Job<E>>) {
         match recover_batch(&shared.pool, &shared.policy, items).await {
             Ok(reports) => {
                 (shared.on_commit)(reports.len());
-                for (job, report) in batch.into_iter().zip(reports) {
+                for (job, report) in batch.drain(..).zip(reports) {
                     let _ = job.reply.send(Ok(report));
                 }
-                return;
+            }
+            Err(e) if e.is_the_items_own() => {
+                let i = e.failed.unwrap_or(0).min(batch.len() - 1);
+                tracing::debug!(size = batch.len(), error = %e.error, "a recovery failed in its batch; it runs alone, the others again without it");
+                alone.push(batch.remove(i));
+            }
+            Err(e) if e.error.is_transient() => {
+                tracing::debug!(size = batch.len(), error = %e.error, "batch rolled back; its recoveries are retried");
+                for job in batch.drain(..) {
+                    let _ = job.reply.send(Err(again(&e.error)));
+                }
             }
             Err(e) => {
-                tracing::debug!(size = batch.len(), error = %e, "batch rolled back; running its recoveries one by one");
+                tracing::debug!(size = batch.len(), error = %e.error, "batch rolled back; running its recoveries one by one");
+                alone.append(&mut batch);
             }
         }
     }
+    // What is left of the batch (one recovery, or none) first: the ones taken out may wait
+    // (a row the app holds), and must not hold up one that can go now.
+    batch.append(&mut alone);
     for job in batch {
         let result = recover_with_outbox(
             &shared.pool,
@@ -168,4 +188,12 @@ async fn commit<E: Envelope>(shared: &Shared<E>, batch: Vec<Job<E>>) {
         }
         let _ = job.reply.send(result);
     }
+}
+
+/// The error of a batch for each of its recoveries (an error cannot be cloned): the same
+/// kind (transient), the same dependency (database), the same text.
+fn again(error: &Error) -> Error {
+    Error::Database(sqlx::Error::Io(std::io::Error::other(format!(
+        "{error} (in a batch of recoveries)"
+    ))))
 }
