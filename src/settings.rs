@@ -426,8 +426,8 @@ pub struct Settings {
 
     /// Unacked deliveries the broker may hand this worker at once. Every clean message waits
     /// one publisher-confirm round trip, so this window, not the CPU, bounds the clean
-    /// path: 256 reaches the broker's own best (BENCHMARKS.md §2). Memory: up to this many
-    /// event bodies (`--max-body-bytes` each) are held at once.
+    /// path: 32 reached 55% of the bare broker's best, 256 reaches 80-94% (BENCHMARKS.md
+    /// §2). Memory: up to this many event bodies (`--max-body-bytes` each) at once.
     #[arg(long, env = "TCR_PREFETCH", default_value_t = 256)]
     pub prefetch: u16,
 
