@@ -2,7 +2,7 @@
 //! finalized message, the tool-calls message of a forwarded call, and the stand-in
 //! `message.finalized` event of a pass that did not come from an event (backfill, admin API,
 //! revert). Plain JSON built from plain data, identical wherever it is published from. The
-//! [`Envelope`]s say what a pass owes the broker ([`ForEvent`] for the worker, [`StandInMessage`]
+//! [`Envelope`]s say what a pass owes the broker ([`ForEvent`] for the worker, [`StandIn`]
 //! for the backfill, the admin API and revert); the recovery transaction writes that to the
 //! outbox and `publish` sends it.
 //!

@@ -1,14 +1,15 @@
 //! The pipeline, one delivery at a time (up to `--prefetch` in flight):
 //!
 //! delivery -> [`event::decode`] -> detect on the event's content -> (leak?)
-//! [`recover::recover_with_outbox`] (which writes what the pass owes to the outbox) ->
+//! THE recovery pass, group-committed by [`recover::committer`] (it writes what the pass
+//! owes to the outbox in the same transaction) ->
 //! publish the forwarded calls and the moderation message, each confirmed -> ack.
 //!
-//! A clean message costs a decode and a detection scan: no database work, and no place
-//! in the committers' queue (recoveries go to one of `--concurrency` committers, which put
-//! up to `--recoveries-per-commit` of them in one transaction: `recover::committer`), so a database
-//! outage holds up only the leaks. Poison (and our own bugs) are published to the dead-letter exchange with the
-//! reason in `x-tcr-reason`, then acked; a decoded event whose recovery failed for good is
+//! A clean message costs a decode and a detection scan: no database work, and no place in
+//! the committers' queue (recoveries go to one of `--concurrency` committers, which put up
+//! to `--recoveries-per-commit` of them in one transaction: `recover::committer`), so a
+//! database outage holds up only the leaks. Poison (and our own bugs) are published to the
+//! dead-letter exchange with the reason in `x-tcr-reason`, then acked; a decoded event whose recovery failed for good is
 //! first published for moderation as it is stored (`recovery.outcome = "failed"`), so every
 //! finalized message reaches moderation. Transient failures are retried in-process with
 //! backoff, without acking or requeueing; when the broker session breaks, unacked

@@ -1,7 +1,7 @@
 //! One candidate message: a detection scan with the agent's tools decides whether the
 //! recovery transaction is needed at all (no database work for the many rows the SQL
 //! prefilter lets through that hold no leak); then [`recover::recover_message`] runs, or,
-//! in a dry run, the same transaction body rolled back ([`what_if`]). Nothing here decides
+//! in a dry run, the same transaction body rolled back ([`recover::what_if`]). Nothing here decides
 //! what recovery does: that is `recover`'s alone.
 //!
 //! Each examined message carries its model's label (`model`, from the page's model column)
@@ -215,8 +215,9 @@ pub struct Examiner {
     pub metrics: Arc<Metrics>,
     /// Cuts retry waits short on Ctrl-C.
     pub stop: Shutdown,
-    /// Dry runs at once (`--concurrency`): the window of candidates examined ahead is
-    /// wider, since most candidates cost a detection scan and no database work.
+    /// Dry runs, and publishes after real recoveries, at once (`--concurrency`): the window
+    /// of candidates examined ahead is wider, since most candidates cost a detection scan
+    /// and no database work.
     pub recoveries: Arc<Semaphore>,
     /// Where a real run's recoveries are committed (`--concurrency` transactions at once,
     /// up to `--recoveries-per-commit` each); `None` in a dry run.
@@ -276,6 +277,10 @@ impl Examiner {
                 report.memories_created,
             );
             if let Some(publisher) = &self.publisher {
+                // At most `--concurrency` publishes at once, as many as recoveries: each
+                // marks its rows sent on the backfill's small pool. A closed semaphore
+                // cannot happen, and would only mean running without the bound.
+                let _permit = self.recoveries.acquire().await.ok();
                 examined.published = self
                     .retrying(|| publisher.deliver(&self.pool, &report.outbox))
                     .await
