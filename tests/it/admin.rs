@@ -369,12 +369,7 @@ async fn oversized_and_slow_requests_are_refused() {
 
     // The row is locked by another transaction: the request runs out of time, and the
     // recovery it started is rolled back.
-    let mut lock = app.pool.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM messages WHERE id = $1 FOR UPDATE")
-        .bind(id)
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = app.lock_row(id).await;
     let (status, body) = recover(addr, id).await;
     assert_eq!(
         (status, body["error"]["code"].clone()),

@@ -626,18 +626,6 @@ async fn recovered_among(app: &TestApp, ids: &[i64]) -> i64 {
         .unwrap()
 }
 
-/// Holds the row lock of message `id` (as a busy chat app would) until the transaction ends:
-/// a recovery of that message waits for it.
-async fn lock_row(app: &TestApp, id: i64) -> sqlx::Transaction<'static, sqlx::Postgres> {
-    let mut tx = app.pool.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM messages WHERE id = $1 FOR UPDATE")
-        .bind(id)
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    tx
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_recovery_holds_the_checkpoint_but_not_the_walk() {
     let app = TestApp::prepare().await;
@@ -653,7 +641,7 @@ async fn a_waiting_recovery_holds_the_checkpoint_but_not_the_walk() {
     }
     let waiting = leaks_after(&app, chat, agent, 1).await[0];
     let later = leaks_after(&app, chat, agent, 6).await;
-    let lock = lock_row(&app, waiting).await;
+    let lock = app.lock_row(waiting).await;
 
     // One page and one checkpoint save per candidate; two recoveries at once, so one waits
     // for the lock while the other goes on.
@@ -715,7 +703,7 @@ async fn ctrl_c_while_a_recovery_waits_resumes_without_repeats_or_gaps() {
     let agent = app.create_agent(&["save_memory"]).await;
     let all = leaks_after(&app, chat, agent, 21).await;
     let (waiting, later) = (all[0], &all[1..]);
-    let lock = lock_row(&app, waiting).await;
+    let lock = app.lock_row(waiting).await;
 
     // Ten candidates a second: the run is stopped long before it has started them all.
     let (trigger, stop) = shutdown::channel();

@@ -157,12 +157,7 @@ async fn recovery_transaction_killed_mid_flight_is_retried_with_one_effect() {
         .create_message(chat, Some(agent), "assistant", Some(&leak), &[])
         .await;
     // Hold the row so the worker's transaction is in flight, waiting on the lock.
-    let mut holder = app.pool.begin().await.unwrap();
-    sqlx::query("SELECT id FROM messages WHERE id = $1 FOR UPDATE")
-        .bind(id)
-        .execute(&mut *holder)
-        .await
-        .unwrap();
+    let holder = app.lock_row(id).await;
     let event = app.event_for(id).await;
     app.publish_event(&event).await;
     wait_for(

@@ -97,18 +97,6 @@ async fn a_batch_with_a_failing_pass_commits_nothing() {
     app.cleanup().await;
 }
 
-/// Holds the row lock of message `id` (as the app writing it would) until the transaction
-/// ends.
-async fn lock_row(app: &TestApp, id: i64) -> sqlx::Transaction<'static, sqlx::Postgres> {
-    let mut tx = app.pool.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM messages WHERE id = $1 FOR UPDATE")
-        .bind(id)
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    tx
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_row_held_elsewhere_fails_the_batch_at_once_naming_it() {
     let app = TestApp::prepare().await;
@@ -118,7 +106,7 @@ async fn a_row_held_elsewhere_fails_the_batch_at_once_naming_it() {
     let (_, _, held) = app
         .leak(&["save_memory"], &result_prefix_leak("b", "fact", "Ok."))
         .await;
-    let app_tx = lock_row(&app, held).await;
+    let app_tx = app.lock_row(held).await;
     let stand_in = StandIn { origin: "backfill" };
     let items = vec![item(free, &stand_in), item(held, &stand_in)];
     let err = tokio::time::timeout(
@@ -155,7 +143,7 @@ async fn the_rest_goes_on_while_one_is_held(free: usize) {
     }
     // Held in the middle of the ids, so the batch has passes before it and after it.
     let held = ids[free / 2];
-    let app_tx = lock_row(&app, held).await;
+    let app_tx = app.lock_row(held).await;
     let commits = Arc::new(AtomicUsize::new(0));
     let committer: Committer<StandIn<'static>> = {
         let commits = commits.clone();

@@ -373,6 +373,18 @@ impl TestApp {
         (chat, agent, id)
     }
 
+    /// Holds the row lock of message `id` (as the app writing it would) until the returned
+    /// transaction ends: a recovery of that message waits for it.
+    pub async fn lock_row(&self, id: i64) -> sqlx::Transaction<'static, sqlx::Postgres> {
+        let mut tx = self.pool.begin().await.expect("begin");
+        sqlx::query("SELECT 1 FROM messages WHERE id = $1 FOR UPDATE")
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .expect("lock the row");
+        tx
+    }
+
     /// Makes the test's database refuse connections and ends the worker's own (an outage).
     pub async fn database_down(&self) {
         on_postgres(&format!(
