@@ -4,9 +4,11 @@
 #
 #   scripts/bench-backfill.sh [N=1000000] [DIRTY_PER_MILLE=10] [BIN=target/release/toolcall-recovery]
 #
-# The backfill runs at its defaults plus `--no-publish` (publishing is the broker's cost,
-# measured by the load harness); FLAGS in the environment adds flags (FLAGS="--dry-run",
-# FLAGS="--concurrency 4"). Every run uses a fresh database and checks its effects.
+# The backfill runs at its defaults plus `--no-publish`; FLAGS in the environment adds flags
+# (FLAGS="--dry-run", FLAGS="--concurrency 4"). PUBLISH=1 drops `--no-publish`: the run then
+# publishes to the exchanges TCR_MODERATION_EXCHANGE and TCR_TOOL_CALLS_EXCHANGE name, which
+# need a queue bound to them (routing key message.ready / tool_call.recovered), or every
+# publish comes back unroutable. Every run uses a fresh database and checks its effects.
 #
 # LIVE_RATE=5000 also runs the live worker beside it (the load harness, its own database on
 # the same server, 2% leaks at that many events per second, 20 s) and prints its latency,
@@ -61,9 +63,11 @@ if [ -n "${LIVE_RATE:-}" ]; then
   sleep 8 # the harness seeds its own database first
 fi
 
+publish="--no-publish"
+if [ -n "${PUBLISH:-}" ]; then publish=""; fi
 t0=$(date +%s.%N)
-# shellcheck disable=SC2086 # FLAGS is a list of flags
-"$BIN" backfill --no-publish ${FLAGS:-} --log-format json >/tmp/tcr-bench-backfill.out 2>/dev/null
+# shellcheck disable=SC2086 # FLAGS is a list of flags, $publish one flag or none
+"$BIN" backfill $publish ${FLAGS:-} --log-format json >/tmp/tcr-bench-backfill.out 2>/dev/null
 t1=$(date +%s.%N)
 bf_s=$(echo "$t1 - $t0" | bc -l)
 fixed=$(psql -tAq "$DATABASE_URL" -c "SELECT count(*) FROM agent_memories")
@@ -71,7 +75,7 @@ left=$(psql -tAq "$DATABASE_URL" -c "SELECT count(*) FROM messages WHERE role = 
 
 printf '| workload | rows | seconds | rows/s |\n|---|---|---|---|\n'
 printf '| COPY of the same rows (ceiling) | %d | %.2f | %.0f |\n' "$N" "$copy_s" "$(echo "$N / $copy_s" | bc -l)"
-printf '| backfill (defaults, --no-publish %s) | %d | %.2f | %.0f |\n' "${FLAGS:-}" "$N" "$bf_s" "$(echo "$N / $bf_s" | bc -l)"
+printf '| backfill (defaults %s %s) | %d | %.2f | %.0f |\n' "$publish" "${FLAGS:-}" "$N" "$bf_s" "$(echo "$N / $bf_s" | bc -l)"
 printf 'ratio backfill/COPY: %.2f; memories created %s, dirty rows left %s\n' "$(echo "$copy_s / $bf_s" | bc -l)" "$fixed" "$left"
 grep -v -e '^message ' -e '^{"message_id' /tmp/tcr-bench-backfill.out | head -8 || true
 if [ -n "$live" ]; then

@@ -23,7 +23,8 @@
 //!   are (`--models`).
 //! - Bounded: `--concurrency` transactions at once (default 2), each of up to
 //!   `--recoveries-per-commit` leaks (group commit), on a pool of its own of
-//!   `concurrency + 1` connections, so it never takes the live worker's connections; and,
+//!   `concurrency + 1` connections (and, when it publishes, one that marks publishes sent),
+//!   so it never takes the live worker's connections; and,
 //!   when asked, `--rate` recoveries per second ([`pace`]; rows that need no recovery are
 //!   not paced; default: no cap).
 //!
@@ -44,6 +45,7 @@ pub use output::Summary;
 
 use crate::error::Error;
 use crate::metrics::Metrics;
+use crate::publish::outbox::Marker;
 use crate::publish::{PublishTarget, Publisher};
 use crate::recover::committer::Committer;
 use crate::recover::{Mode, Policy};
@@ -66,8 +68,9 @@ use std::pin::Pin;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
 use toolcall_detect::Detection;
 use window::{Slot, Window};
 
@@ -233,7 +236,7 @@ pub async fn run_with(
     store::ensure_migrated(&pool, false).await?;
     let metrics = Arc::new(Metrics::new());
     let http = serve_metrics(args.metrics_addr, &metrics, &pool).await?;
-    let publisher = open_publisher(&args, &metrics).await?;
+    let (publisher, marking) = open_publisher(&args, &metrics).await?;
     let result = walk(
         &args,
         &pool,
@@ -246,6 +249,11 @@ pub async fn run_with(
     .await;
     if let Some(p) = publisher {
         p.close().await;
+    }
+    if let Some(marking) = marking {
+        // The publisher and its marker are gone: the marking task writes the last marks
+        // and ends. A mark lost here only means a worker's relay sends the row again.
+        let _ = tokio::time::timeout(Duration::from_secs(5), marking).await;
     }
     if let Some(h) = http {
         h.abort();
@@ -274,7 +282,7 @@ async fn serve_metrics(
     addr: Option<SocketAddr>,
     metrics: &Arc<Metrics>,
     pool: &PgPool,
-) -> Result<Option<tokio::task::JoinHandle<()>>, Error> {
+) -> Result<Option<JoinHandle<()>>, Error> {
     let Some(addr) = addr else { return Ok(None) };
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -295,20 +303,25 @@ async fn serve_metrics(
 }
 
 /// The publisher of a real run that publishes, connected before any work so an
-/// unreachable broker stops the run before it changes anything.
+/// unreachable broker stops the run before it changes anything, and the task that marks
+/// what it sent (batched, on one more connection with `synchronous_commit = off`, as the
+/// worker does), to await at the end of the run.
 async fn open_publisher(
     args: &BackfillArgs,
     metrics: &Arc<Metrics>,
-) -> Result<Option<Arc<Publisher>>, Error> {
+) -> Result<(Option<Arc<Publisher>>, Option<JoinHandle<()>>), Error> {
     if args.dry_run || args.no_publish {
-        return Ok(None);
+        return Ok((None, None));
     }
+    let (marker, marking) =
+        Marker::start(store::connect_options(&args.database)?.application_name(APPLICATION_NAME));
     let publisher = Publisher::new(
         PublishTarget::from_settings(&args.publish, &args.connection_name),
         metrics.clone(),
-    );
+    )
+    .marking_with(marker);
     publisher.connect().await?;
-    Ok(Some(Arc::new(publisher)))
+    Ok((Some(Arc::new(publisher)), Some(marking)))
 }
 
 /// Where the walk starts: after the checkpoint, and not before `--since-id`.

@@ -215,9 +215,10 @@ pub struct Examiner {
     pub metrics: Arc<Metrics>,
     /// Cuts retry waits short on Ctrl-C.
     pub stop: Shutdown,
-    /// Dry runs, and publishes after real recoveries, at once (`--concurrency`): the window
-    /// of candidates examined ahead is wider, since most candidates cost a detection scan
-    /// and no database work.
+    /// Dry runs at once (`--concurrency`): the window of candidates examined ahead is
+    /// wider, since most candidates cost a detection scan and no database work. The
+    /// publishes after real recoveries are bounded by the leaks in flight (the walk's) and
+    /// mark their rows sent through the publisher's marker, not the pool.
     pub recoveries: Arc<Semaphore>,
     /// Where a real run's recoveries are committed (`--concurrency` transactions at once,
     /// up to `--recoveries-per-commit` each); `None` in a dry run.
@@ -277,10 +278,6 @@ impl Examiner {
                 report.memories_created,
             );
             if let Some(publisher) = &self.publisher {
-                // At most `--concurrency` publishes at once, as many as recoveries: each
-                // marks its rows sent on the backfill's small pool. A closed semaphore
-                // cannot happen, and would only mean running without the bound.
-                let _permit = self.recoveries.acquire().await.ok();
                 examined.published = self
                     .retrying(|| publisher.deliver(&self.pool, &report.outbox))
                     .await

@@ -11,6 +11,7 @@
 //! May depend on: `recover::outbox` (the rows), `metrics`, `settings`, `amqp` (the URL,
 //! parsed without quoting its password), `error`, `lapin`, `sqlx`.
 
+use super::outbox::Marker;
 use super::{count, outbox, publish_confirmed, Exchanges, Published};
 use crate::error::Error;
 use crate::metrics::Metrics;
@@ -72,6 +73,8 @@ pub struct Publisher {
     target: PublishTarget,
     metrics: Arc<Metrics>,
     link: Mutex<Option<Link>>,
+    /// Where "sent" marks go; `None`: one statement on the caller's pool per delivery.
+    marker: Option<Marker>,
 }
 
 struct Link {
@@ -87,7 +90,16 @@ impl Publisher {
             target,
             metrics,
             link: Mutex::new(None),
+            marker: None,
         }
+    }
+
+    /// Marks what it sent through `marker` (batched, on a connection of its own, off the
+    /// caller's path) instead of one statement per delivery on the caller's pool: for a
+    /// caller that delivers many passes at once (the backfill).
+    pub fn marking_with(mut self, marker: Marker) -> Self {
+        self.marker = Some(marker);
+        self
     }
 
     /// Connects now (to fail before any work when the broker is unreachable).
@@ -120,7 +132,10 @@ impl Publisher {
                 }
             }
         }
-        outbox::mark_sent(pool, &sent).await?;
+        match &self.marker {
+            Some(marker) => sent.iter().for_each(|&id| marker.sent(id)),
+            None => outbox::mark_sent(pool, &sent).await?,
+        }
         result.map(|()| counts)
     }
 

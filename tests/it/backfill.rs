@@ -330,7 +330,15 @@ async fn real_run_fixes_exactly_the_leaks_and_a_second_run_is_a_no_op() {
         "user messages are never examined"
     );
 
-    // Republished: the cleaned messages for moderation, the forwarded call for the app.
+    // Republished: the cleaned messages for moderation, the forwarded call for the app;
+    // what the passes owed is marked sent by the time the run returns (nothing left for a
+    // relay to send twice).
+    assert_eq!(app.count("SELECT count(*) FROM outbox").await, 6);
+    assert_eq!(
+        app.count("SELECT count(*) FROM outbox WHERE sent_at IS NULL")
+            .await,
+        0
+    );
     let moderation = drain(&app, &app.moderation_queue).await;
     assert_eq!(moderation.len(), 5);
     let m = moderation
