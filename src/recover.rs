@@ -195,9 +195,10 @@ impl BatchError {
 /// is not waited for here (`NOWAIT`): it fails the batch with that item (SQLSTATE 55P03),
 /// for the caller to run alone.
 ///
-/// Rows are locked in message id order, so two batches over the same messages wait for
-/// each other instead of deadlocking; a message named twice is passed twice, the second
-/// pass seeing the first (idempotent, as across transactions).
+/// Rows are locked in message id order and never waited for, so two batches over the same
+/// messages cannot deadlock on them: the later one fails at the first row the other holds.
+/// A message named twice is passed twice, the second pass seeing the first (idempotent, as
+/// across transactions).
 pub async fn recover_batch(
     pool: &PgPool,
     policy: &Policy,
