@@ -55,7 +55,7 @@ use crate::settings::{
 use crate::shutdown::{self, Shutdown};
 use crate::{http, store};
 use checkpoint::Step;
-use examine::{Examined, Examiner};
+use examine::{Examined, Examiner, Passes};
 use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
 use output::Reporter;
@@ -364,20 +364,20 @@ async fn walk(
     let examiner = Arc::new(Examiner {
         model_column,
         models: args.models.models.clone(),
-        recoveries: Arc::new(Semaphore::new(args.concurrency.max(1) as usize)),
-        committer: (!args.dry_run).then(|| {
+        passes: if args.dry_run {
+            Passes::DryRun(Semaphore::new(args.concurrency.max(1) as usize))
+        } else {
             let metrics = metrics.clone();
-            Committer::start(
+            Passes::Commit(Committer::start(
                 pool.clone(),
                 args.policy(),
                 args.concurrency.max(1) as usize,
                 args.recoveries_per_commit.max(1) as usize,
                 Arc::new(move |n| metrics.committed(n)),
-            )
-        }),
+            ))
+        },
         pool: pool.clone(),
         policy: args.policy(),
-        dry_run: args.dry_run,
         publisher,
         metrics: metrics.clone(),
         stop: stop.clone(),

@@ -201,28 +201,35 @@ fn memory_preview(c: &CallReport) -> Option<String> {
     Some(recover::preview(content.trim(), PREVIEW_CHARS))
 }
 
+/// How the leaks' passes of a run go to the database. The window of candidates examined
+/// ahead is wider than either bound, since most candidates cost a detection scan and no
+/// database work.
+pub enum Passes {
+    /// `--dry-run`: each pass in a transaction of its own, rolled back, publishing nothing;
+    /// at most `--concurrency` at once.
+    DryRun(Semaphore),
+    /// A real run: through the run's committer (`--concurrency` transactions at once, up to
+    /// `--recoveries-per-commit` each). The publishes after them are bounded by the walk's
+    /// leaks in flight and mark their rows sent through the publisher's marker, not the
+    /// pool.
+    Commit(Committer<StandIn<'static>>),
+}
+
 /// Everything examining a message needs.
 pub struct Examiner {
     /// The backfill's own pool.
     pub pool: PgPool,
     /// The recovery policy.
     pub policy: Policy,
-    /// Roll back instead of committing, publish nothing.
-    pub dry_run: bool,
+    /// How a leak's pass runs: rolled back, or committed.
+    pub passes: Passes,
     /// Where recovered messages are published (None: `--no-publish` or dry run).
     pub publisher: Option<Arc<Publisher>>,
     /// The run's metrics.
     pub metrics: Arc<Metrics>,
     /// Cuts retry waits short on Ctrl-C.
     pub stop: Shutdown,
-    /// Dry runs at once (`--concurrency`): the window of candidates examined ahead is
-    /// wider, since most candidates cost a detection scan and no database work. The
-    /// publishes after real recoveries are bounded by the leaks in flight (the walk's) and
-    /// mark their rows sent through the publisher's marker, not the pool.
-    pub recoveries: Arc<Semaphore>,
-    /// Where a real run's recoveries are committed (`--concurrency` transactions at once,
-    /// up to `--recoveries-per-commit` each); `None` in a dry run.
-    pub committer: Option<Committer<StandIn<'static>>>,
+
     /// Where the pages read the model that wrote a message.
     pub model_column: ModelColumn,
     /// The model labels (`--models`).
@@ -271,7 +278,7 @@ impl Examiner {
             }
         };
         let mut examined = Examined::from_report(&c, &report, &detection, model);
-        if !self.dry_run {
+        if matches!(self.passes, Passes::Commit(_)) {
             self.metrics.recovery_pass(
                 report.mode.as_str(),
                 report.call_labels(),
@@ -294,20 +301,21 @@ impl Examiner {
         let source = Source::Backfill {
             model: model.clone(),
         };
-        if self.dry_run {
-            // A closed semaphore cannot happen (it is never closed), and would only mean
-            // running without the bound.
-            let _permit = self.recoveries.acquire().await.ok();
-            return recover::what_if(&self.pool, id, &self.policy, source).await;
+        match &self.passes {
+            Passes::DryRun(at_once) => {
+                // A closed semaphore cannot happen (it is never closed), and would only
+                // mean running without the bound.
+                let _permit = at_once.acquire().await.ok();
+                recover::what_if(&self.pool, id, &self.policy, source).await
+            }
+            Passes::Commit(committer) => {
+                let owed = self
+                    .publisher
+                    .as_ref()
+                    .map(|_| StandIn { origin: "backfill" });
+                committer.recover(id, source, owed).await
+            }
         }
-        let Some(committer) = &self.committer else {
-            return Err(Error::Bug("a real backfill run without a committer".into()));
-        };
-        let owed = self
-            .publisher
-            .as_ref()
-            .map(|_| StandIn { origin: "backfill" });
-        committer.recover(id, source, owed).await
     }
 
     /// `f` with retries of transient failures, a few times, shortened by Ctrl-C.
