@@ -11,14 +11,12 @@
 //!
 //! May depend on: the rest of `recover`, `ids`, `error`, `toolcall_detect`, `sqlx`.
 
-use super::pass::{self, Effects};
-use super::{
-    already_recovered, decide, detect_with, load_message, plan, recover_in, save_memory, start,
-    Decision, Policy, Report, Source, READ_MESSAGE,
-};
-use crate::error::{Error, Poison};
+use super::decide::{self, Decision, Loaded};
+use super::load::{self, Lock};
+use super::{ledger, pass, plan, recover_in, Mode, Policy, Report, Source};
+use crate::error::Error;
 use crate::ids::MessageId;
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 use toolcall_detect::Detection;
 
 /// What recovery does to a message without committing: the transaction body of
@@ -58,48 +56,57 @@ pub async fn diagnose(
     sqlx::query("SET TRANSACTION READ ONLY")
         .execute(&mut *tx)
         .await?;
-    let row = match load_message(&mut tx, id, READ_MESSAGE).await {
-        Ok(row) => row,
-        Err(Error::Poison(Poison::MissingMessage(_))) => return Ok(None),
-        Err(e) => return Err(e),
+    let diagnosis = diagnose_in(&mut tx, id, policy, &source).await;
+    tx.rollback().await?;
+    diagnosis
+}
+
+/// [`diagnose`] in the caller's read-only transaction: the batch's reads and decision for
+/// one message, then the pass described.
+async fn diagnose_in(
+    conn: &mut PgConnection,
+    id: MessageId,
+    policy: &Policy,
+    source: &Source,
+) -> Result<Option<Diagnosis>, Error> {
+    let Some(Some(row)) = load::rows(conn, &[id.get()], Lock::Read).await?.pop() else {
+        return Ok(None);
     };
-    let (mut report, loaded) = start(&mut tx, id, &row, policy).await?;
-    let Some(loaded) = loaded else {
-        tx.rollback().await?;
+    let (mut report, loaded) = decide::start(&row, policy);
+    let Some((content, tools_used)) = loaded else {
         return Ok(Some(Diagnosis {
             detection: Detection::default(),
             report,
         }));
     };
-    let detection = detect_with(&loaded, &policy.detect);
-    let decision = decide(&mut report, &loaded, detection.clone(), policy, &source);
-    let report = match decision {
-        Decision::Done => report,
+    let context = load::contexts(conn, &[(row.id, row.agent_id, content.as_str())])
+        .await?
+        .pop()
+        .ok_or_else(|| Error::Bug("a message without its context".into()))?;
+    let loaded = Loaded::new(content, tools_used, context);
+    let detection = decide::detect_with(&loaded, &policy.detect);
+    match decide::decide(&mut report, &loaded, detection.clone(), policy, source) {
+        Decision::Done => {}
         Decision::AlreadyRecovered(prev) => {
-            already_recovered(&mut tx, report, prev, source).await?
+            let applied: Vec<i64> = (prev.mode == Mode::Recover)
+                .then_some(prev.id)
+                .into_iter()
+                .collect();
+            let forward = ledger::forwarded_calls(conn, &applied)
+                .await?
+                .remove(&prev.id)
+                .unwrap_or_default();
+            decide::already_recovered(&mut report, prev, source, forward);
         }
         Decision::Pass {
             detection: planned_on,
             ..
         } => {
             let planned = plan::plan(&planned_on, &loaded.enabled_tools, &policy.detect);
-            let ctx = save_memory::CallCtx {
-                row: &row,
-                message_id: id,
-            };
-            let described = pass::run_pass(
-                &mut tx,
-                &ctx,
-                &loaded.content,
-                &planned_on,
-                planned,
-                Effects::Describe,
-            )
-            .await?;
+            let mut described = pass::prepare(&row, &loaded.content, &planned_on, planned, None);
+            described.repaired = pass::would_repair(conn, row.chat_id).await?;
             pass::describe(&mut report, &loaded.content, &planned_on, described);
-            report
         }
-    };
-    tx.rollback().await?;
+    }
     Ok(Some(Diagnosis { detection, report }))
 }

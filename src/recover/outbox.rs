@@ -74,14 +74,28 @@ pub trait Envelope: Sync {
     }
 }
 
-/// Writes `rows` for a message (and the ledger row of the pass that owes them); returns the
-/// rows still to send. A row owed before (same target and key: a repeated ask, a redelivery)
-/// is not written twice: it comes back if it was never sent, and not at all once it was.
+/// Writes the rows of several passes (each with its message and the ledger row of the pass
+/// that owes it); returns the rows still to send. A row owed before (same target and key: a
+/// repeated ask, a redelivery) is not written twice: it comes back if it was never sent,
+/// and not at all once it was. A statement cannot meet the same key twice (ON CONFLICT DO
+/// UPDATE refuses to touch a row twice), so a key owed twice in one batch waits for a
+/// statement of its own.
 const ENQUEUE: &str = "INSERT INTO outbox (recovery_id, message_id, target, message_key, body) \
-     SELECT $1, $2, t, k, b FROM unnest($3::text[], $4::text[], $5::text[]) \
-       WITH ORDINALITY AS u(t, k, b, n) ORDER BY n \
+     SELECT r, m, t, k, b \
+     FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[]) \
+       WITH ORDINALITY AS u(r, m, t, k, b, n) ORDER BY n \
      ON CONFLICT (target, message_key) DO UPDATE SET attempts = outbox.attempts \
      RETURNING id, target, message_key, body, sent_at IS NOT NULL AS sent";
+
+/// What one pass owes the broker.
+pub(super) struct Owed {
+    /// The ledger row of the pass that owes them.
+    pub(super) recovery_id: Option<i64>,
+    /// The message.
+    pub(super) message_id: MessageId,
+    /// The messages owed, in the order they must be sent.
+    pub(super) rows: Vec<Outgoing>,
+}
 
 /// Writes `rows` in the caller's transaction; returns the rows still to send, in order.
 pub async fn enqueue(
@@ -90,48 +104,98 @@ pub async fn enqueue(
     message_id: MessageId,
     rows: Vec<Outgoing>,
 ) -> Result<Vec<Queued>, Error> {
-    if rows.is_empty() {
-        return Ok(Vec::new());
-    }
-    let targets: Vec<&str> = rows.iter().map(|r| r.target.as_str()).collect();
-    let keys: Vec<&str> = rows.iter().map(|r| r.key.as_str()).collect();
-    let bodies: Vec<&str> = rows.iter().map(|r| r.body.as_str()).collect();
-    let written = sqlx::query(ENQUEUE)
-        .bind(recovery_id)
-        .bind(message_id.get())
-        .bind(&targets)
-        .bind(&keys)
-        .bind(&bodies)
-        .fetch_all(&mut *conn)
-        .await?;
-    let mut unsent = Vec::with_capacity(written.len());
-    for row in written {
-        if !row.try_get::<bool, _>("sent")? {
-            unsent.push(row);
+    let owed = [Owed {
+        recovery_id,
+        message_id,
+        rows,
+    }];
+    Ok(enqueue_all(conn, &owed).await?.pop().unwrap_or_default())
+}
+
+/// Writes what several passes owe in the caller's transaction, one statement for all of
+/// them (unless a key is owed twice); returns for each, in the order of `owed`, its rows
+/// still to send, in order.
+pub(super) async fn enqueue_all(
+    conn: &mut PgConnection,
+    owed: &[Owed],
+) -> Result<Vec<Vec<Queued>>, Error> {
+    let mut unsent: Vec<Vec<Queued>> = owed.iter().map(|_| Vec::new()).collect();
+    // Statements, each with every key once: (who owes each row, the row).
+    let mut statements: Vec<Vec<(usize, &Outgoing)>> = Vec::new();
+    for (i, o) in owed.iter().enumerate() {
+        for row in &o.rows {
+            let free = statements.iter().position(|s| {
+                !s.iter()
+                    .any(|(_, r)| r.target == row.target && r.key == row.key)
+            });
+            match free {
+                Some(s) => statements[s].push((i, row)),
+                None => statements.push(vec![(i, row)]),
+            }
         }
     }
-    Queued::from_rows(unsent)
+    for statement in statements {
+        let recovery_ids: Vec<Option<i64>> = statement
+            .iter()
+            .map(|(i, _)| owed[*i].recovery_id)
+            .collect();
+        let message_ids: Vec<i64> = statement
+            .iter()
+            .map(|(i, _)| owed[*i].message_id.get())
+            .collect();
+        let targets: Vec<&str> = statement.iter().map(|(_, r)| r.target.as_str()).collect();
+        let keys: Vec<&str> = statement.iter().map(|(_, r)| r.key.as_str()).collect();
+        let bodies: Vec<&str> = statement.iter().map(|(_, r)| r.body.as_str()).collect();
+        let written = sqlx::query(ENQUEUE)
+            .bind(&recovery_ids)
+            .bind(&message_ids)
+            .bind(&targets)
+            .bind(&keys)
+            .bind(&bodies)
+            .fetch_all(&mut *conn)
+            .await?;
+        for row in written {
+            if row.try_get::<bool, _>("sent")? {
+                continue;
+            }
+            let queued = Queued::from_row(&row)?;
+            let owner = statement
+                .iter()
+                .find(|(_, r)| r.target == queued.outgoing.target && r.key == queued.outgoing.key)
+                .map(|(i, _)| *i)
+                .ok_or_else(|| Error::Bug(format!("outbox row {} owed by no pass", queued.id)))?;
+            unsent[owner].push(queued);
+        }
+    }
+    for rows in &mut unsent {
+        rows.sort_by_key(|q| q.id);
+    }
+    Ok(unsent)
 }
 
 impl Queued {
     /// Rows of `outbox` (`id`, `target`, `message_key`, `body`), in id order: RETURNING
     /// gives no order, and the ids are the order the rows were written in.
     pub fn from_rows(rows: Vec<PgRow>) -> Result<Vec<Queued>, Error> {
-        let mut queued = Vec::with_capacity(rows.len());
-        for row in rows {
-            let label: String = row.try_get("target")?;
-            let target = Target::from_label(&label)
-                .ok_or_else(|| Error::Bug(format!("outbox target {label:?}")))?;
-            queued.push(Queued {
-                id: row.try_get("id")?,
-                outgoing: Outgoing {
-                    target,
-                    key: row.try_get("message_key")?,
-                    body: row.try_get("body")?,
-                },
-            });
-        }
+        let mut queued = rows
+            .iter()
+            .map(Queued::from_row)
+            .collect::<Result<Vec<_>, _>>()?;
         queued.sort_by_key(|q| q.id);
         Ok(queued)
+    }
+
+    fn from_row(row: &PgRow) -> Result<Queued, Error> {
+        let label: String = row.try_get("target")?;
+        let target = Target::from_label(&label)
+            .ok_or_else(|| Error::Bug(format!("outbox target {label:?}")))?;
+        Ok(Queued {
+            id: row.try_get("id")?,
+            outgoing: Outgoing {
+                target,
+                key: row.try_get("message_key")?,
+                body: row.try_get("body")?,
+            },
+        })
     }
 }

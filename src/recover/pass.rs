@@ -1,15 +1,21 @@
-//! Carrying a plan out on the locked message (save_memory run or refused, the message
-//! cleaned, the chat's transcript repaired) and writing its ledger; or, for the read-only
-//! diagnosis, only describing what carrying it out would do.
+//! Carrying the plans of a batch out on the locked messages (save_memory run or refused,
+//! the messages cleaned, their chats' transcripts repaired) and writing their ledger, one
+//! statement per kind for the whole batch; or, for the read-only diagnosis, only
+//! describing what carrying a plan out would do.
+//!
+//! Each message's pass is first prepared without I/O ([`prepare`]: its ledger items, its
+//! content and `tools_used` after, the effects to write); [`apply`] then writes the effects
+//! of every pass at once and [`record`] their ledger rows.
 //!
 //! May depend on: the parent `recover` (plan, ledger, save_memory, report), `ids`,
 //! `error`, `toolcall_detect`, `sqlx`.
 
+use super::ledger::{self, NewItem, NewRecovery};
+use super::load::MessageRow;
 use super::plan::{outcome_of, Effect, Item, Planned};
-use super::save_memory::CallCtx;
 use super::{
-    ledger, repair_transcript, string_entries, CallReport, ForwardedCall, MessageRow, Mode,
-    Outcome, Report, Source, RECOVERED_TOOL_MARK,
+    repair_transcripts, save_memory, string_entries, CallReport, ForwardedCall, Mode, Outcome,
+    Report, Source, RECOVERED_TOOL_MARK,
 };
 use crate::error::Error;
 use serde_json::{json, Value};
@@ -17,24 +23,20 @@ use sqlx::types::Json;
 use sqlx::PgConnection;
 use toolcall_detect::Detection;
 
-const UPDATE_MESSAGE: &str =
-    "UPDATE messages SET content = $2, tools_used = $3, updated_at = now() WHERE id = $1";
+/// Cleans the messages: `(id, content, tools_used)` each.
+const UPDATE_MESSAGES: &str = "UPDATE messages m \
+     SET content = u.content, tools_used = u.tools_used, updated_at = now() \
+     FROM unnest($1::bigint[], $2::text[], $3::jsonb[]) AS u(id, content, tools_used) \
+     WHERE m.id = u.id";
 /// The tool messages transcript repair would name (the diagnosis reads, never repairs).
 const WOULD_REPAIR: &str = "SELECT id FROM messages \
      WHERE chat_id = $1 AND role = 'tool' AND coalesce(tool_name, '') = '' ORDER BY id";
 
-/// Whether a pass writes its effects or only describes them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Effects {
-    /// Insert memories and tool messages, clean the message, repair the transcript.
-    Apply,
-    /// Write nothing: the diagnosis of what a pass would do now.
-    Describe,
-}
-
 /// What the effects of a pass were (or, observed or described, would have been).
 pub(super) struct Pass {
     pub(super) items: Vec<Item>,
+    /// What each item writes, beside it.
+    pub(super) effects: Vec<Effect>,
     pub(super) content_after: String,
     pub(super) tools_used_after: Value,
     pub(super) repaired: Vec<i64>,
@@ -42,78 +44,121 @@ pub(super) struct Pass {
 
 impl Pass {
     /// An observed pass: its effects were rolled back, so no id it drew exists.
-    pub(super) fn forget_effects(mut self) -> Self {
+    pub(super) fn forget_effects(&mut self) {
         for item in &mut self.items {
             item.report.memory_id = None;
             item.report.tool_message_id = None;
             item.tool_call_id = None;
         }
         self.repaired.clear();
-        self
     }
 }
 
-/// Carries `plan` out (or describes it) on the message `ctx` holds locked.
-pub(super) async fn run_pass(
-    conn: &mut PgConnection,
-    ctx: &CallCtx<'_>,
+/// One message's pass in a batch: what it read and decided, its pass, its report so far.
+pub(super) struct Work<'a> {
+    /// Its place among the batch's messages.
+    pub(super) index: usize,
+    pub(super) row: MessageRow,
+    /// The content as read, which the detection's spans are offsets into.
+    pub(super) content: String,
+    pub(super) detection: Detection,
+    pub(super) pass: Pass,
+    pub(super) report: Report,
+    pub(super) source: &'a Source,
+}
+
+/// The pass of a plan, its effects not yet written: the items, the content and
+/// `tools_used` after. `replayed`: the ledger row whose calls already ran on this content.
+pub(super) fn prepare(
+    row: &MessageRow,
     content: &str,
     detection: &Detection,
     plan: Vec<Planned>,
-    effects: Effects,
-) -> Result<Pass, Error> {
-    let row = ctx.row;
+    replayed: Option<i64>,
+) -> Pass {
     let mut tools_used_after = row.tools_used.clone();
     let mut items = Vec::with_capacity(plan.len());
+    let mut effects = Vec::with_capacity(plan.len());
     for Planned { mut item, effect } in plan {
-        let written = match (&effect, effects) {
-            (Effect::None, _) | (_, Effects::Describe) => None,
-            (Effect::SaveMemory { memory, ordinal }, Effects::Apply) => {
-                Some(ctx.save(conn, memory, *ordinal).await?)
-            }
-            (Effect::RecordError { reason, ordinal }, Effects::Apply) => {
-                Some(ctx.record_error(conn, reason, *ordinal).await?)
-            }
-        };
-        if let Some(w) = written {
-            item.report.memory_id = w.memory_id;
-            item.report.tool_message_id = Some(w.tool_message_id);
-            item.tool_call_id = Some(w.tool_call_id);
-        }
         if item.report.outcome == Outcome::Recovered {
             push_recovered_mark(&mut tools_used_after);
         }
+        if let Some(earlier) = replayed {
+            item.report.detail = Some(format!(
+                "the text was written back after ledger row {earlier} ran this call; not run again"
+            ));
+        }
         items.push(item);
+        effects.push(effect);
     }
     let content_after = detection
         .cleaned
         .clone()
         .unwrap_or_else(|| content.to_string());
-    let repaired = match effects {
-        Effects::Apply => {
-            if content_after != content || tools_used_after != row.tools_used {
-                sqlx::query(UPDATE_MESSAGE)
-                    .bind(ctx.message_id.get())
-                    .bind(&content_after)
-                    .bind(Json(&tools_used_after))
-                    .execute(&mut *conn)
-                    .await?;
-            }
-            repair_transcript(&mut *conn, row.chat_id).await?
-        }
-        Effects::Describe => {
-            sqlx::query_scalar(WOULD_REPAIR)
-                .bind(row.chat_id)
-                .fetch_all(&mut *conn)
-                .await?
-        }
-    };
-    Ok(Pass {
+    Pass {
         items,
+        effects,
         content_after,
         tools_used_after,
-        repaired,
-    })
+        repaired: Vec::new(),
+    }
+}
+
+/// Writes the effects of `works` (memories and tool messages, the cleaned messages, the
+/// transcript repair of their chats), a statement per kind for all of them, and puts the
+/// ids drawn in their items.
+pub(super) async fn apply(
+    conn: &mut PgConnection,
+    works: &mut [&mut Work<'_>],
+) -> Result<(), Error> {
+    if works.is_empty() {
+        return Ok(());
+    }
+    save_memory::write(conn, works).await?;
+    let changed: Vec<&Work> = works
+        .iter()
+        .map(|w| &**w)
+        .filter(|w| {
+            w.pass.content_after != w.content || w.pass.tools_used_after != w.row.tools_used
+        })
+        .collect();
+    if !changed.is_empty() {
+        let ids: Vec<i64> = changed.iter().map(|w| w.row.id).collect();
+        let contents: Vec<&str> = changed
+            .iter()
+            .map(|w| w.pass.content_after.as_str())
+            .collect();
+        let tools: Vec<Json<&Value>> = changed
+            .iter()
+            .map(|w| Json(&w.pass.tools_used_after))
+            .collect();
+        sqlx::query(UPDATE_MESSAGES)
+            .bind(&ids)
+            .bind(&contents)
+            .bind(&tools)
+            .execute(&mut *conn)
+            .await?;
+    }
+    // Each chat once; what its repair named goes to the first of its messages (in id
+    // order), as when the passes ran one after another and the later ones found it done.
+    let mut chats: Vec<i64> = works.iter().map(|w| w.row.chat_id).collect();
+    chats.sort_unstable();
+    chats.dedup();
+    let mut repaired = repair_transcripts(conn, &chats).await?;
+    for work in works.iter_mut() {
+        if let Some(ids) = repaired.remove(&work.row.chat_id) {
+            work.pass.repaired = ids;
+        }
+    }
+    Ok(())
+}
+
+/// What transcript repair would name in `chat_id` now, without repairing (the diagnosis).
+pub(super) async fn would_repair(conn: &mut PgConnection, chat_id: i64) -> Result<Vec<i64>, Error> {
+    Ok(sqlx::query_scalar(WOULD_REPAIR)
+        .bind(chat_id)
+        .fetch_all(&mut *conn)
+        .await?)
 }
 
 /// Completes `report` with a pass, without writing anything (the diagnosis).
@@ -152,53 +197,85 @@ fn complete(
     report.repaired_tool_messages = pass.repaired;
 }
 
-/// Writes the ledger of a pass and completes its report.
+/// Writes the ledger of `works` (their `recoveries` rows, then all their items: two
+/// statements) and completes their reports, which come back in the order of `works`.
 pub(super) async fn record(
     conn: &mut PgConnection,
-    row: &MessageRow,
-    content: &str,
-    detection: &Detection,
-    pass: Pass,
-    source: Source,
-    mut report: Report,
-) -> Result<Report, Error> {
-    let mode = report.mode;
-    let calls: Vec<CallReport> = pass.items.iter().map(|i| i.report.clone()).collect();
-    let outcome = outcome_of(&calls);
-    let bytes_removed = detection.bytes_removed(content);
-    let summary = ledger::summary_of(outcome, mode, &calls, bytes_removed);
-    let recovery_id = ledger::insert_recovery(
-        conn,
-        &ledger::NewRecovery {
-            message_id: report.message_id,
-            row,
-            source,
-            mode,
-            outcome,
-            content_before: content,
-            content_after: &pass.content_after,
-            tools_used_after: &pass.tools_used_after,
-            repaired: &pass.repaired,
-            summary: &summary,
-        },
-    )
-    .await?;
-    for item in &pass.items {
-        let leak = &detection.leaks[item.leak_index];
-        let item_id = ledger::insert_item(conn, recovery_id, item, leak, content).await?;
-        // Observed calls are not forwarded: the app would run them.
-        if item.report.outcome == Outcome::Forwarded && mode == Mode::Recover {
-            report.forward.push(ForwardedCall {
-                event_id: ledger::tool_call_event_id(item_id),
-                name: item.report.name.clone().unwrap_or_default(),
-                arguments: item.report.arguments.clone().unwrap_or(Value::Null),
-                family: leak.family.as_str().to_string(),
-            });
-        }
+    works: Vec<Work<'_>>,
+) -> Result<Vec<(usize, Report)>, Error> {
+    if works.is_empty() {
+        return Ok(Vec::new());
     }
-    report.recovery_id = Some(recovery_id);
-    complete(&mut report, pass, calls, outcome, summary);
-    Ok(report)
+    let mut summaries = Vec::with_capacity(works.len());
+    for w in &works {
+        let calls: Vec<CallReport> = w.pass.items.iter().map(|i| i.report.clone()).collect();
+        let outcome = outcome_of(&calls);
+        let bytes_removed = w.detection.bytes_removed(&w.content);
+        let summary = ledger::summary_of(outcome, w.report.mode, &calls, bytes_removed);
+        summaries.push((calls, outcome, summary));
+    }
+    let rows: Vec<NewRecovery> = works
+        .iter()
+        .zip(&summaries)
+        .map(|(w, (_, outcome, summary))| NewRecovery {
+            message_id: w.report.message_id,
+            row: &w.row,
+            source: w.source,
+            mode: w.report.mode,
+            outcome: *outcome,
+            content_before: &w.content,
+            content_after: &w.pass.content_after,
+            tools_used_after: &w.pass.tools_used_after,
+            repaired: &w.pass.repaired,
+            summary,
+        })
+        .collect();
+    let recovery_ids = ledger::insert_recoveries(conn, &rows).await?;
+    drop(rows);
+    let items: Vec<NewItem> = works
+        .iter()
+        .zip(&recovery_ids)
+        .flat_map(|(w, &recovery_id)| {
+            w.pass.items.iter().map(move |item| NewItem {
+                recovery_id,
+                item,
+                leak: &w.detection.leaks[item.leak_index],
+                content: &w.content,
+            })
+        })
+        .collect();
+    let mut item_ids = ledger::insert_items(conn, &items).await?.into_iter();
+    drop(items);
+    let mut out = Vec::with_capacity(works.len());
+    for ((w, recovery_id), (calls, outcome, summary)) in
+        works.into_iter().zip(recovery_ids).zip(summaries)
+    {
+        let Work {
+            index,
+            detection,
+            pass,
+            mut report,
+            ..
+        } = w;
+        for item in &pass.items {
+            let item_id = item_ids
+                .next()
+                .ok_or_else(|| Error::Bug("a ledger item without its id".into()))?;
+            // Observed calls are not forwarded: the app would run them.
+            if item.report.outcome == Outcome::Forwarded && report.mode == Mode::Recover {
+                report.forward.push(ForwardedCall {
+                    event_id: ledger::tool_call_event_id(item_id),
+                    name: item.report.name.clone().unwrap_or_default(),
+                    arguments: item.report.arguments.clone().unwrap_or(Value::Null),
+                    family: detection.leaks[item.leak_index].family.as_str().to_string(),
+                });
+            }
+        }
+        report.recovery_id = Some(recovery_id);
+        complete(&mut report, pass, calls, outcome, summary);
+        out.push((index, report));
+    }
+    Ok(out)
 }
 
 fn push_recovered_mark(tools_used: &mut Value) {
