@@ -1,23 +1,34 @@
 //! The load harness: seeds PostgreSQL, publishes message-finalized events, waits until the
 //! worker has moved all of them to the moderation exchange, and reports rate, latency,
-//! the worker's CPU and memory, and database commits. The worker runs with its own
-//! defaults unless `--prefetch`/`--concurrency` are given. Next to it, in the same run and
-//! on the same broker and database, the two ceilings, each the best the bare component
-//! reaches on this machine:
+//! the worker's CPU (utime + stime from /proc, in total and per event) and memory, and
+//! database commits. The worker runs with its own defaults unless `--prefetch`/
+//! `--concurrency` are given. Next to it, in the same run and on the same broker and
+//! database, the ceilings, each the best the bare component reaches on this machine:
 //! - `forwarder`: consume -> publish to a durable quorum queue with confirm -> ack after the
-//!   confirm, no detection, no database (the clean-path ceiling), swept over its window of
-//!   deliveries in flight (`--forwarder-windows`); the best window is the ceiling;
-//! - `txn`: the worker's recovery transaction alone (`recover::recover_with_outbox`, the
-//!   outbox row included), no broker (the dirty-path ceiling), swept over client counts
-//!   (`--txn-clients`); the best count is the ceiling. `--txn-per-commit 1,8` also measures
-//!   several recoveries per commit.
+//!   confirm, no detection, no database (the clean-path ceiling), in a process of its own
+//!   (this harness run again with `--forwarder-only`), so that its CPU is its own; swept over
+//!   its window of deliveries in flight (`--forwarder-windows`); the best window is the
+//!   ceiling;
+//! - `txn`: the worker's recovery transaction alone, no broker (the dirty-path ceiling), swept
+//!   over client counts (`--txn-clients`); the best count is the ceiling. One recovery per
+//!   commit (`recover::recover_with_outbox`, the outbox row included) and, for
+//!   `--txn-per-commit 16`, 16 messages in one transaction, ids ascending, both with the
+//!   statements of one message at a time (`per-message`) and with the statements of a
+//!   batch (`batched`: `recover::recover_batch`, one `unnest` statement per kind).
+//!
+//! Two ways to feed the consumers (`--feeds`): `drain` queues every event first, then starts
+//! the consumer and measures from the first moderation message to the last (time and CPU
+//! over the drain: what a consumer costs per event with nothing else running); `live`
+//! publishes while the consumer runs (from the first publish to the last arrival), the
+//! load generator sharing the cores with it.
 //!
 //! ```sh
 //! cargo build --release && cargo run --release --example load -- --events 20000 --leak-share 0.02
-//! cargo run --example load -- --smoke      # CI: a few thousand events, checks counts only
+//! cargo run --example load -- --smoke      # CI: small runs of every workload, checks counts only
 //! ```
 //! Every run uses a fresh database and fresh exchange/queue names and drops nothing it
-//! did not create. Traffic goes only to the local services named by the URLs.
+//! did not create. Every workload checks its exact effects (moderation messages, memories,
+//! rows left dirty). Traffic goes only to the local services named by the URLs.
 
 use clap::Parser;
 use futures_util::StreamExt;
@@ -38,7 +49,9 @@ use tokio::sync::Semaphore;
 use toolcall_recovery::ids::MessageId;
 use toolcall_recovery::outbound::StandIn;
 use toolcall_recovery::recover::outbox::{self, Envelope};
-use toolcall_recovery::recover::{recover_in, recover_with_outbox, Source};
+use toolcall_recovery::recover::{
+    recover_batch, recover_in, recover_with_outbox, BatchItem, Source,
+};
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -72,15 +85,35 @@ struct Args {
     /// Clients the bare recovery transaction is run at; the best is the ceiling.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32")]
     txn_clients: Vec<usize>,
-    /// Recoveries per commit of the bare transaction (1 is what the worker does).
-    #[arg(long, value_delimiter = ',', default_value = "1")]
+    /// Recoveries per commit of the bare transaction: 1 is one message per transaction, more
+    /// are that many messages in one transaction, ids ascending (the worker's group commit).
+    #[arg(long, value_delimiter = ',', default_value = "1,16")]
     txn_per_commit: Vec<usize>,
+    /// The statements of several recoveries in one transaction: `batched` (one statement per
+    /// kind for all of them, what the worker does) and/or `per-message` (each message's
+    /// statements in turn).
+    #[arg(long, value_delimiter = ',', default_value = "batched,per-message")]
+    txn_statements: Vec<Statements>,
     /// Messages per bare-transaction run (every one a leak).
     #[arg(long, default_value_t = 5_000)]
     txn_events: usize,
     /// Which workloads: worker, forwarder, txn (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "worker,forwarder,txn")]
     only: Vec<String>,
+    /// How the worker and the forwarder are fed: `drain` (every event queued first) and/or
+    /// `live` (published while they consume).
+    #[arg(long, value_delimiter = ',', default_value = "drain,live")]
+    feeds: Vec<Feed>,
+    /// Internal: run only the bare forwarder, from `--forward-queue` to
+    /// `--forward-exchange`, until killed (the harness starts itself this way).
+    #[arg(long, hide = true)]
+    forwarder_only: bool,
+    #[arg(long, hide = true, default_value = "")]
+    forward_queue: String,
+    #[arg(long, hide = true, default_value = "")]
+    forward_exchange: String,
+    #[arg(long, hide = true, default_value_t = 256)]
+    forward_window: usize,
     /// The worker binary.
     #[arg(long, default_value = "target/release/toolcall-recovery")]
     bin: String,
@@ -99,7 +132,8 @@ struct Args {
     /// as a cloud disk's 1-5 ms `fsync` would; concurrent commits still share a flush.
     #[arg(long, default_value_t = 0)]
     commit_delay_us: u32,
-    /// Smoke mode for CI: 3,000 events, 10% leaks, debug binary; checks exact counts.
+    /// Smoke mode for CI: every workload small (3,000 events, 10% leaks, debug binary, one
+    /// window, one client count); checks exact counts.
     #[arg(long)]
     smoke: bool,
     /// The workers' recovery mode (`TCR_MODE`): `observe` records every leak in the ledger
@@ -108,23 +142,47 @@ struct Args {
     mode: String,
 }
 
+/// How the events reach a consumer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Feed {
+    /// Every event queued before the consumer starts; measured over the drain.
+    Drain,
+    /// Published while the consumer runs.
+    Live,
+}
+
+impl Feed {
+    fn label(self) -> &'static str {
+        match self {
+            Feed::Drain => "drain",
+            Feed::Live => "live",
+        }
+    }
+}
+
+/// How the bare transaction puts several recoveries in one commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Statements {
+    /// `recover::recover_batch`: one statement per kind for the whole group.
+    Batched,
+    /// Each message's statements in turn (`recover::recover_in` one after another).
+    PerMessage,
+}
+
 #[tokio::main]
 async fn main() -> Res<()> {
     let mut args = Args::parse();
+    if args.forwarder_only {
+        return forward(&args).await;
+    }
     if args.smoke {
-        args.events = 3_000;
-        args.leak_share = 0.10;
-        args.rate = 0;
-        if args.bin == "target/release/toolcall-recovery" {
-            args.bin = "target/debug/toolcall-recovery".into();
-        }
-        args.only = vec!["worker".into()];
+        smoke(&mut args);
     }
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let shown = |v: Option<String>| v.unwrap_or_else(|| "default".into());
     println!(
         "events={} leak_share={} rate={} workers={} prefetch={} concurrency={} \
-         recoveries_per_commit={} commit_delay_us={} cores={cores}",
+         recoveries_per_commit={} commit_delay_us={} cores={cores} load average {}",
         args.events,
         args.leak_share,
         args.rate,
@@ -133,18 +191,91 @@ async fn main() -> Res<()> {
         shown(args.concurrency.map(|c| c.to_string())),
         shown(args.recoveries_per_commit.map(|c| c.to_string())),
         args.commit_delay_us,
+        load_average(),
     );
-    println!("| workload | events/s | p50 ms | p95 ms | p99 ms | worker CPU s | worker peak RSS MB | db commits |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| workload | events/s | p50 ms | p95 ms | p99 ms | CPU s | CPU µs/event | peak RSS MB | db commits |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    let mut results = Results::default();
     for what in args.only.clone() {
         match what.as_str() {
-            "worker" => worker_case(&args).await?,
-            "forwarder" => forwarder_case(&args).await?,
-            "txn" => txn_case(&args).await?,
+            "worker" => worker_case(&args, &mut results).await?,
+            "forwarder" => forwarder_case(&args, &mut results).await?,
+            "txn" => txn_case(&args, &mut results).await?,
             other => return Err(format!("unknown workload {other}").into()),
         }
     }
+    results.print_ratios(args.leak_share);
     Ok(())
+}
+
+/// CI: every workload, small, in debug; counts are checked, figures mean nothing.
+fn smoke(args: &mut Args) {
+    args.events = 3_000;
+    args.leak_share = 0.10;
+    args.rate = 0;
+    if args.bin == "target/release/toolcall-recovery" {
+        args.bin = "target/debug/toolcall-recovery".into();
+    }
+    args.only = vec!["worker".into(), "forwarder".into(), "txn".into()];
+    args.forwarder_windows = vec![256];
+    args.txn_clients = vec![4];
+    args.txn_events = 160;
+}
+
+/// The 1-minute load average, to print beside the figures (they mean little when others
+/// share the cores).
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
+}
+
+/// What one workload measured.
+#[derive(Debug, Clone, Copy)]
+struct Measured {
+    /// Events (or recoveries) per second.
+    rate: f64,
+    /// CPU microseconds per event of the measured process, when known.
+    cpu_per_event: Option<f64>,
+}
+
+/// The figures of this run, for the ratios printed at the end.
+#[derive(Default)]
+struct Results {
+    worker: Vec<(Feed, Measured)>,
+    forwarder: Vec<(Feed, usize, Measured)>,
+    txn: Vec<(String, usize, Measured)>,
+}
+
+impl Results {
+    /// The worker against the best of each ceiling of the same run.
+    fn print_ratios(&self, leak_share: f64) {
+        let pct = (leak_share * 100.0).round();
+        for &(feed, w) in &self.worker {
+            let best = self
+                .forwarder
+                .iter()
+                .filter(|f| f.0 == feed)
+                .max_by(|a, b| a.2.rate.total_cmp(&b.2.rate));
+            if let Some(&(_, window, f)) = best {
+                let cpu = match (w.cpu_per_event, f.cpu_per_event) {
+                    (Some(a), Some(b)) => format!(", CPU per event {:.2}x the forwarder's", a / b),
+                    _ => String::new(),
+                };
+                println!(
+                    "ratio ({pct}% leaks, {}): worker {:.0}/s = {:.2} of the forwarder's best (window {window}, {:.0}/s){cpu}",
+                    feed.label(), w.rate, w.rate / f.rate, f.rate
+                );
+            }
+            for (kind, clients, t) in &self.txn {
+                println!(
+                    "ratio ({pct}% leaks, {}): worker {:.0}/s = {:.2} of the bare transaction, {kind}, best at {clients} clients ({:.0}/s)",
+                    feed.label(), w.rate, w.rate / t.rate, t.rate
+                );
+            }
+        }
+    }
 }
 
 /// Names of one workload: nothing is shared between workloads or runs.
@@ -335,8 +466,23 @@ async fn publish_all(ch: &Channel, exchange: &str, seeded: &Seeded, rate: u64) -
     Ok(())
 }
 
-/// Latencies from `occurred_at` to arrival, until `expected` moderation messages arrived.
-async fn collect(ch: &Channel, queue: &str, expected: usize, timeout: Duration) -> Res<Vec<f64>> {
+/// What a collector saw: the latencies (from `occurred_at` to arrival), and when the first
+/// and the last moderation message arrived, each with the CPU seconds the measured
+/// processes had used by then.
+struct Collected {
+    lat: Vec<f64>,
+    first: (Instant, f64),
+    last: (Instant, f64),
+}
+
+/// Collects moderation messages until `expected` arrived.
+async fn collect(
+    ch: &Channel,
+    queue: &str,
+    expected: usize,
+    timeout: Duration,
+    pids: &[u32],
+) -> Res<Collected> {
     let mut consumer = ch
         .basic_consume(
             queue,
@@ -349,34 +495,42 @@ async fn collect(ch: &Channel, queue: &str, expected: usize, timeout: Duration) 
         )
         .await?;
     let mut lat = Vec::with_capacity(expected);
+    let mut first = None;
     let deadline = tokio::time::Instant::now() + timeout;
-    while lat.len() < expected {
+    for seen in 0..expected {
         let next = tokio::time::timeout_at(deadline, consumer.next()).await;
         let Ok(Some(Ok(delivery))) = next else {
-            return Err(format!(
-                "only {} of {expected} moderation messages arrived",
-                lat.len()
-            )
-            .into());
+            return Err(format!("only {seen} of {expected} moderation messages arrived").into());
         };
+        if first.is_none() {
+            first = Some((Instant::now(), cpu_seconds(pids)));
+        }
         let v: serde_json::Value = serde_json::from_slice(&delivery.data)?;
         let sent = v["occurred_at"]
             .as_str()
             .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok());
-        if v["recovery"]["outcome"] != "clean" && std::env::var_os("LOAD_DEBUG").is_some() {
-            let ms = sent
-                .map(|s| (chrono::Utc::now() - s.with_timezone(&chrono::Utc)).num_milliseconds());
-            eprintln!("leaked message latency {ms:?} ms");
-        }
         if let Some(sent) = sent {
             let ms = (chrono::Utc::now() - sent.with_timezone(&chrono::Utc))
                 .num_microseconds()
                 .unwrap_or(0) as f64
                 / 1000.0;
+            if v["recovery"]["outcome"] != "clean" && std::env::var_os("LOAD_DEBUG").is_some() {
+                eprintln!("leaked message latency {ms:.1} ms");
+            }
             lat.push(ms);
         }
     }
-    Ok(lat)
+    let last = (Instant::now(), cpu_seconds(pids));
+    Ok(Collected {
+        lat,
+        first: first.unwrap_or(last),
+        last,
+    })
+}
+
+/// CPU seconds (utime + stime, every thread) the processes have used so far.
+fn cpu_seconds(pids: &[u32]) -> f64 {
+    pids.iter().map(|&p| proc_usage(p).0).sum()
 }
 
 async fn moderation_queue(ch: &Channel, names: &Names) -> Res<String> {
@@ -488,25 +642,33 @@ async fn commits(pool: &PgPool, db: &str) -> i64 {
         .unwrap_or(0)
 }
 
+/// One line of the table; `cpu`: CPU seconds of the measured processes over the same
+/// `elapsed`.
 fn report(
     name: &str,
     n: usize,
     elapsed: Duration,
     mut lat: Vec<f64>,
-    cpu: Option<(f64, f64)>,
+    (cpu, rss): (Option<f64>, Option<f64>),
     commits: i64,
-) {
+) -> Measured {
     lat.sort_by(|a, b| a.total_cmp(b));
     let rate = n as f64 / elapsed.as_secs_f64();
-    let (cpu_s, rss) = cpu.map_or(("-".into(), "-".into()), |(c, r)| {
-        (format!("{c:.2}"), format!("{r:.1}"))
-    });
+    let cpu_per_event = cpu.map(|c| c * 1e6 / n.max(1) as f64);
+    let shown = |v: Option<f64>, digits: usize| v.map_or("-".into(), |v| format!("{v:.digits$}"));
     println!(
-        "| {name} | {rate:.0} | {:.1} | {:.1} | {:.1} | {cpu_s} | {rss} | {commits} |",
+        "| {name} | {rate:.0} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {commits} |",
         percentile(&lat, 0.5),
         percentile(&lat, 0.95),
-        percentile(&lat, 0.99)
+        percentile(&lat, 0.99),
+        shown(cpu, 2),
+        shown(cpu_per_event, 1),
+        shown(rss, 1),
     );
+    Measured {
+        rate,
+        cpu_per_event,
+    }
 }
 
 async fn spawn_worker(args: &Args, names: &Names, i: usize) -> Res<Child> {
@@ -545,8 +707,17 @@ async fn spawn_worker(args: &Args, names: &Names, i: usize) -> Res<Child> {
 }
 
 /// Waits until `n` consumers are on the queue (the workers declared it and subscribed).
-/// A passive declare of a missing queue closes its channel, so each try opens a new one.
 async fn wait_for_consumers(conn: &Connection, queue: &str, n: u32) -> Res<()> {
+    wait_for_consumer_count(conn, queue, |c| c >= n).await
+}
+
+/// Waits until the queue's consumer count satisfies `ok`. A passive declare of a missing
+/// queue closes its channel, so each try opens a new one.
+async fn wait_for_consumer_count(
+    conn: &Connection,
+    queue: &str,
+    ok: impl Fn(u32) -> bool,
+) -> Res<()> {
     for _ in 0..300 {
         let ch = conn.create_channel().await?;
         let opts = QueueDeclareOptions {
@@ -554,34 +725,118 @@ async fn wait_for_consumers(conn: &Connection, queue: &str, n: u32) -> Res<()> {
             ..Default::default()
         };
         if let Ok(q) = ch.queue_declare(queue, opts, FieldTable::default()).await {
-            if q.consumer_count() >= n {
-                let _ = ch.close(200, "ok").await;
+            let _ = ch.close(200, "ok").await;
+            if ok(q.consumer_count()) {
                 return Ok(());
             }
-            let _ = ch.close(200, "ok").await;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Err(format!("workers did not start consuming {queue}").into())
+    Err(format!("the consumers of {queue} did not come or go").into())
 }
 
-async fn worker_case(args: &Args) -> Res<()> {
+async fn worker_case(args: &Args, results: &mut Results) -> Res<()> {
+    for &feed in &args.feeds {
+        let measured = worker_run(args, feed).await?;
+        results.worker.push((feed, measured));
+    }
+    Ok(())
+}
+
+/// The worker declares its own queue: for a drain, one worker starts, subscribes and is
+/// stopped before the events are queued, and the queue is left without a consumer.
+async fn declare_worker_queue(args: &Args, names: &Names, probe: &Connection) -> Res<()> {
+    let mut first = spawn_worker(args, names, 0).await?;
+    wait_for_consumers(probe, &names.queue, 1).await?;
+    first.kill().await?;
+    wait_for_consumer_count(probe, &names.queue, |c| c == 0).await
+}
+
+/// One run of `--workers` workers fed as `feed`.
+async fn worker_run(args: &Args, feed: Feed) -> Res<Measured> {
     let names = Names::new("worker");
     let (pool, seeded) = seed(args, &names, args.leak_share).await?;
     let (_c1, ch) = channel(&args.amqp).await?;
     let collector = moderation_queue(&ch, &names).await?;
+    let (probe, _) = channel(&args.amqp).await?;
+    let (_c3, pubch) = channel(&args.amqp).await?;
+    if feed == Feed::Drain {
+        declare_worker_queue(args, &names, &probe).await?;
+        publish_all(&pubch, &names.input, &seeded, 0).await?;
+    }
+    let commits_before = commits(&pool, &names.db).await;
     let mut workers: Vec<Child> = Vec::new();
     for i in 0..args.workers {
         workers.push(spawn_worker(args, &names, i).await?);
     }
-    let (probe, _) = channel(&args.amqp).await?;
-    wait_for_consumers(&probe, &names.queue, args.workers as u32).await?;
-    let commits_before = commits(&pool, &names.db).await;
-    let started = Instant::now();
-    let (_c3, pubch) = channel(&args.amqp).await?;
+    let pids: Vec<u32> = workers.iter().filter_map(|w| w.id()).collect();
     let expected = seeded.ids.len();
-    let sampler = (args.sample_rss_secs > 0).then(|| {
-        let pids: Vec<u32> = workers.iter().filter_map(|w| w.id()).collect();
+    let sampler = rss_sampler(args, &pids);
+    let collect_task = {
+        let (ch, pids) = (ch.clone(), pids.clone());
+        tokio::spawn(async move {
+            collect(&ch, &collector, expected, Duration::from_secs(1800), &pids)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    };
+    let mut started = (Instant::now(), 0.0);
+    if feed == Feed::Live {
+        wait_for_consumers(&probe, &names.queue, args.workers as u32).await?;
+        started = (Instant::now(), cpu_seconds(&pids));
+        publish_all(&pubch, &names.input, &seeded, args.rate).await?;
+    }
+    let collected = collect_task.await??;
+    if let Some(s) = sampler {
+        s.abort();
+    }
+    // A drain is measured from the first moderation message to the last.
+    let (n, from) = match feed {
+        Feed::Drain => (expected.saturating_sub(1), collected.first),
+        Feed::Live => (expected, started),
+    };
+    // PostgreSQL publishes a backend's counters up to a second after its transactions.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let commits_after = commits(&pool, &names.db).await;
+    let rss = pids.iter().map(|&p| proc_usage(p).1).fold(0.0, f64::max);
+    let measured = report(
+        &worker_label(args, feed),
+        n,
+        collected.last.0 - from.0,
+        collected.lat,
+        (Some(collected.last.1 - from.1), Some(rss)),
+        commits_after - commits_before,
+    );
+    for mut w in workers {
+        let _ = w.start_kill();
+        let _ = w.wait().await;
+    }
+    let effects = worker_effects(args, &pool, &seeded).await;
+    drop_broker_names(&ch, &names).await;
+    drop_database(args, pool, &names.db).await?;
+    effects?;
+    Ok(measured)
+}
+
+fn worker_label(args: &Args, feed: Feed) -> String {
+    format!(
+        "worker x{} ({}% leaks, {}{})",
+        args.workers,
+        (args.leak_share * 100.0).round(),
+        feed.label(),
+        if args.rate > 0 && feed == Feed::Live {
+            format!(", {} ev/s offered", args.rate)
+        } else {
+            String::new()
+        }
+    )
+}
+
+/// Prints the workers' resident memory every `--sample-rss-secs`, to see it stay flat over a
+/// soak.
+fn rss_sampler(args: &Args, pids: &[u32]) -> Option<tokio::task::JoinHandle<()>> {
+    (args.sample_rss_secs > 0).then(|| {
+        let pids = pids.to_vec();
         let every = Duration::from_secs(args.sample_rss_secs);
         tokio::spawn(async move {
             let t0 = Instant::now();
@@ -598,74 +853,30 @@ async fn worker_case(args: &Args) -> Res<()> {
                 );
             }
         })
-    });
-    let collect_task = {
-        let ch = ch.clone();
-        tokio::spawn(async move {
-            collect(&ch, &collector, expected, Duration::from_secs(1800))
-                .await
-                .map_err(|e| e.to_string())
-        })
-    };
-    publish_all(&pubch, &names.input, &seeded, args.rate).await?;
-    let lat = collect_task.await??;
-    let elapsed = started.elapsed();
-    if let Some(s) = sampler {
-        s.abort();
-    }
-    // PostgreSQL publishes a backend's counters up to a second after its transactions.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let commits_after = commits(&pool, &names.db).await;
-    let usage: Vec<(f64, f64)> = workers
-        .iter()
-        .filter_map(|w| w.id())
-        .map(proc_usage)
-        .collect();
-    let cpu = usage.iter().map(|u| u.0).sum::<f64>();
-    let rss = usage.iter().map(|u| u.1).fold(0.0, f64::max);
-    let label = format!(
-        "worker x{} ({}% leaks{})",
-        args.workers,
-        (args.leak_share * 100.0).round(),
-        if args.rate > 0 {
-            format!(", {} ev/s offered", args.rate)
-        } else {
-            String::new()
-        }
-    );
-    report(
-        &label,
-        expected,
-        elapsed,
-        lat,
-        Some((cpu, rss)),
-        commits_after - commits_before,
-    );
-    // Exact effects: one memory per leaked message, every leak cleaned.
+    })
+}
+
+/// Exact effects: one memory per leaked message, every leak cleaned (recover mode), or every
+/// leak observed and nothing changed (observe mode).
+async fn worker_effects(args: &Args, pool: &PgPool, seeded: &Seeded) -> Res<()> {
     let leaks = seeded.ids.iter().filter(|(_, l)| *l).count() as i64;
     let memories: i64 = sqlx::query_scalar("SELECT count(*) FROM agent_memories")
-        .fetch_one(&pool)
+        .fetch_one(pool)
         .await?;
     let dirty: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM messages WHERE role = 'assistant' AND content LIKE '{success%'",
     )
-    .fetch_one(&pool)
+    .fetch_one(pool)
     .await?;
     let observed: i64 = sqlx::query_scalar(
         "SELECT count(DISTINCT message_id) FROM recoveries WHERE mode = 'observe'",
     )
-    .fetch_one(&pool)
+    .fetch_one(pool)
     .await?;
     println!(
         "  effects ({} mode): leaked messages {leaks}, memories {memories}, still dirty {dirty}, observed {observed}",
         args.mode
     );
-    for mut w in workers {
-        let _ = w.start_kill();
-        let _ = w.wait().await;
-    }
-    drop_broker_names(&ch, &names).await;
-    drop_database(args, pool, &names.db).await?;
     let expected = if args.mode == "observe" {
         (0, leaks, leaks)
     } else {
@@ -682,45 +893,45 @@ async fn worker_case(args: &Args) -> Res<()> {
     Ok(())
 }
 
-/// The clean-path ceiling: the bare forwarder at each window; the best is the ceiling.
-async fn forwarder_case(args: &Args) -> Res<()> {
-    let mut best: Option<(usize, f64)> = None;
-    for &window in &args.forwarder_windows {
-        let rate = forwarder_run(args, window.max(1)).await?;
-        if best.is_none_or(|(_, b)| rate > b) {
-            best = Some((window, rate));
+/// The clean-path ceiling: the bare forwarder at each window, fed each way; the best window
+/// of each feed is its ceiling.
+async fn forwarder_case(args: &Args, results: &mut Results) -> Res<()> {
+    for &feed in &args.feeds {
+        let mut best: Option<(usize, Measured)> = None;
+        for &window in &args.forwarder_windows {
+            let m = forwarder_run(args, window.max(1), feed).await?;
+            results.forwarder.push((feed, window, m));
+            if best.is_none_or(|(_, b)| m.rate > b.rate) {
+                best = Some((window, m));
+            }
         }
-    }
-    if let Some((window, rate)) = best {
-        println!(
-            "| ceiling: broker-only forwarder, best window ({window}) | {rate:.0} | | | | | | |"
-        );
+        if let Some((window, m)) = best {
+            let cpu = m.cpu_per_event.map_or("-".into(), |c| format!("{c:.1}"));
+            println!(
+                "| ceiling ({}): broker-only forwarder, best window ({window}) | {:.0} | | | | | {cpu} | | |",
+                feed.label(),
+                m.rate
+            );
+        }
     }
     Ok(())
 }
 
-/// One bare forwarder run at `window` deliveries in flight (prefetch = concurrency); returns
-/// events per second.
-async fn forwarder_run(args: &Args, window: usize) -> Res<f64> {
-    let names = Names::new("fwd");
-    let (pool, seeded) = seed(args, &names, args.leak_share).await?;
-    let (_c1, ch) = channel(&args.amqp).await?;
-    let collector = moderation_queue(&ch, &names).await?;
-    declare_exchange(&ch, &names.input).await?;
+/// Declares what the worker's topology would: the input exchange, a durable quorum queue
+/// bound to it, and the moderation exchange with the collector's queue.
+async fn forwarder_topology(ch: &Channel, names: &Names) -> Res<String> {
+    let collector = moderation_queue(ch, names).await?;
+    declare_exchange(ch, &names.input).await?;
     let mut qargs = FieldTable::default();
     qargs.insert(
         "x-queue-type".into(),
         lapin::types::AMQPValue::LongString("quorum".into()),
     );
-    ch.queue_declare(
-        &names.queue,
-        QueueDeclareOptions {
-            durable: true,
-            ..Default::default()
-        },
-        qargs,
-    )
-    .await?;
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    ch.queue_declare(&names.queue, durable, qargs).await?;
     ch.queue_bind(
         &names.queue,
         &names.input,
@@ -729,8 +940,76 @@ async fn forwarder_run(args: &Args, window: usize) -> Res<f64> {
         FieldTable::default(),
     )
     .await?;
-    // The forwarder: publish with confirm, then ack, `window` deliveries in flight.
-    let (_c2, fwd) = channel(&args.amqp).await?;
+    Ok(collector)
+}
+
+/// One bare forwarder run at `window` deliveries in flight (prefetch = concurrency), in a
+/// process of its own.
+async fn forwarder_run(args: &Args, window: usize, feed: Feed) -> Res<Measured> {
+    let names = Names::new("fwd");
+    let (pool, seeded) = seed(args, &names, args.leak_share).await?;
+    let (_c1, ch) = channel(&args.amqp).await?;
+    let collector = forwarder_topology(&ch, &names).await?;
+    let (_c3, pubch) = channel(&args.amqp).await?;
+    if feed == Feed::Drain {
+        publish_all(&pubch, &names.input, &seeded, 0).await?;
+    }
+    let mut child = Command::new(std::env::current_exe()?)
+        .args(["--forwarder-only", "--amqp", &args.amqp])
+        .args(["--forward-queue", &names.queue])
+        .args(["--forward-exchange", &names.moderation])
+        .args(["--forward-window", &window.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()?;
+    let pids: Vec<u32> = child.id().into_iter().collect();
+    let expected = seeded.ids.len();
+    let collect_task = {
+        let (ch, pids) = (ch.clone(), pids.clone());
+        tokio::spawn(async move {
+            collect(&ch, &collector, expected, Duration::from_secs(1800), &pids)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    };
+    let mut started = (Instant::now(), 0.0);
+    if feed == Feed::Live {
+        let (probe, _) = channel(&args.amqp).await?;
+        wait_for_consumers(&probe, &names.queue, 1).await?;
+        started = (Instant::now(), cpu_seconds(&pids));
+        publish_all(&pubch, &names.input, &seeded, args.rate).await?;
+    }
+    let collected = collect_task.await??;
+    let (n, from) = match feed {
+        Feed::Drain => (expected.saturating_sub(1), collected.first),
+        Feed::Live => (expected, started),
+    };
+    let rss = pids.iter().map(|&p| proc_usage(p).1).fold(0.0, f64::max);
+    let _ = child.kill().await;
+    drop_broker_names(&ch, &names).await;
+    drop_database(args, pool, &names.db).await?;
+    Ok(report(
+        &format!("bare forwarder, window {window} ({})", feed.label()),
+        n,
+        collected.last.0 - from.0,
+        collected.lat,
+        (Some(collected.last.1 - from.1), Some(rss)),
+        0,
+    ))
+}
+
+/// The bare forwarder (`--forwarder-only`): consume, publish with confirm, ack after the
+/// confirm, `--forward-window` deliveries in flight; the broker connection set up as the
+/// worker's is (tokio's executor and reactor). Runs until killed.
+async fn forward(args: &Args) -> Res<()> {
+    let props = ConnectionProperties::default()
+        .with_executor(tokio_executor_trait::Tokio::current())
+        .with_reactor(tokio_reactor_trait::Tokio);
+    let conn = Connection::connect(&args.amqp, props).await?;
+    let fwd = conn.create_channel().await?;
+    fwd.confirm_select(ConfirmSelectOptions::default()).await?;
+    let window = args.forward_window.max(1);
     fwd.basic_qos(
         window.min(u16::MAX as usize) as u16,
         BasicQosOptions::default(),
@@ -738,98 +1017,96 @@ async fn forwarder_run(args: &Args, window: usize) -> Res<f64> {
     .await?;
     let mut consumer = fwd
         .basic_consume(
-            &names.queue,
+            &args.forward_queue,
             "forwarder",
             BasicConsumeOptions::default(),
             FieldTable::default(),
         )
         .await?;
     let limit = Arc::new(Semaphore::new(window));
-    let moderation = names.moderation.clone();
-    let forwarder = tokio::spawn(async move {
-        while let Some(Ok(d)) = consumer.next().await {
-            let Ok(permit) = limit.clone().acquire_owned().await else {
-                break;
-            };
-            let fwd = fwd.clone();
-            let moderation = moderation.clone();
-            tokio::spawn(async move {
-                let props = BasicProperties::default().with_delivery_mode(2);
-                if let Ok(confirm) = fwd
-                    .basic_publish(
-                        &moderation,
-                        "message.ready",
-                        BasicPublishOptions::default(),
-                        &d.data,
-                        props,
-                    )
-                    .await
-                {
-                    if confirm.await.is_ok() {
-                        let _ = d.ack(BasicAckOptions::default()).await;
-                    }
-                }
-                drop(permit);
-            });
-        }
-    });
-    let started = Instant::now();
-    let (_c3, pubch) = channel(&args.amqp).await?;
-    let expected = seeded.ids.len();
-    let collect_task = {
-        let ch = ch.clone();
+    let moderation: Arc<str> = args.forward_exchange.as_str().into();
+    while let Some(Ok(d)) = consumer.next().await {
+        let permit = limit.clone().acquire_owned().await?;
+        let (fwd, moderation) = (fwd.clone(), moderation.clone());
         tokio::spawn(async move {
-            collect(&ch, &collector, expected, Duration::from_secs(1800))
+            let props = BasicProperties::default().with_delivery_mode(2);
+            if let Ok(confirm) = fwd
+                .basic_publish(
+                    &moderation,
+                    "message.ready",
+                    BasicPublishOptions::default(),
+                    &d.data,
+                    props,
+                )
                 .await
-                .map_err(|e| e.to_string())
-        })
-    };
-    publish_all(&pubch, &names.input, &seeded, args.rate).await?;
-    let lat = collect_task.await??;
-    let elapsed = started.elapsed();
-    forwarder.abort();
-    drop_broker_names(&ch, &names).await;
-    report(
-        &format!("bare forwarder, window {window}"),
-        expected,
-        elapsed,
-        lat,
-        None,
-        0,
-    );
-    drop_database(args, pool, &names.db).await?;
-    Ok(expected as f64 / elapsed.as_secs_f64())
+            {
+                if confirm.await.is_ok() {
+                    let _ = d.ack(BasicAckOptions::default()).await;
+                }
+            }
+            drop(permit);
+        });
+    }
+    Ok(())
 }
 
-/// The dirty-path ceiling: the bare recovery transaction at each client count (and each
-/// number of recoveries per commit); the best at one recovery per commit is the ceiling.
-async fn txn_case(args: &Args) -> Res<()> {
+/// The dirty-path ceiling: the bare recovery transaction at each client count, for each
+/// number of recoveries per commit (and, for several, each way of running their
+/// statements); the best count of each is its ceiling.
+async fn txn_case(args: &Args, results: &mut Results) -> Res<()> {
     for &per_commit in &args.txn_per_commit {
-        let mut best: Option<(usize, f64)> = None;
-        for &clients in &args.txn_clients {
-            let rate = txn_run(args, clients.max(1), per_commit.max(1)).await?;
-            if best.is_none_or(|(_, b)| rate > b) {
-                best = Some((clients, rate));
+        let per_commit = per_commit.max(1);
+        let kinds: Vec<Option<Statements>> = if per_commit == 1 {
+            vec![None]
+        } else {
+            args.txn_statements.iter().copied().map(Some).collect()
+        };
+        for statements in kinds {
+            let kind = txn_kind(per_commit, statements);
+            let mut best: Option<(usize, Measured)> = None;
+            for &clients in &args.txn_clients {
+                let m = txn_run(args, clients.max(1), per_commit, statements).await?;
+                if best.is_none_or(|(_, b)| m.rate > b.rate) {
+                    best = Some((clients, m));
+                }
             }
-        }
-        if let Some((clients, rate)) = best {
-            println!(
-                "| ceiling: recovery transaction alone, {per_commit} per commit, best client count ({clients}) | {rate:.0} | | | | | | |"
-            );
+            if let Some((clients, m)) = best {
+                let cpu = m.cpu_per_event.map_or("-".into(), |c| format!("{c:.1}"));
+                println!(
+                    "| ceiling: recovery transaction alone, {kind}, best client count ({clients}) | {:.0} | | | | | {cpu} | | |",
+                    m.rate
+                );
+                results.txn.push((kind, clients, m));
+            }
         }
     }
     Ok(())
 }
 
+fn txn_kind(per_commit: usize, statements: Option<Statements>) -> String {
+    match statements {
+        None => format!("{per_commit} per commit"),
+        Some(Statements::Batched) => format!("{per_commit} per commit, batched (unnest)"),
+        Some(Statements::PerMessage) => format!("{per_commit} per commit, per-message statements"),
+    }
+}
+
 /// One run of the bare recovery transaction (every message a leak) at `clients` at once,
-/// `per_commit` recoveries per transaction; returns recoveries per second.
-async fn txn_run(args: &Args, clients: usize, per_commit: usize) -> Res<f64> {
+/// `per_commit` recoveries per transaction; the CPU is this process's (the client side of
+/// the statements, nothing else runs in it meanwhile).
+async fn txn_run(
+    args: &Args,
+    clients: usize,
+    per_commit: usize,
+    statements: Option<Statements>,
+) -> Res<Measured> {
     let names = Names::new("txn");
     let (pool, seeded) = seed_n(args, &names, 1.0, args.txn_events).await?;
     let policy = Arc::new(toolcall_recovery::recover::Policy::default());
     let commits_before = commits(&pool, &names.db).await;
     let limit = Arc::new(Semaphore::new(clients));
-    let started = Instant::now();
+    let me = [std::process::id()];
+    let (started, cpu_before) = (Instant::now(), cpu_seconds(&me));
     let ids: Vec<i64> = seeded.ids.iter().map(|(id, _)| *id).collect();
     let mut tasks = Vec::with_capacity(ids.len() / per_commit + 1);
     for group in ids.chunks(per_commit) {
@@ -839,51 +1116,100 @@ async fn txn_run(args: &Args, clients: usize, per_commit: usize) -> Res<f64> {
         let group = group.to_vec();
         tasks.push(tokio::spawn(async move {
             let t = Instant::now();
-            let r = recover_group(&pool, &group, &policy).await;
+            let r = recover_group(&pool, &group, &policy, statements).await;
             drop(permit);
             r.map(|()| t.elapsed().as_secs_f64() * 1000.0)
-                .map_err(|e| e.to_string())
         }));
     }
     let mut lat = Vec::with_capacity(tasks.len());
     for t in tasks {
         lat.push(t.await??);
     }
-    let elapsed = started.elapsed();
+    let (elapsed, cpu) = (started.elapsed(), cpu_seconds(&me) - cpu_before);
     // PostgreSQL publishes a backend's counters up to a second after its transactions.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let commits_after = commits(&pool, &names.db).await;
-    report(
-        &format!("bare recovery transaction, {clients} clients, {per_commit} per commit"),
+    let measured = report(
+        &format!(
+            "bare recovery transaction, {clients} clients, {}",
+            txn_kind(per_commit, statements)
+        ),
         ids.len(),
         elapsed,
         lat,
-        None,
+        (Some(cpu), None),
         commits_after - commits_before,
     );
+    let effects = txn_effects(&pool, ids.len()).await;
     drop_database(args, pool, &names.db).await?;
-    Ok(ids.len() as f64 / elapsed.as_secs_f64())
+    effects?;
+    Ok(measured)
 }
 
-/// The worker's transaction for one message (outbox included), or several in one commit.
+/// Exact effects of a bare-transaction run: a memory and an outbox row per message, none
+/// left dirty.
+async fn txn_effects(pool: &PgPool, n: usize) -> Res<()> {
+    let counts: (i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM agent_memories), (SELECT count(*) FROM outbox), \
+           (SELECT count(*) FROM messages WHERE role = 'assistant' AND content LIKE '{success%')",
+    )
+    .fetch_one(pool)
+    .await?;
+    if counts != (n as i64, n as i64, 0) {
+        return Err(format!(
+            "effects wrong: (memories, outbox rows, dirty) = {counts:?} for {n} leaks"
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// The worker's transaction for one message (outbox included), or several in one commit,
+/// their statements batched or one message at a time.
 async fn recover_group(
     pool: &PgPool,
     ids: &[i64],
     policy: &toolcall_recovery::recover::Policy,
-) -> Result<(), toolcall_recovery::error::Error> {
+    statements: Option<Statements>,
+) -> Result<(), String> {
     let envelope = StandIn { origin: "load" };
-    if let [id] = ids {
-        recover_with_outbox(
-            pool,
-            MessageId::new(*id),
-            policy,
-            Source::Backfill { model: None },
-            Some(&envelope),
-        )
-        .await?;
-        return Ok(());
+    let source = || Source::Backfill { model: None };
+    match (ids, statements) {
+        ([id], _) => {
+            recover_with_outbox(pool, MessageId::new(*id), policy, source(), Some(&envelope))
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        (_, Some(Statements::Batched) | None) => {
+            let items = ids
+                .iter()
+                .map(|&id| BatchItem {
+                    message_id: MessageId::new(id),
+                    source: source(),
+                    envelope: Some(&envelope),
+                })
+                .collect();
+            recover_batch(pool, policy, items)
+                .await
+                .map_err(|e| e.error.to_string())?;
+        }
+        (_, Some(Statements::PerMessage)) => {
+            per_message(pool, ids, policy, &envelope)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
     }
-    // The same statements as `recover_with_outbox`, several messages to one commit.
+    Ok(())
+}
+
+/// Several messages in one commit, each message's statements in turn (the worker's group
+/// commit before its statements were batched).
+async fn per_message(
+    pool: &PgPool,
+    ids: &[i64],
+    policy: &toolcall_recovery::recover::Policy,
+    envelope: &StandIn<'_>,
+) -> Result<(), toolcall_recovery::error::Error> {
     let mut tx = pool.begin().await?;
     for id in ids {
         let id = MessageId::new(*id);
