@@ -49,7 +49,7 @@ use crate::error::Error;
 use crate::ids::MessageId;
 use load::Lock;
 use serde_json::{json, Value};
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::{Connection, PgConnection, PgPool, Row};
 use std::collections::HashMap;
 
 /// The tool the worker can run itself.
@@ -113,12 +113,23 @@ pub async fn recover_with_outbox(
     source: Source,
     envelope: Option<&dyn outbox::Envelope>,
 ) -> Result<Report, Error> {
-    let mut tx = pool.begin().await?;
+    let mut conn = pool.acquire().await?;
     let item = BatchItem {
         message_id,
         source,
         envelope,
     };
+    with_outbox_on(&mut conn, policy, item).await
+}
+
+/// [`recover_with_outbox`] on a connection the caller holds (a committer keeps one while it
+/// has work).
+async fn with_outbox_on(
+    conn: &mut PgConnection,
+    policy: &Policy,
+    item: BatchItem<'_>,
+) -> Result<Report, Error> {
+    let mut tx = conn.begin().await?;
     let report = batch::one(&mut tx, policy, item, Lock::Wait).await?;
     tx.commit().await?;
     Ok(report)
@@ -180,10 +191,20 @@ pub async fn recover_batch(
     policy: &Policy,
     items: Vec<BatchItem<'_>>,
 ) -> Result<Vec<Report>, BatchError> {
-    match together(pool, policy, &items).await {
+    let mut conn = pool.acquire().await?;
+    batch_on(&mut conn, policy, &items).await
+}
+
+/// [`recover_batch`] on a connection the caller holds.
+async fn batch_on(
+    conn: &mut PgConnection,
+    policy: &Policy,
+    items: &[BatchItem<'_>],
+) -> Result<Vec<Report>, BatchError> {
+    match together(conn, policy, items).await {
         Err(e) if e.failed.is_none() && items.len() > 1 && may_be_one_items(&e.error) => {
             tracing::debug!(size = items.len(), error = %e.error, "a statement of the batch failed; its passes run one after another");
-            one_after_another(pool, policy, &items).await
+            one_after_another(conn, policy, items).await
         }
         result => result,
     }
@@ -191,11 +212,11 @@ pub async fn recover_batch(
 
 /// The passes of `items` together, in one transaction.
 async fn together(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     policy: &Policy,
     items: &[BatchItem<'_>],
 ) -> Result<Vec<Report>, BatchError> {
-    let mut tx = pool.begin().await?;
+    let mut tx = conn.begin().await?;
     match batch::run(&mut tx, policy, items, Lock::NoWait).await {
         Ok(reports) => {
             tx.commit().await?;
@@ -216,7 +237,7 @@ async fn together(
 /// The passes of `items` one after another in one transaction, in id order: the first that
 /// fails is named.
 async fn one_after_another(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     policy: &Policy,
     items: &[BatchItem<'_>],
 ) -> Result<Vec<Report>, BatchError> {
@@ -224,7 +245,7 @@ async fn one_after_another(
     order.sort_by_key(|&i| items[i].message_id);
     let mut reports: Vec<Option<Report>> = Vec::new();
     reports.resize_with(items.len(), || None);
-    let mut tx = pool.begin().await?;
+    let mut tx = conn.begin().await?;
     for i in order {
         match batch::run(&mut tx, policy, &items[i..=i], Lock::NoWait).await {
             Ok(one) => reports[i] = one.into_iter().next(),

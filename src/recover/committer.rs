@@ -1,6 +1,6 @@
 //! Group commit: `committers` tasks, each one database transaction at a time, take the
 //! recoveries waiting for them, up to `per_commit` at once, and run them in one transaction
-//! ([`recover_batch`]). The worker and the backfill recover through one of these.
+//! ([`super::recover_batch`]). The worker and the backfill recover through one of these.
 //!
 //! Nothing waits to fill a batch: a committer takes what is queued when it becomes free, so
 //! a lone leak is one transaction of its own, and batches grow only when leaks arrive
@@ -20,13 +20,15 @@
 //! May depend on: the rest of `recover`, `ids`, `error`, `tokio`, `sqlx`. No broker.
 
 use super::outbox::Envelope;
-use super::{recover_batch, recover_with_outbox, BatchItem, Policy, Report, Source};
+use super::{batch_on, with_outbox_on, BatchItem, Policy, Report, Source};
 use crate::error::Error;
 use crate::ids::MessageId;
 use futures_util::FutureExt;
-use sqlx::PgPool;
+use sqlx::pool::PoolConnection;
+use sqlx::{PgConnection, PgPool, Postgres};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::{mpsc, oneshot, Mutex};
 
 /// Called after every commit with the number of recoveries it held (for a metric).
@@ -83,7 +85,7 @@ impl<E: Envelope + Send + 'static> Committer<E> {
     }
 
     /// The recovery pass of `message_id`, committed (alone or with others), with the outbox
-    /// rows `envelope` says it owes: [`recover_with_outbox`], group-committed.
+    /// rows `envelope` says it owes: [`super::recover_with_outbox`], group-committed.
     pub async fn recover(
         &self,
         message_id: MessageId,
@@ -109,15 +111,32 @@ impl<E: Envelope + Send + 'static> Committer<E> {
 }
 
 /// One committer: waits for a recovery, takes the others already waiting (up to the batch
-/// size), commits them, answers each.
+/// size), commits them, answers each. It keeps its database connection while it has work
+/// (no checkout, no liveness ping per batch) and gives it back when it waits.
 async fn run<E: Envelope + Send + 'static>(shared: Arc<Shared<E>>) {
+    let mut held: Option<PoolConnection<Postgres>> = None;
     loop {
         let batch = {
             // One committer at a time waits on the queue; the others wait for the lock, so
-            // whoever is free takes everything queued so far.
-            let mut queue = shared.queue.lock().await;
-            let Some(first) = queue.recv().await else {
-                return;
+            // whoever is free takes everything queued so far. Whoever waits holds no
+            // connection.
+            let mut queue = match shared.queue.try_lock() {
+                Ok(queue) => queue,
+                Err(_) => {
+                    held = None;
+                    shared.queue.lock().await
+                }
+            };
+            let first = match queue.try_recv() {
+                Ok(job) => job,
+                Err(TryRecvError::Disconnected) => return,
+                Err(TryRecvError::Empty) => {
+                    held = None;
+                    let Some(job) = queue.recv().await else {
+                        return;
+                    };
+                    job
+                }
             };
             let mut batch = vec![first];
             while batch.len() < shared.per_commit {
@@ -129,17 +148,51 @@ async fn run<E: Envelope + Send + 'static>(shared: Arc<Shared<E>>) {
             batch
         };
         // A panic (a bug in a pass) drops the batch's reply senders, which their waiters
-        // report as a bug; the committer itself lives on.
-        let _ = AssertUnwindSafe(commit(&shared, batch))
+        // report as a bug; the committer itself lives on, on a fresh connection.
+        let done = AssertUnwindSafe(commit(&shared, &mut held, batch))
             .catch_unwind()
             .await;
+        if done.is_err() {
+            held = None;
+        }
     }
 }
 
-async fn commit<E: Envelope>(shared: &Shared<E>, mut batch: Vec<Job<E>>) {
+/// Commits `batch` on the held connection (checked out first if none is held). After an
+/// error the connection is given back: the next batch checks a fresh one out.
+async fn commit<E: Envelope>(
+    shared: &Shared<E>,
+    held: &mut Option<PoolConnection<Postgres>>,
+    batch: Vec<Job<E>>,
+) {
+    let conn = match held {
+        Some(conn) => conn,
+        None => match shared.pool.acquire().await {
+            Ok(conn) => held.insert(conn),
+            Err(e) => {
+                let error = Error::from(e);
+                for job in batch {
+                    let _ = job.reply.send(Err(again(&error)));
+                }
+                return;
+            }
+        },
+    };
+    if !commit_on(shared, conn, batch).await {
+        *held = None;
+    }
+}
+
+/// Commits `batch` on `conn`; false when something failed.
+async fn commit_on<E: Envelope>(
+    shared: &Shared<E>,
+    conn: &mut PgConnection,
+    mut batch: Vec<Job<E>>,
+) -> bool {
+    let mut clean = true;
     let mut alone = Vec::new();
     while batch.len() > 1 {
-        let items = batch
+        let items: Vec<BatchItem> = batch
             .iter()
             .map(|job| BatchItem {
                 message_id: job.message_id,
@@ -147,7 +200,9 @@ async fn commit<E: Envelope>(shared: &Shared<E>, mut batch: Vec<Job<E>>) {
                 envelope: job.envelope.as_ref().map(|e| e as &dyn Envelope),
             })
             .collect();
-        match recover_batch(&shared.pool, &shared.policy, items).await {
+        let result = batch_on(conn, &shared.policy, &items).await;
+        drop(items);
+        match result {
             Ok(reports) => {
                 (shared.on_commit)(reports.len());
                 for (job, report) in batch.drain(..).zip(reports) {
@@ -160,12 +215,14 @@ async fn commit<E: Envelope>(shared: &Shared<E>, mut batch: Vec<Job<E>>) {
                 alone.push(batch.remove(i));
             }
             Err(e) if e.error.is_transient() => {
+                clean = false;
                 tracing::debug!(size = batch.len(), error = %e.error, "batch rolled back; its recoveries are retried");
                 for job in batch.drain(..) {
                     let _ = job.reply.send(Err(again(&e.error)));
                 }
             }
             Err(e) => {
+                clean = false;
                 tracing::debug!(size = batch.len(), error = %e.error, "batch rolled back; running its recoveries one by one");
                 alone.append(&mut batch);
             }
@@ -175,19 +232,19 @@ async fn commit<E: Envelope>(shared: &Shared<E>, mut batch: Vec<Job<E>>) {
     // (a row the app holds), and must not hold up one that can go now.
     batch.append(&mut alone);
     for job in batch {
-        let result = recover_with_outbox(
-            &shared.pool,
-            job.message_id,
-            &shared.policy,
-            job.source,
-            job.envelope.as_ref().map(|e| e as &dyn Envelope),
-        )
-        .await;
-        if result.is_ok() {
-            (shared.on_commit)(1);
+        let item = BatchItem {
+            message_id: job.message_id,
+            source: job.source,
+            envelope: job.envelope.as_ref().map(|e| e as &dyn Envelope),
+        };
+        let result = with_outbox_on(conn, &shared.policy, item).await;
+        match &result {
+            Ok(_) => (shared.on_commit)(1),
+            Err(_) => clean = false,
         }
         let _ = job.reply.send(result);
     }
+    clean
 }
 
 /// The error of a batch for each of its recoveries (an error cannot be cloned): the same

@@ -11,6 +11,7 @@ use super::ledger::{self, PrevRecovery};
 use super::load::{Context, MessageRow};
 use super::{string_entries, ForwardedCall, Mode, Outcome, Policy, Report, Source};
 use crate::ids::{AgentId, ChatId, MessageId};
+use serde_json::Value;
 use toolcall_detect::{Config, Detection, Input};
 
 /// What a pass reads after the message row: the content it works on, the agent's tools,
@@ -37,10 +38,10 @@ impl Loaded {
 
 /// The report of a pass that does nothing yet, and, for a message that can hold a leak (an
 /// assistant's, with content), that content and its `tools_used` for the pass to go on
-/// with.
+/// with. The report's summary is written when the pass knows its outcome.
 pub(super) fn start(row: &MessageRow, policy: &Policy) -> (Report, Option<(String, Vec<String>)>) {
     let tools_used = string_entries(&row.tools_used);
-    let report = Report {
+    let mut report = Report {
         message_id: MessageId::new(row.id),
         chat_id: ChatId::new(row.chat_id),
         agent_id: row.agent_id.map(AgentId::new),
@@ -50,7 +51,7 @@ pub(super) fn start(row: &MessageRow, policy: &Policy) -> (Report, Option<(Strin
         content: row.content.clone(),
         tools_used: tools_used.clone(),
         recovery_id: None,
-        summary: ledger::summary_of(Outcome::Clean, policy.mode, &[], 0),
+        summary: Value::Null,
         forward: Vec::new(),
         repaired_tool_messages: Vec::new(),
         memories_created: 0,
@@ -58,12 +59,21 @@ pub(super) fn start(row: &MessageRow, policy: &Policy) -> (Report, Option<(Strin
     };
     match (&row.role[..], &row.content) {
         ("assistant", Some(c)) => (report, Some((c.clone(), tools_used))),
-        _ => (report, None),
+        _ => {
+            done(&mut report);
+            (report, None)
+        }
     }
 }
 
+/// A pass that ends with `report` as it is: its summary.
+fn done(report: &mut Report) -> Decision {
+    report.summary = ledger::summary_of(report.outcome, report.mode, &[], 0);
+    Decision::Done
+}
+
 /// What a pass will do, decided from what it read; `report` is completed for the cases
-/// that end here.
+/// that end here (`Done`).
 pub(super) enum Decision {
     /// Nothing to do (clean, reverted, no agent): `report` says which.
     Done,
@@ -88,19 +98,17 @@ pub(super) fn decide(
     if detection.is_clean() {
         return match prev.filter(|p| p.applied()) {
             Some(prev) => Decision::AlreadyRecovered(prev),
-            None => Decision::Done,
+            None => done(report),
         };
     }
     if let Some(prev) = &prev {
         if prev.reverted && !matches!(source, Source::Admin) {
             report.outcome = Outcome::Reverted;
-            report.summary = ledger::summary_of(Outcome::Reverted, policy.mode, &[], 0);
-            return Decision::Done;
+            return done(report);
         }
     }
     let mode = policy.pass_mode(&detection);
     report.mode = mode;
-    report.summary = ledger::summary_of(Outcome::Clean, mode, &[], 0);
     // The content is exactly what a pass left (cleaned text, a message kept for review),
     // or what an observe-mode pass already recorded: nothing new to do or to record.
     if let Some(prev) = prev {
@@ -122,8 +130,7 @@ pub(super) fn decide(
     }
     if !detection.strip_only && report.agent_id.is_none() {
         report.outcome = Outcome::NoAgent;
-        report.summary = ledger::summary_of(Outcome::NoAgent, mode, &[], 0);
-        return Decision::Done;
+        return done(report);
     }
     Decision::Pass {
         detection,

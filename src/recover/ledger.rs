@@ -3,45 +3,28 @@
 //! removed text verbatim), the summary published with the moderation message, and the
 //! ids derived from ledger rows.
 //!
+//! The rows of a batch are written together (`ledger/write.rs`).
+//!
 //! May depend on: the parent `recover`, `ids`, `error`, `sqlx`.
 
-use super::load::MessageRow;
-use super::plan::Item;
-use super::{CallReport, ForwardedCall, Mode, Outcome, Source};
+use super::{CallReport, ForwardedCall, Mode, Outcome};
 use crate::error::Error;
-use crate::ids::{MessageId, ID_NAMESPACE};
+use crate::ids::ID_NAMESPACE;
 use serde_json::{json, Value};
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
 use sqlx::{PgConnection, Row};
+use std::borrow::Cow;
 use std::collections::HashMap;
-use toolcall_detect::Leak;
 use uuid::Uuid;
+
+mod write;
+pub(super) use write::{insert, NewItem, NewRecovery};
 
 /// The forwarded items of several ledger rows, in each row's ledger order.
 const FORWARDED_ITEMS: &str = "SELECT recovery_id, id, call_name, call_arguments, family \
      FROM recovery_items WHERE recovery_id = ANY($1) AND outcome = 'forwarded' \
      ORDER BY recovery_id, leak_index, item_index";
-/// The `recoveries` rows of a batch, one array per column.
-const INSERT_RECOVERIES: &str = "INSERT INTO recoveries (message_id, chat_id, agent_id, \
-     source, event_id, outcome, content_before, content_after, tools_used_before, \
-     tools_used_after, repaired_tool_message_ids, summary, mode, model) \
-     SELECT m, c, a, s, e, o, cb, ca, tb, ta, r::bigint[], su, mo, md \
-     FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::uuid[], $6::text[], \
-       $7::text[], $8::text[], $9::jsonb[], $10::jsonb[], $11::text[], $12::jsonb[], \
-       $13::text[], $14::text[]) \
-       WITH ORDINALITY AS u(m, c, a, s, e, o, cb, ca, tb, ta, r, su, mo, md, n) \
-     ORDER BY n RETURNING id, message_id";
-/// The `recovery_items` rows of a batch, one array per column.
-const INSERT_ITEMS: &str = "INSERT INTO recovery_items (recovery_id, leak_index, item_index, \
-     family, span_start, span_end, removed_text, call_name, call_arguments, result_object, \
-     outcome, detail, memory_id, tool_message_id, tool_call_id) \
-     SELECT r, l, i, f, ss, se, t, cn, ca, ro, o, d, mi, ti, tc \
-     FROM unnest($1::bigint[], $2::int[], $3::int[], $4::text[], $5::int[], $6::int[], \
-       $7::text[], $8::text[], $9::jsonb[], $10::jsonb[], $11::text[], $12::text[], \
-       $13::bigint[], $14::bigint[], $15::text[]) \
-       WITH ORDINALITY AS u(r, l, i, f, ss, se, t, cn, ca, ro, o, d, mi, ti, tc, n) \
-     ORDER BY n RETURNING id, recovery_id, leak_index, item_index";
 
 /// The latest ledger row of a message.
 #[derive(Debug, Clone)]
@@ -116,177 +99,6 @@ pub(super) async fn forwarded_calls(
     Ok(out)
 }
 
-/// A `recoveries` row to write.
-pub(super) struct NewRecovery<'a> {
-    pub(super) message_id: MessageId,
-    pub(super) row: &'a MessageRow,
-    pub(super) source: &'a Source,
-    pub(super) mode: Mode,
-    pub(super) outcome: Outcome,
-    pub(super) content_before: &'a str,
-    pub(super) content_after: &'a str,
-    pub(super) tools_used_after: &'a Value,
-    pub(super) repaired: &'a [i64],
-    pub(super) summary: &'a Value,
-}
-
-/// Writes the `recoveries` rows (one statement); returns their ids, in the order of `rows`.
-/// At most one row per message.
-pub(super) async fn insert_recoveries(
-    conn: &mut PgConnection,
-    rows: &[NewRecovery<'_>],
-) -> Result<Vec<i64>, Error> {
-    let message_ids: Vec<i64> = rows.iter().map(|r| r.message_id.get()).collect();
-    let chats: Vec<i64> = rows.iter().map(|r| r.row.chat_id).collect();
-    let agents: Vec<Option<i64>> = rows.iter().map(|r| r.row.agent_id).collect();
-    let sources: Vec<&str> = rows.iter().map(|r| r.source.label()).collect();
-    let events: Vec<Option<Uuid>> = rows.iter().map(|r| r.source.event_id()).collect();
-    let outcomes: Vec<&str> = rows.iter().map(|r| r.outcome.as_str()).collect();
-    let before: Vec<&str> = rows.iter().map(|r| r.content_before).collect();
-    let after: Vec<&str> = rows.iter().map(|r| r.content_after).collect();
-    let tools_before: Vec<Json<&Value>> = rows.iter().map(|r| Json(&r.row.tools_used)).collect();
-    let tools_after: Vec<Json<&Value>> = rows.iter().map(|r| Json(r.tools_used_after)).collect();
-    let repaired: Vec<String> = rows.iter().map(|r| array_literal(r.repaired)).collect();
-    let summaries: Vec<Json<&Value>> = rows.iter().map(|r| Json(r.summary)).collect();
-    let modes: Vec<&str> = rows.iter().map(|r| r.mode.as_str()).collect();
-    let models: Vec<Option<&str>> = rows.iter().map(|r| r.source.model()).collect();
-    let written = sqlx::query(INSERT_RECOVERIES)
-        .bind(&message_ids)
-        .bind(&chats)
-        .bind(&agents)
-        .bind(&sources)
-        .bind(&events)
-        .bind(&outcomes)
-        .bind(&before)
-        .bind(&after)
-        .bind(&tools_before)
-        .bind(&tools_after)
-        .bind(&repaired)
-        .bind(&summaries)
-        .bind(&modes)
-        .bind(&models)
-        .fetch_all(&mut *conn)
-        .await?;
-    let mut ids: HashMap<i64, i64> = HashMap::with_capacity(written.len());
-    for row in written {
-        ids.insert(row.try_get("message_id")?, row.try_get("id")?);
-    }
-    message_ids
-        .iter()
-        .map(|m| {
-            ids.remove(m)
-                .ok_or_else(|| Error::Bug(format!("no ledger row came back for message {m}")))
-        })
-        .collect()
-}
-
-/// A `bigint[]` literal (`{1,2,3}`): a column of arrays cannot be unnested from a
-/// two-dimensional array, whose rows would all need the same length.
-fn array_literal(ids: &[i64]) -> String {
-    let parts: Vec<String> = ids.iter().map(i64::to_string).collect();
-    format!("{{{}}}", parts.join(","))
-}
-
-/// A `recovery_items` row to write: the removed text is cut from `content` by the leak's
-/// span.
-pub(super) struct NewItem<'a> {
-    pub(super) recovery_id: i64,
-    pub(super) item: &'a Item,
-    pub(super) leak: &'a Leak,
-    pub(super) content: &'a str,
-}
-
-/// Writes the `recovery_items` rows (one statement); returns their ids, in the order of
-/// `items`.
-pub(super) async fn insert_items(
-    conn: &mut PgConnection,
-    items: &[NewItem<'_>],
-) -> Result<Vec<i64>, Error> {
-    if items.is_empty() {
-        return Ok(Vec::new());
-    }
-    let col = |f: &dyn Fn(&NewItem) -> i32| items.iter().map(f).collect::<Vec<i32>>();
-    let recovery_ids: Vec<i64> = items.iter().map(|n| n.recovery_id).collect();
-    let leak_indexes = col(&|n| n.item.leak_index as i32);
-    let item_indexes = col(&|n| n.item.item_index as i32);
-    let families: Vec<&str> = items.iter().map(|n| n.leak.family.as_str()).collect();
-    let starts = col(&|n| n.leak.span.start as i32);
-    let ends = col(&|n| n.leak.span.end as i32);
-    let removed: Vec<&str> = items
-        .iter()
-        .map(|n| n.content.get(n.leak.span.clone()).unwrap_or_default())
-        .collect();
-    let names: Vec<Option<&str>> = items
-        .iter()
-        .map(|n| n.item.report.name.as_deref())
-        .collect();
-    let arguments: Vec<Option<Json<Value>>> = items
-        .iter()
-        .map(|n| {
-            n.item
-                .report
-                .arguments
-                .as_ref()
-                .map(|v| Json(without_nul(v)))
-        })
-        .collect();
-    let results: Vec<Option<Json<Value>>> = items
-        .iter()
-        .map(|n| n.item.result_object.as_ref().map(|v| Json(without_nul(v))))
-        .collect();
-    let outcomes: Vec<&str> = items
-        .iter()
-        .map(|n| n.item.report.outcome.as_str())
-        .collect();
-    let details: Vec<Option<&str>> = items
-        .iter()
-        .map(|n| n.item.report.detail.as_deref())
-        .collect();
-    let memories: Vec<Option<i64>> = items.iter().map(|n| n.item.report.memory_id).collect();
-    let tool_messages: Vec<Option<i64>> = items
-        .iter()
-        .map(|n| n.item.report.tool_message_id)
-        .collect();
-    let call_ids: Vec<Option<&str>> = items
-        .iter()
-        .map(|n| n.item.tool_call_id.as_deref())
-        .collect();
-    let written = sqlx::query(INSERT_ITEMS)
-        .bind(&recovery_ids)
-        .bind(&leak_indexes)
-        .bind(&item_indexes)
-        .bind(&families)
-        .bind(&starts)
-        .bind(&ends)
-        .bind(&removed)
-        .bind(&names)
-        .bind(&arguments)
-        .bind(&results)
-        .bind(&outcomes)
-        .bind(&details)
-        .bind(&memories)
-        .bind(&tool_messages)
-        .bind(&call_ids)
-        .fetch_all(&mut *conn)
-        .await?;
-    let mut ids: HashMap<(i64, i32, i32), i64> = HashMap::with_capacity(written.len());
-    for row in written {
-        let key = (
-            row.try_get("recovery_id")?,
-            row.try_get("leak_index")?,
-            row.try_get("item_index")?,
-        );
-        ids.insert(key, row.try_get("id")?);
-    }
-    (0..items.len())
-        .map(|i| {
-            let key = (recovery_ids[i], leak_indexes[i], item_indexes[i]);
-            ids.remove(&key)
-                .ok_or_else(|| Error::Bug(format!("no ledger item came back for {key:?}")))
-        })
-        .collect()
-}
-
 /// The id of the tool-calls message for one ledger item.
 pub fn tool_call_event_id(item_id: i64) -> Uuid {
     Uuid::new_v5(&ID_NAMESPACE, format!("tool_call:{item_id}").as_bytes())
@@ -316,7 +128,7 @@ pub(super) fn summary_of(
             json!({
                 "family": c.family.as_str(),
                 "name": c.name,
-                "arguments": c.arguments.as_ref().map(without_nul),
+                "arguments": c.arguments.as_ref().map(|a| without_nul(a).into_owned()),
                 "outcome": c.outcome.as_str(),
                 "detail": c.detail,
             })
@@ -333,13 +145,31 @@ pub(super) fn summary_of(
 }
 
 /// PostgreSQL text and jsonb cannot hold NUL; a leaked argument may contain `\u0000`.
-pub(super) fn without_nul(v: &Value) -> Value {
+/// Borrowed unless there is one to remove (nearly always).
+pub(super) fn without_nul(v: &Value) -> Cow<'_, Value> {
+    if has_nul(v) {
+        Cow::Owned(strip_nul(v))
+    } else {
+        Cow::Borrowed(v)
+    }
+}
+
+fn has_nul(v: &Value) -> bool {
     match v {
-        Value::String(s) if s.contains('\0') => Value::String(s.replace('\0', "")),
-        Value::Array(a) => Value::Array(a.iter().map(without_nul).collect()),
+        Value::String(s) => s.contains('\0'),
+        Value::Array(a) => a.iter().any(has_nul),
+        Value::Object(o) => o.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+        _ => false,
+    }
+}
+
+fn strip_nul(v: &Value) -> Value {
+    match v {
+        Value::String(s) => Value::String(s.replace('\0', "")),
+        Value::Array(a) => Value::Array(a.iter().map(strip_nul).collect()),
         Value::Object(o) => Value::Object(
             o.iter()
-                .map(|(k, v)| (k.replace('\0', ""), without_nul(v)))
+                .map(|(k, v)| (k.replace('\0', ""), strip_nul(v)))
                 .collect(),
         ),
         other => other.clone(),
@@ -352,6 +182,9 @@ mod tests {
 
     #[test]
     fn strips_nul() {
-        assert_eq!(without_nul(&json!({"a": "x\u{0}y"})), json!({"a": "xy"}));
+        let v = json!({"a": "x\u{0}y", "b\u{0}": ["\u{0}"]});
+        assert_eq!(*without_nul(&v), json!({"a": "xy", "b": [""]}));
+        let clean = json!({"a": ["x"]});
+        assert!(matches!(without_nul(&clean), Cow::Borrowed(_)));
     }
 }

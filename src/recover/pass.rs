@@ -197,8 +197,8 @@ fn complete(
     report.repaired_tool_messages = pass.repaired;
 }
 
-/// Writes the ledger of `works` (their `recoveries` rows, then all their items: two
-/// statements) and completes their reports, which come back in the order of `works`.
+/// Writes the ledger of `works` (their `recoveries` rows and all their items: one
+/// statement) and completes their reports, which come back in the order of `works`.
 pub(super) async fn record(
     conn: &mut PgConnection,
     works: Vec<Work<'_>>,
@@ -230,22 +230,20 @@ pub(super) async fn record(
             summary,
         })
         .collect();
-    let recovery_ids = ledger::insert_recoveries(conn, &rows).await?;
-    drop(rows);
     let items: Vec<NewItem> = works
         .iter()
-        .zip(&recovery_ids)
-        .flat_map(|(w, &recovery_id)| {
+        .flat_map(|w| {
             w.pass.items.iter().map(move |item| NewItem {
-                recovery_id,
+                message_id: w.report.message_id,
                 item,
                 leak: &w.detection.leaks[item.leak_index],
                 content: &w.content,
             })
         })
         .collect();
-    let mut item_ids = ledger::insert_items(conn, &items).await?.into_iter();
-    drop(items);
+    let (recovery_ids, item_ids) = ledger::insert(conn, &rows, &items).await?;
+    drop((rows, items));
+    let mut item_ids = item_ids.into_iter();
     let mut out = Vec::with_capacity(works.len());
     for ((w, recovery_id), (calls, outcome, summary)) in
         works.into_iter().zip(recovery_ids).zip(summaries)
