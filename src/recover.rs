@@ -25,10 +25,34 @@
 //! May depend on: `ids`, `settings`, `error`, `toolcall_detect`, `sqlx`, `tokio`. No broker,
 //! no HTTP.
 
+/// Transcript repair of the chats in the array parameter `$chats`: a tool message without
+/// a name gets the name of the assistant call with its tool_call_id, `unknown` for an
+/// orphan. Returns the ids named and their chats. A macro, so that the batch's effects
+/// statement (`effects.rs`) holds the very same text.
+macro_rules! repair_transcripts {
+    ($chats:literal) => {
+        concat!(
+            "UPDATE messages t SET tool_name = COALESCE(( ",
+            "SELECT tc->>'name' FROM messages a, ",
+            "jsonb_array_elements(CASE WHEN jsonb_typeof(a.tool_calls) = 'array' ",
+            "THEN a.tool_calls ELSE '[]'::jsonb END) tc ",
+            "WHERE a.chat_id = t.chat_id AND a.role = 'assistant' ",
+            "AND jsonb_typeof(tc) = 'object' AND tc->>'id' = t.tool_call_id ",
+            "AND coalesce(tc->>'name', '') <> '' ",
+            "ORDER BY a.id LIMIT 1), 'unknown'), updated_at = now() ",
+            "WHERE t.chat_id = ANY(",
+            $chats,
+            ") AND t.role = 'tool' AND coalesce(t.tool_name, '') = '' ",
+            "RETURNING t.id, t.chat_id"
+        )
+    };
+}
+
 mod batch;
 pub mod committer;
 mod decide;
 mod dry_run;
+mod effects;
 mod ledger;
 mod load;
 pub mod outbox;
@@ -60,18 +84,6 @@ pub const FAILED: &str = "failed";
 /// What a recovered call appends to `tools_used`.
 pub const RECOVERED_TOOL_MARK: &str = "save_memory (recovered)";
 
-/// Transcript repair: a tool message without a name gets the name of the assistant call
-/// with its tool_call_id, `unknown` for an orphan. For several chats at once.
-const REPAIR_TRANSCRIPTS: &str = "UPDATE messages t SET tool_name = COALESCE(( \
-       SELECT tc->>'name' FROM messages a, \
-         jsonb_array_elements(CASE WHEN jsonb_typeof(a.tool_calls) = 'array' \
-                                   THEN a.tool_calls ELSE '[]'::jsonb END) tc \
-       WHERE a.chat_id = t.chat_id AND a.role = 'assistant' \
-         AND jsonb_typeof(tc) = 'object' AND tc->>'id' = t.tool_call_id \
-         AND coalesce(tc->>'name', '') <> '' \
-       ORDER BY a.id LIMIT 1), 'unknown'), updated_at = now() \
-     WHERE t.chat_id = ANY($1) AND t.role = 'tool' AND coalesce(t.tool_name, '') = '' \
-     RETURNING t.id, t.chat_id";
 /// The `recovery` object of a moderation message for a pass that handled no call (a clean
 /// message the worker never took to the database, say).
 pub fn empty_summary(outcome: Outcome, mode: Mode) -> Value {
@@ -312,7 +324,7 @@ async fn repair_transcripts(
     if chats.is_empty() {
         return Ok(out);
     }
-    let rows = sqlx::query(REPAIR_TRANSCRIPTS)
+    let rows = sqlx::query(repair_transcripts!("$1"))
         .bind(chats)
         .fetch_all(&mut *conn)
         .await?;

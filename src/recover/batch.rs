@@ -1,10 +1,11 @@
 //! The passes of several messages in the caller's transaction, with one statement per kind
 //! for all of them: the rows locked by one `SELECT … FOR UPDATE` (in id order), one
-//! context read, then, after every message is decided without I/O, one insert of the
-//! memories, one of the tool messages, one update of the messages, one transcript repair
-//! for their chats, one insert of the ledger rows and one of their items, one write of the
-//! outbox. A single message is the batch of one: there is no other implementation of the
-//! pass.
+//! context read, then, after every message is decided without I/O, one statement for the
+//! effects (memories, tool messages, cleaned messages, transcript repair of their chats:
+//! `effects.rs`), one for the ledger (rows and items), one write of the outbox: seven round
+//! trips with BEGIN and COMMIT, whatever the batch's size (one more to read the forwarded
+//! calls of messages a pass recovered before). A single message is the batch of
+//! one: there is no other implementation of the pass.
 //!
 //! A message named twice goes in a second round of statements, which sees the first (as
 //! when passes run one after another).
@@ -12,6 +13,7 @@
 //! May depend on: the rest of `recover`, `ids`, `error`, `toolcall_detect`, `sqlx`.
 
 use super::decide::{self, Decision, Loaded};
+use super::effects;
 use super::load::{self, Lock, MessageRow};
 use super::outbox::{self, Owed};
 use super::pass::{self, Work};
@@ -208,12 +210,12 @@ async fn effects(conn: &mut PgConnection, works: &mut [Work<'_>]) -> Result<(), 
     let (mut observed, mut applied): (Vec<&mut Work>, Vec<&mut Work>) = works
         .iter_mut()
         .partition(|w| w.report.mode == Mode::Observe);
-    pass::apply(conn, &mut applied).await?;
+    effects::apply(conn, &mut applied).await?;
     if observed.is_empty() {
         return Ok(());
     }
     let mut savepoint = conn.begin().await?;
-    let result = pass::apply(&mut savepoint, &mut observed).await;
+    let result = effects::apply(&mut savepoint, &mut observed).await;
     savepoint.rollback().await?;
     result?;
     for work in observed {

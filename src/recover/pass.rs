@@ -4,8 +4,8 @@
 //! describing what carrying a plan out would do.
 //!
 //! Each message's pass is first prepared without I/O ([`prepare`]: its ledger items, its
-//! content and `tools_used` after, the effects to write); [`apply`] then writes the effects
-//! of every pass at once and [`record`] their ledger rows.
+//! content and `tools_used` after, the effects to write); `effects.rs` then writes the
+//! effects of every pass at once and [`record`] their ledger rows.
 //!
 //! May depend on: the parent `recover` (plan, ledger, save_memory, report), `ids`,
 //! `error`, `toolcall_detect`, `sqlx`.
@@ -14,20 +14,13 @@ use super::ledger::{self, NewItem, NewRecovery};
 use super::load::MessageRow;
 use super::plan::{outcome_of, Effect, Item, Planned};
 use super::{
-    repair_transcripts, save_memory, string_entries, CallReport, ForwardedCall, Mode, Outcome,
-    Report, Source, RECOVERED_TOOL_MARK,
+    string_entries, CallReport, ForwardedCall, Mode, Outcome, Report, Source, RECOVERED_TOOL_MARK,
 };
 use crate::error::Error;
 use serde_json::{json, Value};
-use sqlx::types::Json;
 use sqlx::PgConnection;
 use toolcall_detect::Detection;
 
-/// Cleans the messages: `(id, content, tools_used)` each.
-const UPDATE_MESSAGES: &str = "UPDATE messages m \
-     SET content = u.content, tools_used = u.tools_used, updated_at = now() \
-     FROM unnest($1::bigint[], $2::text[], $3::jsonb[]) AS u(id, content, tools_used) \
-     WHERE m.id = u.id";
 /// The tool messages transcript repair would name (the diagnosis reads, never repairs).
 const WOULD_REPAIR: &str = "SELECT id FROM messages \
      WHERE chat_id = $1 AND role = 'tool' AND coalesce(tool_name, '') = '' ORDER BY id";
@@ -102,55 +95,6 @@ pub(super) fn prepare(
         tools_used_after,
         repaired: Vec::new(),
     }
-}
-
-/// Writes the effects of `works` (memories and tool messages, the cleaned messages, the
-/// transcript repair of their chats), a statement per kind for all of them, and puts the
-/// ids drawn in their items.
-pub(super) async fn apply(
-    conn: &mut PgConnection,
-    works: &mut [&mut Work<'_>],
-) -> Result<(), Error> {
-    if works.is_empty() {
-        return Ok(());
-    }
-    save_memory::write(conn, works).await?;
-    let changed: Vec<&Work> = works
-        .iter()
-        .map(|w| &**w)
-        .filter(|w| {
-            w.pass.content_after != w.content || w.pass.tools_used_after != w.row.tools_used
-        })
-        .collect();
-    if !changed.is_empty() {
-        let ids: Vec<i64> = changed.iter().map(|w| w.row.id).collect();
-        let contents: Vec<&str> = changed
-            .iter()
-            .map(|w| w.pass.content_after.as_str())
-            .collect();
-        let tools: Vec<Json<&Value>> = changed
-            .iter()
-            .map(|w| Json(&w.pass.tools_used_after))
-            .collect();
-        sqlx::query(UPDATE_MESSAGES)
-            .bind(&ids)
-            .bind(&contents)
-            .bind(&tools)
-            .execute(&mut *conn)
-            .await?;
-    }
-    // Each chat once; what its repair named goes to the first of its messages (in id
-    // order), as when the passes ran one after another and the later ones found it done.
-    let mut chats: Vec<i64> = works.iter().map(|w| w.row.chat_id).collect();
-    chats.sort_unstable();
-    chats.dedup();
-    let mut repaired = repair_transcripts(conn, &chats).await?;
-    for work in works.iter_mut() {
-        if let Some(ids) = repaired.remove(&work.row.chat_id) {
-            work.pass.repaired = ids;
-        }
-    }
-    Ok(())
 }
 
 /// What transcript repair would name in `chat_id` now, without repairing (the diagnosis).

@@ -3,6 +3,7 @@
 
 mod admin;
 mod backfill;
+mod batched;
 mod faults;
 mod group_commit;
 mod harness;
