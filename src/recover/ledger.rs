@@ -106,15 +106,20 @@ pub fn tool_call_event_id(item_id: i64) -> Uuid {
 
 /// The `recovery` object of a moderation message. `mode` says whether the pass changed
 /// the message (`recover`) or only recorded what it would do (`observe`).
-pub(super) fn summary_of(
+pub(super) fn summary_of<'a, C>(
     outcome: Outcome,
     mode: Mode,
-    calls: &[CallReport],
+    calls: C,
     bytes_removed: usize,
-) -> Value {
+) -> Value
+where
+    C: IntoIterator<Item = &'a CallReport>,
+    C::IntoIter: Clone,
+{
+    let calls = calls.into_iter();
     let mut families: Vec<&str> = Vec::new();
     let mut outcomes: Vec<&str> = Vec::new();
-    for c in calls {
+    for c in calls.clone() {
         if !families.contains(&c.family.as_str()) {
             families.push(c.family.as_str());
         }
@@ -123,7 +128,6 @@ pub(super) fn summary_of(
         }
     }
     let calls: Vec<Value> = calls
-        .iter()
         .map(|c| {
             json!({
                 "family": c.family.as_str(),

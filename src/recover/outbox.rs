@@ -79,13 +79,19 @@ pub trait Envelope: Sync {
 /// repeated ask, a redelivery) is not written twice: it comes back if it was never sent,
 /// and not at all once it was. A statement cannot meet the same key twice (ON CONFLICT DO
 /// UPDATE refuses to touch a row twice), so a key owed twice in one batch waits for a
-/// statement of its own.
-const ENQUEUE: &str = "INSERT INTO outbox (recovery_id, message_id, target, message_key, body) \
-     SELECT r, m, t, k, b \
-     FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[]) \
-       WITH ORDINALITY AS u(r, m, t, k, b, n) ORDER BY n \
-     ON CONFLICT (target, message_key) DO UPDATE SET attempts = outbox.attempts \
-     RETURNING id, target, message_key, body, sent_at IS NOT NULL AS sent";
+/// statement of its own. The body comes back only when the stored one differs from the one
+/// given (a row owed before): the caller has it otherwise.
+const ENQUEUE: &str = "WITH u AS ( \
+       SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[]) \
+         WITH ORDINALITY AS u(r, m, t, k, b, n)), \
+     written AS ( \
+       INSERT INTO outbox (recovery_id, message_id, target, message_key, body) \
+       SELECT r, m, t, k, b FROM u ORDER BY n \
+       ON CONFLICT (target, message_key) DO UPDATE SET attempts = outbox.attempts \
+       RETURNING id, target, message_key, body, sent_at IS NOT NULL AS sent) \
+     SELECT w.id, w.target, w.message_key, w.sent, \
+       CASE WHEN w.body = u.b THEN NULL ELSE w.body END AS body \
+     FROM written w JOIN u ON u.t = w.target AND u.k = w.message_key";
 
 /// What one pass owes the broker.
 pub(super) struct Owed {
@@ -158,13 +164,24 @@ pub(super) async fn enqueue_all(
             if row.try_get::<bool, _>("sent")? {
                 continue;
             }
-            let queued = Queued::from_row(&row)?;
-            let owner = statement
+            let (id, key): (i64, String) = (row.try_get("id")?, row.try_get("message_key")?);
+            let label: String = row.try_get("target")?;
+            let (owner, given) = statement
                 .iter()
-                .find(|(_, r)| r.target == queued.outgoing.target && r.key == queued.outgoing.key)
-                .map(|(i, _)| *i)
-                .ok_or_else(|| Error::Bug(format!("outbox row {} owed by no pass", queued.id)))?;
-            unsent[owner].push(queued);
+                .find(|(_, r)| r.target.as_str() == label && r.key == key)
+                .ok_or_else(|| Error::Bug(format!("outbox row {id} owed by no pass")))?;
+            let body = match row.try_get::<Option<String>, _>("body")? {
+                Some(stored) => stored,
+                None => given.body.clone(),
+            };
+            unsent[*owner].push(Queued {
+                id,
+                outgoing: Outgoing {
+                    target: given.target,
+                    key,
+                    body,
+                },
+            });
         }
     }
     for rows in &mut unsent {
@@ -177,25 +194,21 @@ impl Queued {
     /// Rows of `outbox` (`id`, `target`, `message_key`, `body`), in id order: RETURNING
     /// gives no order, and the ids are the order the rows were written in.
     pub fn from_rows(rows: Vec<PgRow>) -> Result<Vec<Queued>, Error> {
-        let mut queued = rows
-            .iter()
-            .map(Queued::from_row)
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut queued = Vec::with_capacity(rows.len());
+        for row in rows {
+            let label: String = row.try_get("target")?;
+            let target = Target::from_label(&label)
+                .ok_or_else(|| Error::Bug(format!("outbox target {label:?}")))?;
+            queued.push(Queued {
+                id: row.try_get("id")?,
+                outgoing: Outgoing {
+                    target,
+                    key: row.try_get("message_key")?,
+                    body: row.try_get("body")?,
+                },
+            });
+        }
         queued.sort_by_key(|q| q.id);
         Ok(queued)
-    }
-
-    fn from_row(row: &PgRow) -> Result<Queued, Error> {
-        let label: String = row.try_get("target")?;
-        let target = Target::from_label(&label)
-            .ok_or_else(|| Error::Bug(format!("outbox target {label:?}")))?;
-        Ok(Queued {
-            id: row.try_get("id")?,
-            outgoing: Outgoing {
-                target,
-                key: row.try_get("message_key")?,
-                body: row.try_get("body")?,
-            },
-        })
     }
 }

@@ -107,26 +107,17 @@ pub(super) async fn would_repair(conn: &mut PgConnection, chat_id: i64) -> Resul
 
 /// Completes `report` with a pass, without writing anything (the diagnosis).
 pub(super) fn describe(report: &mut Report, content: &str, detection: &Detection, pass: Pass) {
-    let calls: Vec<CallReport> = pass.items.iter().map(|i| i.report.clone()).collect();
-    let outcome = outcome_of(&calls);
-    let summary = ledger::summary_of(
-        outcome,
-        report.mode,
-        &calls,
-        detection.bytes_removed(content),
-    );
-    complete(report, pass, calls, outcome, summary);
+    let reports = || pass.items.iter().map(|i| &i.report);
+    let outcome = outcome_of(reports());
+    let bytes_removed = detection.bytes_removed(content);
+    let summary = ledger::summary_of(outcome, report.mode, reports(), bytes_removed);
+    complete(report, pass, outcome, summary);
 }
 
 /// The report of a pass that was carried out or described: what every pass reports,
 /// whether or not it wrote a ledger row.
-fn complete(
-    report: &mut Report,
-    pass: Pass,
-    calls: Vec<CallReport>,
-    outcome: Outcome,
-    summary: Value,
-) {
+fn complete(report: &mut Report, pass: Pass, outcome: Outcome, summary: Value) {
+    let calls: Vec<CallReport> = pass.items.into_iter().map(|i| i.report).collect();
     report.memories_created = calls
         .iter()
         .filter(|c| c.outcome == Outcome::Recovered)
@@ -150,18 +141,20 @@ pub(super) async fn record(
     if works.is_empty() {
         return Ok(Vec::new());
     }
-    let mut summaries = Vec::with_capacity(works.len());
-    for w in &works {
-        let calls: Vec<CallReport> = w.pass.items.iter().map(|i| i.report.clone()).collect();
-        let outcome = outcome_of(&calls);
-        let bytes_removed = w.detection.bytes_removed(&w.content);
-        let summary = ledger::summary_of(outcome, w.report.mode, &calls, bytes_removed);
-        summaries.push((calls, outcome, summary));
-    }
+    let summaries: Vec<(Outcome, Value)> = works
+        .iter()
+        .map(|w| {
+            let reports = || w.pass.items.iter().map(|i| &i.report);
+            let outcome = outcome_of(reports());
+            let bytes_removed = w.detection.bytes_removed(&w.content);
+            let summary = ledger::summary_of(outcome, w.report.mode, reports(), bytes_removed);
+            (outcome, summary)
+        })
+        .collect();
     let rows: Vec<NewRecovery> = works
         .iter()
         .zip(&summaries)
-        .map(|(w, (_, outcome, summary))| NewRecovery {
+        .map(|(w, (outcome, summary))| NewRecovery {
             message_id: w.report.message_id,
             row: &w.row,
             source: w.source,
@@ -189,8 +182,7 @@ pub(super) async fn record(
     drop((rows, items));
     let mut item_ids = item_ids.into_iter();
     let mut out = Vec::with_capacity(works.len());
-    for ((w, recovery_id), (calls, outcome, summary)) in
-        works.into_iter().zip(recovery_ids).zip(summaries)
+    for ((w, recovery_id), (outcome, summary)) in works.into_iter().zip(recovery_ids).zip(summaries)
     {
         let Work {
             index,
@@ -203,21 +195,26 @@ pub(super) async fn record(
             let item_id = item_ids
                 .next()
                 .ok_or_else(|| Error::Bug("a ledger item without its id".into()))?;
-            // Observed calls are not forwarded: the app would run them.
-            if item.report.outcome == Outcome::Forwarded && report.mode == Mode::Recover {
-                report.forward.push(ForwardedCall {
-                    event_id: ledger::tool_call_event_id(item_id),
-                    name: item.report.name.clone().unwrap_or_default(),
-                    arguments: item.report.arguments.clone().unwrap_or(Value::Null),
-                    family: detection.leaks[item.leak_index].family.as_str().to_string(),
-                });
-            }
+            forward(&mut report, item, item_id, &detection);
         }
         report.recovery_id = Some(recovery_id);
-        complete(&mut report, pass, calls, outcome, summary);
+        complete(&mut report, pass, outcome, summary);
         out.push((index, report));
     }
     Ok(out)
+}
+
+/// Adds a forwarded call to `report` for its ledger item `item_id`. Observed calls are not
+/// forwarded: the app would run them.
+fn forward(report: &mut Report, item: &Item, item_id: i64, detection: &Detection) {
+    if item.report.outcome == Outcome::Forwarded && report.mode == Mode::Recover {
+        report.forward.push(ForwardedCall {
+            event_id: ledger::tool_call_event_id(item_id),
+            name: item.report.name.clone().unwrap_or_default(),
+            arguments: item.report.arguments.clone().unwrap_or(Value::Null),
+            family: detection.leaks[item.leak_index].family.as_str().to_string(),
+        });
+    }
 }
 
 fn push_recovered_mark(tools_used: &mut Value) {

@@ -123,9 +123,9 @@ pub fn planned_outcomes(
 }
 
 /// The message-level outcome of planned (or done) items: the weightiest of them.
-pub(super) fn outcome_of(items: &[CallReport]) -> Outcome {
+pub(super) fn outcome_of<'a>(items: impl IntoIterator<Item = &'a CallReport>) -> Outcome {
     items
-        .iter()
+        .into_iter()
         .map(|c| c.outcome)
         .max_by_key(|o| o.rank())
         .unwrap_or(Outcome::StrippedOnly)
