@@ -132,6 +132,11 @@ struct Args {
     /// as a cloud disk's 1-5 ms `fsync` would; concurrent commits still share a flush.
     #[arg(long, default_value_t = 0)]
     commit_delay_us: u32,
+    /// A setting of each run's database (`NAME=VALUE`, repeatable), e.g.
+    /// `plan_cache_mode=force_generic_plan`; what the worker would get from its role or
+    /// its database.
+    #[arg(long = "db-setting")]
+    db_settings: Vec<String>,
     /// Smoke mode for CI: every workload small (3,000 events, 10% leaks, debug binary, one
     /// window, one client count); checks exact counts.
     #[arg(long)]
@@ -345,15 +350,28 @@ async fn seed_n(
     admin
         .execute(format!("CREATE DATABASE \"{}\"", names.db).as_str())
         .await?;
+    let mut settings = args.db_settings.clone();
     if args.commit_delay_us > 0 {
-        for setting in [
-            format!("commit_delay = {}", args.commit_delay_us.min(100_000)),
-            "commit_siblings = 0".to_string(),
-        ] {
-            admin
-                .execute(format!("ALTER DATABASE \"{}\" SET {setting}", names.db).as_str())
-                .await?;
+        settings.push(format!(
+            "commit_delay={}",
+            args.commit_delay_us.min(100_000)
+        ));
+        settings.push("commit_siblings=0".to_string());
+    }
+    for setting in settings {
+        let Some((name, value)) = setting.split_once('=') else {
+            return Err(format!("--db-setting {setting:?} is not NAME=VALUE").into());
+        };
+        let valid_name =
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid_name {
+            return Err(format!("--db-setting: bad name {name:?}").into());
         }
+        // SET takes no bind parameters; the value goes in as a quoted literal.
+        let value = value.replace('\'', "''");
+        admin
+            .execute(format!("ALTER DATABASE \"{}\" SET {name} = '{value}'", names.db).as_str())
+            .await?;
     }
     let pool = PgPoolOptions::new()
         .max_connections(max_clients(args) as u32 + 2)
