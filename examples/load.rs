@@ -350,29 +350,7 @@ async fn seed_n(
     admin
         .execute(format!("CREATE DATABASE \"{}\"", names.db).as_str())
         .await?;
-    let mut settings = args.db_settings.clone();
-    if args.commit_delay_us > 0 {
-        settings.push(format!(
-            "commit_delay={}",
-            args.commit_delay_us.min(100_000)
-        ));
-        settings.push("commit_siblings=0".to_string());
-    }
-    for setting in settings {
-        let Some((name, value)) = setting.split_once('=') else {
-            return Err(format!("--db-setting {setting:?} is not NAME=VALUE").into());
-        };
-        let valid_name =
-            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid_name {
-            return Err(format!("--db-setting: bad name {name:?}").into());
-        }
-        // SET takes no bind parameters; the value goes in as a quoted literal.
-        let value = value.replace('\'', "''");
-        admin
-            .execute(format!("ALTER DATABASE \"{}\" SET {name} = '{value}'", names.db).as_str())
-            .await?;
-    }
+    apply_db_settings(args, &admin, &names.db).await?;
     let pool = PgPoolOptions::new()
         .max_connections(max_clients(args) as u32 + 2)
         .connect(&format!("{}/{}", args.pg, names.db))
@@ -422,6 +400,34 @@ async fn seed_n(
     .execute(&pool)
     .await?;
     Ok((pool, Seeded { ids, contents }))
+}
+
+/// `--db-setting` and `--commit-delay-us`, as settings of the run's database.
+async fn apply_db_settings(args: &Args, admin: &PgPool, db: &str) -> Res<()> {
+    let mut settings = args.db_settings.clone();
+    if args.commit_delay_us > 0 {
+        settings.push(format!(
+            "commit_delay={}",
+            args.commit_delay_us.min(100_000)
+        ));
+        settings.push("commit_siblings=0".to_string());
+    }
+    for setting in settings {
+        let Some((name, value)) = setting.split_once('=') else {
+            return Err(format!("--db-setting {setting:?} is not NAME=VALUE").into());
+        };
+        let valid_name =
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid_name {
+            return Err(format!("--db-setting: bad name {name:?}").into());
+        }
+        // SET takes no bind parameters; the value goes in as a quoted literal.
+        let value = value.replace('\'', "''");
+        admin
+            .execute(format!("ALTER DATABASE \"{db}\" SET {name} = '{value}'").as_str())
+            .await?;
+    }
+    Ok(())
 }
 
 async fn channel(url: &str) -> Res<(Connection, Channel)> {
@@ -753,6 +759,51 @@ async fn wait_for_consumer_count(
     Err(format!("the consumers of {queue} did not come or go").into())
 }
 
+/// One measured run of consumers (`pids`) on `names.queue`.
+struct Run<'a> {
+    feed: Feed,
+    names: &'a Names,
+    seeded: &'a Seeded,
+    pids: &'a [u32],
+    consumers: u32,
+}
+
+impl Run<'_> {
+    /// Collects every moderation message (for a live feed, publishing the events once the
+    /// consumers consume); returns the events the window counts, its start (time, CPU of
+    /// the consumers) and what was collected. A drain is measured from the first
+    /// moderation message to the last, a live run from the first publish.
+    async fn measure(
+        &self,
+        args: &Args,
+        ch: &Channel,
+        pubch: &Channel,
+        probe: &Connection,
+        collector: String,
+    ) -> Res<(usize, (Instant, f64), Collected)> {
+        let expected = self.seeded.ids.len();
+        let collect_task = {
+            let (ch, pids) = (ch.clone(), self.pids.to_vec());
+            tokio::spawn(async move {
+                collect(&ch, &collector, expected, Duration::from_secs(1800), &pids)
+                    .await
+                    .map_err(|e| e.to_string())
+            })
+        };
+        let mut started = (Instant::now(), 0.0);
+        if self.feed == Feed::Live {
+            wait_for_consumers(probe, &self.names.queue, self.consumers).await?;
+            started = (Instant::now(), cpu_seconds(self.pids));
+            publish_all(pubch, &self.names.input, self.seeded, args.rate).await?;
+        }
+        let collected = collect_task.await??;
+        Ok(match self.feed {
+            Feed::Drain => (expected.saturating_sub(1), collected.first, collected),
+            Feed::Live => (expected, started, collected),
+        })
+    }
+}
+
 async fn worker_case(args: &Args, results: &mut Results) -> Res<()> {
     for &feed in &args.feeds {
         let measured = worker_run(args, feed).await?;
@@ -788,31 +839,18 @@ async fn worker_run(args: &Args, feed: Feed) -> Res<Measured> {
         workers.push(spawn_worker(args, &names, i).await?);
     }
     let pids: Vec<u32> = workers.iter().filter_map(|w| w.id()).collect();
-    let expected = seeded.ids.len();
     let sampler = rss_sampler(args, &pids);
-    let collect_task = {
-        let (ch, pids) = (ch.clone(), pids.clone());
-        tokio::spawn(async move {
-            collect(&ch, &collector, expected, Duration::from_secs(1800), &pids)
-                .await
-                .map_err(|e| e.to_string())
-        })
+    let run = Run {
+        feed,
+        names: &names,
+        seeded: &seeded,
+        pids: &pids,
+        consumers: args.workers as u32,
     };
-    let mut started = (Instant::now(), 0.0);
-    if feed == Feed::Live {
-        wait_for_consumers(&probe, &names.queue, args.workers as u32).await?;
-        started = (Instant::now(), cpu_seconds(&pids));
-        publish_all(&pubch, &names.input, &seeded, args.rate).await?;
-    }
-    let collected = collect_task.await??;
+    let (n, from, collected) = run.measure(args, &ch, &pubch, &probe, collector).await?;
     if let Some(s) = sampler {
         s.abort();
     }
-    // A drain is measured from the first moderation message to the last.
-    let (n, from) = match feed {
-        Feed::Drain => (expected.saturating_sub(1), collected.first),
-        Feed::Live => (expected, started),
-    };
     // PostgreSQL publishes a backend's counters up to a second after its transactions.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let commits_after = commits(&pool, &names.db).await;
@@ -982,27 +1020,15 @@ async fn forwarder_run(args: &Args, window: usize, feed: Feed) -> Res<Measured> 
         .kill_on_drop(true)
         .spawn()?;
     let pids: Vec<u32> = child.id().into_iter().collect();
-    let expected = seeded.ids.len();
-    let collect_task = {
-        let (ch, pids) = (ch.clone(), pids.clone());
-        tokio::spawn(async move {
-            collect(&ch, &collector, expected, Duration::from_secs(1800), &pids)
-                .await
-                .map_err(|e| e.to_string())
-        })
+    let (probe, _) = channel(&args.amqp).await?;
+    let run = Run {
+        feed,
+        names: &names,
+        seeded: &seeded,
+        pids: &pids,
+        consumers: 1,
     };
-    let mut started = (Instant::now(), 0.0);
-    if feed == Feed::Live {
-        let (probe, _) = channel(&args.amqp).await?;
-        wait_for_consumers(&probe, &names.queue, 1).await?;
-        started = (Instant::now(), cpu_seconds(&pids));
-        publish_all(&pubch, &names.input, &seeded, args.rate).await?;
-    }
-    let collected = collect_task.await??;
-    let (n, from) = match feed {
-        Feed::Drain => (expected.saturating_sub(1), collected.first),
-        Feed::Live => (expected, started),
-    };
+    let (n, from, collected) = run.measure(args, &ch, &pubch, &probe, collector).await?;
     let rss = pids.iter().map(|&p| proc_usage(p).1).fold(0.0, f64::max);
     let _ = child.kill().await;
     drop_broker_names(&ch, &names).await;
