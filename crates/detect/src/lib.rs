@@ -178,11 +178,14 @@ fn drop_overlaps(mut leaks: Vec<Leak>) -> Vec<Leak> {
 
 /// Extends every leak over the end-of-turn tokens right after it (`<|eot_id|>`, `</s>`,
 /// ...): they close the model's markup, and left alone they would show the user half of a
-/// control sequence. A token already inside the next leak stays with that one.
+/// control sequence. A fake tool result the model wrote right after its call
+/// (`<tool_response>..</tool_response>`, see `families::util::RESULT_FRAMES`) goes with the
+/// call the same way. What is already inside the next leak stays with that one.
 fn take_trailing_tokens(text: &str, leaks: &mut [Leak]) {
+    let mut trailer = families::util::Trailer::new(text);
     for i in 0..leaks.len() {
         let limit = leaks.get(i + 1).map_or(text.len(), |n| n.span.start);
-        let end = families::util::with_trailing(text, leaks[i].span.end, &[]);
+        let end = trailer.extend(leaks[i].span.end);
         if end <= limit {
             leaks[i].span.end = end;
         }

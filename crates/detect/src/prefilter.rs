@@ -99,7 +99,7 @@ struct Tables {
     ending: [Vec<Anchored>; 3],
     /// Per anchor byte, whether any marker may go on with this byte: the one-load reject
     /// of most hits. A bare anchor's probe wants an identifier after it (a Python call),
-    /// so for it only letters, `_` and whitespace pass.
+    /// so for it only letters (of any script: a UTF-8 lead byte), `_` and whitespace pass.
     second: [[bool; 256]; 3],
     /// Markers with no anchor byte (only ```` ```json ````): searched whole, and only in a
     /// text that holds a `{`, since a JSON fence leak needs an object.
@@ -153,6 +153,7 @@ fn tables() -> &'static Tables {
                                     if b.is_ascii_alphabetic()
                                         || b == b'_'
                                         || b.is_ascii_whitespace()
+                                        || b >= 0xC2
                                     {
                                         t.second[slot][usize::from(b)] = true;
                                     }

@@ -123,13 +123,16 @@ pub(super) fn deepseek_call(
     limit: Option<usize>,
     _: &Ctx<'_>,
 ) -> Option<(Vec<Call>, usize)> {
-    const SEP: &str = "<｜tool▁sep｜>";
     let l = limit?;
     let body = text.get(pos..l)?;
-    let sep = body.find(SEP)?;
+    let seps = deepseek_seps();
+    let (sep, sep_len) = seps
+        .iter()
+        .filter_map(|s| body.find(s).map(|i| (i, s.len())))
+        .min()?;
     let head = body.get(..sep)?.trim();
-    let tail = body.get(sep + SEP.len()..)?;
-    if tail.contains(SEP) || !is_tool_name(head) {
+    let tail = body.get(sep + sep_len..)?;
+    if seps.iter().any(|s| tail.contains(s)) || !is_tool_name(head) {
         return None;
     }
     let v3 = tail.split_once('\n').and_then(|(name, rest)| {
@@ -151,6 +154,12 @@ pub(super) fn deepseek_call(
         }],
         l,
     ))
+}
+
+/// DeepSeek's `<｜tool▁sep｜>` in every spelling its row allows.
+fn deepseek_seps() -> &'static [&'static str] {
+    static SEPS: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    SEPS.get_or_init(|| super::rows::spellings("<｜tool▁sep｜>", super::engine::Spell::Bars))
 }
 
 /// Kimi-K2's `functions.NAME:0 <|tool_call_argument_begin|>{..}`. A bare counter `0`

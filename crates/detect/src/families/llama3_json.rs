@@ -11,6 +11,7 @@
 
 use super::util::with_trailing;
 use super::util::{calls_of, json_value_at, skip_ws, strict_call};
+use crate::grammar::json::{call_of, Keys};
 use crate::grammar::text::eat;
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
@@ -119,6 +120,11 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             continue;
         }
         let Some((call, mut end)) = call_at(text, ctx, p) else {
+            if let Some(leak) = hermes_without_opener(text, ctx, p) {
+                from = leak.span.end;
+                out.push(leak);
+                continue;
+            }
             // Not a call: skip the whole object so nothing nested in it is a candidate.
             from = skip_braces(text, p).unwrap_or(p + 1);
             continue;
@@ -160,6 +166,21 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
 }
 
 const HERMES_CLOSE: &str = "</tool_call>";
+
+/// A Hermes call whose `<tool_call>` was stripped and whose object is not a strict call
+/// (a display name, string arguments, bookkeeping keys): the orphan `</tool_call>` after it
+/// says it is Hermes' markup, read as Hermes reads it, for an enabled tool.
+fn hermes_without_opener(text: &str, ctx: &Ctx<'_>, p: usize) -> Option<Leak> {
+    let (v, end) = json_value_at(text, p)?;
+    let after = eat(text, skip_ws(text, end), HERMES_CLOSE)?;
+    let call = call_of(&v, Keys::Loose)?;
+    ctx.tool_enabled(&call.name).then(|| Leak {
+        family: Family::Hermes,
+        span: p..with_trailing(text, after, &[]),
+        calls: vec![call],
+        results: Vec::new(),
+    })
+}
 
 /// The `[` right before the `{` at `p` (whitespace between), when the object starts like a
 /// call: an array of calls is read from there.

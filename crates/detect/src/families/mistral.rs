@@ -106,18 +106,19 @@ fn after_token(text: &str, at: usize) -> Option<(Vec<Call>, usize)> {
 /// `name[ARGS]{json}` without a `[TOOL_CALLS]` token; `p` is where `[ARGS]` is.
 fn bare_args(text: &str, p: usize) -> Option<(Range<usize>, Vec<Call>)> {
     let before = text.get(..p)?;
-    let len = before
-        .bytes()
+    let len: usize = before
+        .chars()
         .rev()
         .take(129)
-        .take_while(|&b| is_name_byte(b))
-        .count();
+        .take_while(|&c| is_name_char(c))
+        .map(char::len_utf8)
+        .sum();
     let start = p - len;
     let name = text.get(start..p)?;
     let starts_like_name = name
-        .bytes()
+        .chars()
         .next()
-        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_');
+        .is_some_and(|c| c.is_alphabetic() || c == '_');
     if !starts_like_name || !is_tool_name(name) {
         return None;
     }
@@ -141,12 +142,16 @@ fn args_object(text: &str, name: &str, at: usize) -> Option<(Vec<Call>, usize)> 
     })
 }
 
-fn is_name_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')
+fn is_name_char(c: char) -> bool {
+    c.is_alphanumeric() || matches!(c, '_' | '-' | '.')
 }
 
 fn name_len(s: &str) -> usize {
-    s.bytes().take(129).take_while(|&b| is_name_byte(b)).count()
+    s.chars()
+        .take(129)
+        .take_while(|&c| is_name_char(c))
+        .map(char::len_utf8)
+        .sum()
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ mod minimax;
 mod mistral;
 mod pythonic;
 mod result;
+pub mod rows;
 pub mod table;
 pub mod util;
 mod xlam;
@@ -34,7 +35,7 @@ mod xml_invoke;
 
 use crate::types::Family;
 use crate::{Ctx, Leak};
-use engine::Format;
+use rows::Row;
 
 pub use engine::MAX_CANDIDATES;
 
@@ -60,8 +61,8 @@ pub type Probe = fn(&[u8], usize) -> bool;
 /// One detector of the registry: a table row or a family's own finder.
 #[derive(Clone, Copy)]
 pub enum Detector {
-    /// A row of `table`, read by `engine`.
-    Row(&'static Format),
+    /// A row of `table` (its spellings derived, see `rows`), read by `engine`.
+    Row(&'static Row),
     /// A finder of its own.
     Own(&'static OwnFinder),
 }
@@ -70,7 +71,7 @@ impl Detector {
     /// The family its leaks are reported as.
     pub fn family(self) -> Family {
         match self {
-            Detector::Row(f) => f.family,
+            Detector::Row(r) => r.format.family,
             Detector::Own(o) => o.family,
         }
     }
@@ -78,7 +79,7 @@ impl Detector {
     /// Literal markers one of which any leak contains.
     pub fn triggers(self) -> &'static [&'static str] {
         match self {
-            Detector::Row(f) => f.triggers,
+            Detector::Row(r) => &r.triggers,
             Detector::Own(o) => o.triggers,
         }
     }
@@ -86,7 +87,7 @@ impl Detector {
     /// Bytes a leak may start the message with.
     pub fn at_start(self) -> &'static [u8] {
         match self {
-            Detector::Row(f) => f.at_start,
+            Detector::Row(r) => r.format.at_start,
             Detector::Own(o) => o.at_start,
         }
     }
@@ -102,7 +103,7 @@ impl Detector {
     /// Appends the leaks found in `text`.
     pub fn find(self, text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         match self {
-            Detector::Row(f) => engine::find(f, text, ctx, out),
+            Detector::Row(r) => engine::find(r, text, ctx, out),
             Detector::Own(o) => (o.find)(text, ctx, out),
         }
     }
@@ -138,11 +139,17 @@ own! {
     Cwm => cwm,
 }
 
+/// The table's rows, their spellings derived (built once).
+pub fn rows() -> &'static [Row] {
+    static ROWS: std::sync::OnceLock<Vec<Row>> = std::sync::OnceLock::new();
+    ROWS.get_or_init(|| table::FORMATS.iter().map(Row::compile).collect())
+}
+
 /// Every detector: the own finders, then the table's rows.
 pub fn registry() -> impl Iterator<Item = Detector> {
     OWN.iter()
         .map(Detector::Own)
-        .chain(table::FORMATS.iter().map(Detector::Row))
+        .chain(rows().iter().map(Detector::Row))
 }
 
 /// Every detector in the order detection runs them: by family ([`Family::ALL`] order),

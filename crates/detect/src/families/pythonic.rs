@@ -88,7 +88,8 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
 /// identifier, `(`, then `)` or a keyword argument `name=`. The prefilter asks this at
 /// every `[`, so it looks at a few bytes and no further.
 pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
-    let ident = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_';
+    // Bytes of a UTF-8 sequence (>= 0x80) count as name bytes: names may be in any script.
+    let ident = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_' || *b >= 0x80;
     let skip_ws = |mut i: usize| {
         let limit = i + 64;
         while i < limit && bytes.get(i).is_some_and(u8::is_ascii_whitespace) {
@@ -110,7 +111,7 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
     let i = skip_ws(p + 1);
     if !bytes
         .get(i)
-        .is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_')
+        .is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_' || *b >= 0xC2)
     {
         return false;
     }
