@@ -98,14 +98,17 @@ struct Tables {
     /// before the second-byte reject.
     ending: [Vec<Anchored>; 3],
     /// Per anchor byte, whether any marker may go on with this byte: the one-load reject
-    /// of most hits. A bare anchor's probe wants an identifier after it (a Python call),
-    /// so for it only letters (of any script: a UTF-8 lead byte), `_` and whitespace pass.
+    /// of most hits. A bare anchor's probe wants a name or an object's start after it, so
+    /// for it only letters (of any script: a UTF-8 lead byte), `_`, quotes, `}` and
+    /// whitespace pass.
     second: [[bool; 256]; 3],
     /// Markers with no anchor byte (only ```` ```json ````): searched whole, and only in a
     /// text that holds a `{`, since a JSON fence leak needs an object.
     unanchored: Vec<(&'static str, DetectorSet)>,
     /// Families per first non-whitespace byte.
     at_start: Vec<(u8, DetectorSet)>,
+    /// Checks for markup with no anchor byte, run once per message.
+    lines: Vec<(fn(&str) -> bool, DetectorSet)>,
 }
 
 /// Adds a marker, or its families to the same marker of another family.
@@ -128,6 +131,7 @@ fn tables() -> &'static Tables {
             second: [[false; 256]; 3],
             unanchored: Vec::new(),
             at_start: Vec::new(),
+            lines: Vec::new(),
         };
         for (index, det) in detectors().iter().enumerate() {
             let fam = DetectorSet(1u64 << index);
@@ -151,7 +155,7 @@ fn tables() -> &'static Tables {
                             None => {
                                 for b in 0..=255u8 {
                                     if b.is_ascii_alphabetic()
-                                        || b == b'_'
+                                        || matches!(b, b'_' | b'"' | b'\'' | b'}')
                                         || b.is_ascii_whitespace()
                                         || b >= 0xC2
                                     {
@@ -169,6 +173,9 @@ fn tables() -> &'static Tables {
             }
             for &b in det.at_start() {
                 t.at_start.push((b, fam));
+            }
+            if let Some(check) = det.lines() {
+                t.lines.push((check, fam));
             }
         }
         t
@@ -242,6 +249,11 @@ pub fn scan_detectors(text: &str) -> DetectorSet {
             if memchr::memmem::find(bytes, trigger.as_bytes()).is_some() {
                 seen.0 |= fams.0;
             }
+        }
+    }
+    for &(check, fams) in &t.lines {
+        if seen.0 & fams.0 == 0 && check(text) {
+            seen.0 |= fams.0;
         }
     }
     seen

@@ -127,7 +127,10 @@ fn glm_stripped(v: &Vector) -> Result<(), &'static str> {
     if v.text.contains("<arg_key>") {
         return Err("GLM-4.5's <arg_key>/<arg_value> are special tokens: stripped, keys and values run together");
     }
-    if v.expected_calls.iter().any(|(_, a)| a.as_object().is_some_and(|m| m.is_empty())) {
+    if v.expected_calls
+        .iter()
+        .any(|(_, a)| a.as_object().is_some_and(|m| m.is_empty()))
+    {
         return Err("a bare name with no arguments is a word");
     }
     Ok(())
@@ -165,7 +168,10 @@ fn harmony_stripped(v: &Vector) -> Result<(), &'static str> {
 }
 
 fn python_tag_stripped(v: &Vector) -> Result<(), &'static str> {
-    let at = v.text.find("<|python_tag|>").map_or(0, |i| i + "<|python_tag|>".len());
+    let at = v
+        .text
+        .find("<|python_tag|>")
+        .map_or(0, |i| i + "<|python_tag|>".len());
     if v.text[at..].trim_start().starts_with('{') {
         identifier_names(v)
     } else {
@@ -501,7 +507,13 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
     if has_tokens && (spec.stripped)(v).is_ok() {
         let text = strip_tokens(&v.text, spec.tokens);
         let exp_s = strip_tokens(&exp, spec.tokens);
-        out.push(with(Class::Stripped, text.clone(), enabled_with_calls(v), calls.clone(), exp_s));
+        out.push(with(
+            Class::Stripped,
+            text.clone(),
+            enabled_with_calls(v),
+            calls.clone(),
+            exp_s,
+        ));
         out.push(Variant {
             class: Class::StrippedNotEnabled,
             text,
@@ -511,7 +523,11 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
     }
     // Other spellings of every token.
     for (from, to) in spec.spellings {
-        if !spec.tokens.iter().any(|t| t.contains(from) && v.text.contains(t)) {
+        if !spec
+            .tokens
+            .iter()
+            .any(|t| t.contains(from) && v.text.contains(t))
+        {
             continue;
         }
         let mut text = v.text.clone();
@@ -523,7 +539,13 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
         if v.text.contains("DSML｜") && *from == "｜" {
             text = text.replace("｜DSML｜", &"｜DSML｜".replace(from, to));
         }
-        out.push(with(Class::Respelled, text, v.enabled_tools.clone(), calls.clone(), exp.clone()));
+        out.push(with(
+            Class::Respelled,
+            text,
+            v.enabled_tools.clone(),
+            calls.clone(),
+            exp.clone(),
+        ));
     }
     // Whitespace between adjacent tokens.
     if spec.spaced {
@@ -539,7 +561,13 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
             }
         }
         if changed {
-            out.push(with(Class::Spaced, text, v.enabled_tools.clone(), calls.clone(), exp.clone()));
+            out.push(with(
+                Class::Spaced,
+                text,
+                v.enabled_tools.clone(),
+                calls.clone(),
+                exp.clone(),
+            ));
         }
     }
     // An opener dropped (its first occurrence), a closer dropped at the very end.
@@ -549,14 +577,22 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
             // tolerates); without the opener they are prose, which the original does not
             // say. A name alone (GLM's) is the call's.
             let after = v.text[i + o.len()..].trim_start();
-            let word = after.find(['<', '[', '{', '\n']).map_or(after, |e| &after[..e]);
+            let word = after
+                .find(['<', '[', '{', '\n'])
+                .map_or(after, |e| &after[..e]);
             if v.expected_text.contains(o) || word.trim().contains(' ') || !(spec.bare)(v) {
                 continue;
             }
             // Without its opener a call may have lost what made it unambiguous: the tools are
             // enabled, as a bare call needs.
             let text = format!("{}{}", &v.text[..i], &v.text[i + o.len()..]);
-            out.push(with(Class::OpenerDropped, text, enabled_with_calls(v), calls.clone(), exp.clone()));
+            out.push(with(
+                Class::OpenerDropped,
+                text,
+                enabled_with_calls(v),
+                calls.clone(),
+                exp.clone(),
+            ));
             break;
         }
     }
@@ -564,7 +600,13 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
         let t = v.text.trim_end();
         if t.ends_with(c) && !v.expected_text.contains(c) {
             let text = t[..t.len() - c.len()].to_string();
-            out.push(with(Class::CloserDropped, text, v.enabled_tools.clone(), calls.clone(), exp.clone()));
+            out.push(with(
+                Class::CloserDropped,
+                text,
+                v.enabled_tools.clone(),
+                calls.clone(),
+                exp.clone(),
+            ));
             break;
         }
     }
@@ -620,7 +662,13 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
         } else {
             exp.clone()
         };
-        out.push(with(Class::Glued, text, v.enabled_tools.clone(), calls.clone(), exp_g));
+        out.push(with(
+            Class::Glued,
+            text,
+            v.enabled_tools.clone(),
+            calls.clone(),
+            exp_g,
+        ));
     }
     if !closed(spec, call) {
         return out;
@@ -704,7 +752,10 @@ fn check(v: &Vector, var: &Variant) -> Result<(), String> {
         .collect();
     match &var.expected {
         None if d.cleaned.is_none() && calls.is_empty() => Ok(()),
-        None => Err(format!("must stay as it is; got {calls:?} -> {:?}", d.cleaned)),
+        None => Err(format!(
+            "must stay as it is; got {calls:?} -> {:?}",
+            d.cleaned
+        )),
         Some((want_calls, want_text)) => {
             let text = d.cleaned.as_deref().unwrap_or(&var.text);
             let squash = |s: &str| s.split_whitespace().collect::<String>();
@@ -727,7 +778,10 @@ fn every_positive_vector_holds_under_its_variants() {
     let mut failures = Vec::new();
     let all = vectors();
     for spec in SPECS {
-        for v in all.iter().filter(|v| v.family == spec.family && has_calls(v)) {
+        for v in all
+            .iter()
+            .filter(|v| v.family == spec.family && has_calls(v))
+        {
             if let Err(why) = (spec.stripped)(v) {
                 if spec.tokens.iter().any(|t| v.text.contains(t)) {
                     *refused.entry((spec.family, why)).or_default() += 1;

@@ -24,8 +24,8 @@
 use super::bodies::{parse, Closers, Grammar};
 use super::rows::Row;
 use super::util::{merge, with_trailing};
-use crate::grammar::text::{eat_any, preceded_by, rest_is_blank, skip_ws, AnyFinder};
 use crate::grammar::is_ident_char;
+use crate::grammar::text::{eat_any, preceded_by, rest_is_blank, skip_ws, AnyFinder};
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
 use std::ops::Range;
@@ -240,7 +240,10 @@ fn at_boundary(text: &str, pos: usize) -> bool {
     let head = text.get(..pos).unwrap_or_default();
     match head.trim_end_matches([' ', '\t']).chars().next_back() {
         None => true,
-        Some(c) => matches!(c, '\n' | '\r' | '.' | '!' | '?' | ':' | ';' | '>' | ')' | ']' | '}'),
+        Some(c) => matches!(
+            c,
+            '\n' | '\r' | '.' | '!' | '?' | ':' | ';' | '>' | ')' | ']' | '}'
+        ),
     }
 }
 

@@ -25,6 +25,7 @@ mod lfm2;
 mod llama3_json;
 mod minimax;
 mod mistral;
+mod named;
 mod pythonic;
 mod result;
 pub mod rows;
@@ -53,6 +54,9 @@ pub struct OwnFinder {
     /// it that must confirm the hit, so that the byte alone does not send every message
     /// to the parsers.
     pub probe: Option<Probe>,
+    /// For markup with no anchor byte at all (a bare `NAME(key=..)`): a check of the few
+    /// places such markup may stand (the first and last line), run once per message.
+    pub lines: Option<fn(&str) -> bool>,
 }
 
 /// A prefilter confirmation: the text's bytes and the offset of the anchor byte.
@@ -100,6 +104,14 @@ impl Detector {
         }
     }
 
+    /// The check for markup without an anchor byte, if any.
+    pub fn lines(self) -> Option<fn(&str) -> bool> {
+        match self {
+            Detector::Row(_) => None,
+            Detector::Own(o) => o.lines,
+        }
+    }
+
     /// Appends the leaks found in `text`.
     pub fn find(self, text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         match self {
@@ -110,15 +122,16 @@ impl Detector {
 }
 
 macro_rules! own {
-    (@probe) => { None };
-    (@probe $probe:path) => { Some($probe) };
-    ($($family:ident => $module:ident $(probe $probe:path)?),+ $(,)?) => {
+    (@opt) => { None };
+    (@opt $f:path) => { Some($f) };
+    ($($family:ident => $module:ident $(probe ($probe:path))? $(lines ($lines:path))?),+ $(,)?) => {
         static OWN: &[OwnFinder] = &[$(OwnFinder {
             family: Family::$family,
             triggers: $module::TRIGGERS,
             at_start: $module::AT_START,
             find: $module::find,
-            probe: own!(@probe $($probe)?),
+            probe: own!(@opt $($probe)?),
+            lines: own!(@opt $($lines)?),
         }),+];
     };
 }
@@ -131,12 +144,13 @@ own! {
     Mistral => mistral,
     JsonFence => json_fence,
     Llama3Json => llama3_json,
-    Pythonic => pythonic probe pythonic::probe,
+    Pythonic => pythonic probe (pythonic::probe),
     Xlam => xlam,
     Apertus => apertus,
     Lfm2 => lfm2,
     KimiK3 => kimi_k3,
     Cwm => cwm,
+    Lmstudio => named probe (named::probe) lines (named::lines_probe),
 }
 
 /// The table's rows, their spellings derived (built once).

@@ -101,7 +101,8 @@ fn respell_grammar(g: &'static Grammar, spell: Spell) -> &'static Grammar {
     }
     let mut alts = vec![Grammar::Invoke(syn)];
     for bar in &BARS[1..] {
-        let r = |s: &'static str| -> &'static str { Box::leak(s.replace('｜', bar).into_boxed_str()) };
+        let r =
+            |s: &'static str| -> &'static str { Box::leak(s.replace('｜', bar).into_boxed_str()) };
         let respelled: &'static InvokeSyntax = Box::leak(Box::new(InvokeSyntax {
             invoke_open: r(syn.invoke_open),
             invoke_close: r(syn.invoke_close),
@@ -115,7 +116,9 @@ fn respell_grammar(g: &'static Grammar, spell: Spell) -> &'static Grammar {
         }));
         alts.push(Grammar::Invoke(respelled));
     }
-    Box::leak(Box::new(Grammar::Either(Box::leak(alts.into_boxed_slice()))))
+    Box::leak(Box::new(Grammar::Either(Box::leak(
+        alts.into_boxed_slice(),
+    ))))
 }
 
 #[cfg(test)]
@@ -126,7 +129,12 @@ mod tests {
     fn bars_and_separators_are_respelled() {
         let s = spellings("<｜tool▁sep｜>", Spell::Bars);
         assert_eq!(s[0], "<｜tool▁sep｜>");
-        for want in ["<|tool_sep|>", "<｜tool_sep｜>", "<｜｜tool▁sep｜｜>", "<|tool sep|>"] {
+        for want in [
+            "<|tool_sep|>",
+            "<｜tool_sep｜>",
+            "<｜｜tool▁sep｜｜>",
+            "<|tool sep|>",
+        ] {
             assert!(s.contains(&want), "{want}");
         }
         assert_eq!(spellings("<tool_call>", Spell::Bars), vec!["<tool_call>"]);
