@@ -107,6 +107,35 @@ fn no_tokens(_: &Vector) -> Result<(), &'static str> {
     Err("the format has no special tokens")
 }
 
+/// What stripping leaves where a call follows a word directly: the name glued to the word
+/// (`textfoo{..}`), which nothing tells apart.
+fn glued_to_word(v: &Vector, tokens: &[&str]) -> Result<(), &'static str> {
+    let first = tokens
+        .iter()
+        .filter_map(|t| v.text.find(t))
+        .min()
+        .unwrap_or(0);
+    match v.text[..first].chars().next_back() {
+        Some(c) if c.is_alphanumeric() => Err("stripped, the name runs into the word before it"),
+        _ => Ok(()),
+    }
+}
+
+/// A bare stripped call's arguments are an object: a string is not a call's without its
+/// wrapper.
+fn object_args(v: &Vector) -> Result<(), &'static str> {
+    v.expected_calls
+        .iter()
+        .all(|(_, a)| a.is_object())
+        .then_some(())
+        .ok_or("arguments that are not an object need the wrapper to be read as a call")
+}
+
+fn hermes_stripped(v: &Vector) -> Result<(), &'static str> {
+    identifier_names(v)?;
+    object_args(v)
+}
+
 /// Names a bare stripped call can carry: identifiers the agent's tool list can hold.
 fn identifier_names(v: &Vector) -> Result<(), &'static str> {
     let ok = v.expected_calls.iter().all(|(n, _)| {
@@ -140,22 +169,59 @@ fn kimi_stripped(v: &Vector) -> Result<(), &'static str> {
     if !v.text.contains("functions.") {
         return Err("a bare counter id names no tool once the tokens are gone");
     }
-    Ok(())
+    for open in [
+        "<|tool_calls_section_begin|>",
+        "<|tool_call_section_begin|>",
+    ] {
+        if let Some(i) = v.text.find(open) {
+            if !v.text[i + open.len()..].trim_start().starts_with("<|") {
+                return Err("text the section tolerated becomes prose once its tokens are gone");
+            }
+        }
+    }
+    glued_to_word(v, KIMI)
 }
 
 fn deepseek_stripped(v: &Vector) -> Result<(), &'static str> {
     if v.text.contains("DSML｜") {
         return Err("DSML is written in ordinary tokens: nothing is stripped");
     }
-    identifier_names(v)
+    if v.text
+        .contains("```<｜tool▁call▁end｜><｜tool▁call▁begin｜>")
+    {
+        return Err("V3 calls chained without a line break glue the fence's closer to the next name: the fence never closes");
+    }
+    identifier_names(v)?;
+    glued_to_word(v, DEEPSEEK)
 }
 
 fn mistral_stripped(v: &Vector) -> Result<(), &'static str> {
     if v.text.contains("[CALL_ID]") {
         return Err("with [CALL_ID] and [ARGS] stripped the call id runs into the name");
     }
-    identifier_names(v)
+    identifier_names(v)?;
+    glued_to_word(v, &["[TOOL_CALLS]"])
 }
+
+const KIMI: &[&str] = &[
+    "<|tool_calls_section_begin|>",
+    "<|tool_calls_section_end|>",
+    "<|tool_call_section_begin|>",
+    "<|tool_call_section_end|>",
+    "<|tool_call_begin|>",
+    "<|tool_call_end|>",
+    "<|tool_call_argument_begin|>",
+];
+
+const DEEPSEEK: &[&str] = &[
+    "<｜tool▁calls▁begin｜>",
+    "<｜tool▁calls▁end｜>",
+    "<｜tool▁call▁begin｜>",
+    "<｜tool▁call▁end｜>",
+    "<｜tool▁sep｜>",
+    "<｜tool▁calls｜>",
+    "<｜end▁of▁sentence｜>",
+];
 
 fn harmony_stripped(v: &Vector) -> Result<(), &'static str> {
     if !v.text.contains("to=functions.") {
@@ -188,7 +254,7 @@ const SPECS: &[Spec] = &[
         family: "hermes",
         // Hermes 2 Pro declares them special; Qwen's tokenizers do not (then nothing changes).
         tokens: &["<tool_call>", "</tool_call>"],
-        stripped: identifier_names,
+        stripped: hermes_stripped,
         spellings: &[],
         spaced: false,
         openers: &["<tool_call>"],
@@ -199,42 +265,27 @@ const SPECS: &[Spec] = &[
     },
     Spec {
         family: "deepseek",
-        tokens: &[
-            "<｜tool▁calls▁begin｜>",
-            "<｜tool▁calls▁end｜>",
-            "<｜tool▁call▁begin｜>",
-            "<｜tool▁call▁end｜>",
-            "<｜tool▁sep｜>",
-            "<｜tool▁calls｜>",
-            "<｜end▁of▁sentence｜>",
-        ],
+        tokens: DEEPSEEK,
         stripped: deepseek_stripped,
         spellings: &[("｜", "|"), ("｜", "｜｜"), ("▁", "_"), ("▁", " ")],
         spaced: true,
         openers: &["<｜tool▁calls▁begin｜>", "<｜DSML｜function_calls>", "<｜DSML｜tool_calls>"],
         bare: always,
         closers: &["<｜tool▁calls▁end｜>", "</｜DSML｜function_calls>", "</｜DSML｜tool_calls>"],
-        ends: &["<｜tool▁calls▁end｜>", "<｜tool▁call▁end｜>", "</｜DSML｜function_calls>", "</｜DSML｜tool_calls>", "<｜end▁of▁sentence｜>"],
+        // A section left open with text after it is not a leak (own-variant-kimi-neg-broken-section).
+        ends: &["<｜tool▁calls▁end｜>", "</｜DSML｜function_calls>", "</｜DSML｜tool_calls>", "<｜end▁of▁sentence｜>"],
         result: Some("<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>{\"result\": \"ok\"}<｜tool▁output▁end｜><｜tool▁outputs▁end｜>"),
     },
     Spec {
         family: "kimi",
-        tokens: &[
-            "<|tool_calls_section_begin|>",
-            "<|tool_calls_section_end|>",
-            "<|tool_call_section_begin|>",
-            "<|tool_call_section_end|>",
-            "<|tool_call_begin|>",
-            "<|tool_call_end|>",
-            "<|tool_call_argument_begin|>",
-        ],
+        tokens: KIMI,
         stripped: kimi_stripped,
         spellings: &[],
         spaced: true,
         openers: &["<|tool_calls_section_begin|>", "<|tool_call_section_begin|>", "<|tool_call_begin|>"],
         bare: always,
         closers: &["<|tool_calls_section_end|>", "<|tool_call_section_end|>"],
-        ends: &["<|tool_calls_section_end|>", "<|tool_call_section_end|>", "<|tool_call_end|>"],
+        ends: &["<|tool_calls_section_end|>", "<|tool_call_section_end|>"],
         result: None,
     },
     Spec {

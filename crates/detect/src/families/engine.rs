@@ -352,7 +352,8 @@ fn block(
             break;
         }
     }
-    if calls.is_empty() {
+    // A call of the section that does not parse spoils the section.
+    if calls.is_empty() || (in_section && next_call_starts(r, text, skip_ws(text, end))) {
         return Outcome::Skip;
     }
     let q = skip_ws(text, end);

@@ -183,9 +183,21 @@ fn header_start(text: &str, boundary: usize, pos: usize, first: bool) -> usize {
     // `<|start|>assistant` being already written) may stand before the first token.
     let ok = is_header(gap) && (!first || boundary > 0 || gap.contains("to="));
     if ok {
-        boundary
-    } else {
-        pos
+        return boundary;
+    }
+    // A recipient glued to the end of a sentence (`Checking.to=functions.f<|channel|>..`):
+    // the header starts at `to=`.
+    match gap.rfind("to=") {
+        Some(i)
+            if is_header(&gap[i..])
+                && gap[..i]
+                    .chars()
+                    .next_back()
+                    .is_none_or(|c| c.is_whitespace() || matches!(c, '.' | '!' | '?' | ':')) =>
+        {
+            boundary + i
+        }
+        _ => pos,
     }
 }
 
@@ -284,16 +296,32 @@ fn header_words_only(word: &str) -> bool {
     true
 }
 
-/// In a stripped Harmony output that held a call: the header words the stripping glued to
-/// the text, which go too: the first message's channel (`analysisWe need..`, at the start
-/// and glued to what follows) and every `assistantfinal`-like role and channel pair.
-pub(crate) fn stripped_frame_words(text: &str) -> Vec<Range<usize>> {
+/// Whether header words (a role or a channel, glued or not) follow `end`: the next message
+/// of a stripped Harmony output.
+pub(crate) fn header_follows(text: &str, end: usize) -> bool {
+    let rest = text.get(end..).unwrap_or_default().trim_start();
+    rest.starts_with("assistant") || CHANNELS.iter().any(|w| rest.starts_with(w))
+}
+
+/// In a stripped Harmony output that held a call (`calls`: the spans of its calls): the
+/// header words the stripping glued to the text, which go too. A channel word opening a line
+/// glued to what follows (`analysisWe need..`, `finalThe answer`), every role and channel
+/// pair (`assistantfinal`), and the header words glued right after a call's arguments
+/// (`}assistant`, `}commentary`).
+pub(crate) fn stripped_frame_words(text: &str, calls: &[Range<usize>]) -> Vec<Range<usize>> {
     let mut out = Vec::new();
-    let start = text.len() - text.trim_start().len();
-    if let Some(w) = CHANNELS.iter().find(|w| text[start..].starts_with(**w)) {
-        let next = text[start + w.len()..].chars().next();
-        if next.is_some_and(|c| !c.is_lowercase() && !c.is_whitespace() || c == '\n') {
-            out.push(start..start + w.len());
+    let mut line = text.len() - text.trim_start().len();
+    for _ in 0..MAX_TOKENS {
+        let rest = text.get(line..).unwrap_or_default();
+        if let Some(w) = CHANNELS.iter().find(|w| rest.starts_with(**w)) {
+            let next = rest[w.len()..].chars().next();
+            if next.is_none_or(|c| !(c.is_lowercase() || c == ' ' || c == '\t')) {
+                out.push(line..line + w.len());
+            }
+        }
+        match memchr::memchr(b'\n', rest.as_bytes()) {
+            Some(i) => line += i + 1,
+            None => break,
         }
     }
     for w in CHANNELS {
@@ -307,6 +335,22 @@ pub(crate) fn stripped_frame_words(text: &str) -> Vec<Range<usize>> {
             from += i + pair.len();
         }
     }
+    for call in calls {
+        let mut at = call.end;
+        loop {
+            let rest = text.get(at..).unwrap_or_default();
+            let Some(w) = std::iter::once(&"assistant")
+                .chain(CHANNELS)
+                .find(|w| rest.starts_with(**w))
+            else {
+                break;
+            };
+            out.push(at..at + w.len());
+            at += w.len();
+        }
+    }
+    out.sort_by_key(|r| (r.start, r.end));
+    out.dedup_by(|b, a| b.start < a.end);
     out
 }
 

@@ -64,12 +64,6 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             continue;
         }
         let body = text.get(open_end..close_start).unwrap_or_default();
-        let Some(calls) = parse_body(body) else {
-            continue;
-        };
-        if calls.is_empty() || !calls.iter().all(|c| ctx.tool_enabled(&c.name)) {
-            continue;
-        }
         let span_end = if bytes.get(close_end) == Some(&b'\n') {
             close_end + 1
         } else if bytes.get(close_end..close_end + 2) == Some(b"\r\n") {
@@ -77,14 +71,56 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         } else {
             close_end
         };
+        let (family, start, calls) = match parse_body(body) {
+            Some(calls) => (Family::JsonFence, with_label(text, line_start), calls),
+            None => match named_fence(text, line_start, body) {
+                Some(found) => found,
+                None => continue,
+            },
+        };
+        if calls.is_empty() || !calls.iter().all(|c| ctx.tool_enabled(&c.name)) {
+            continue;
+        }
         out.push(Leak {
-            family: Family::JsonFence,
-            span: with_label(text, line_start)..span_end,
+            family,
+            span: start..span_end,
             calls,
             results: Vec::new(),
         });
         from = span_end;
     }
+}
+
+/// A fence holding a bare arguments object under a line that ends with the tool's name:
+/// DeepSeek V3's `function<｜tool▁sep｜>NAME\n```json\n{..}\n```` once its special tokens
+/// are stripped (`functionNAME`, reported as `deepseek`), or the name alone on its line.
+/// The name must stand apart from the text before it (a line, or glued to a sentence's end).
+fn named_fence(text: &str, line_start: usize, body: &str) -> Option<(Family, usize, Vec<Call>)> {
+    let args = json_whole(body).filter(Value::is_object)?;
+    if is_schema(&args) {
+        return None;
+    }
+    let before = text.get(..line_start)?.strip_suffix('\n')?;
+    let before = before.strip_suffix('\r').unwrap_or(before);
+    let run = before
+        .char_indices()
+        .rev()
+        .take_while(|(_, c)| c.is_alphanumeric() || matches!(c, '_' | '-'))
+        .last()
+        .map(|(i, _)| i)?;
+    let word = before.get(run..)?;
+    let (family, name) = match word.strip_prefix("function") {
+        Some(n) if !n.is_empty() => (Family::Deepseek, n),
+        _ => (Family::JsonFence, word),
+    };
+    if !is_tool_name(name) || !super::named::stands_before(text, run) {
+        return None;
+    }
+    let call = Call {
+        name: name.to_string(),
+        arguments: args,
+    };
+    Some((family, run, vec![call]))
 }
 
 /// RWKV puts a `**Tool Call:**` line above each fence (vLLM's rwkv parser): the label is

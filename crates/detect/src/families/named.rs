@@ -70,7 +70,8 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         if seen > MAX_CANDIDATES {
             break;
         }
-        if let Some((family, span, call)) = at_brace(text, p, ctx) {
+        let prev_end = by_family.last().map_or(usize::MAX, |(_, (s, _))| s.end);
+        if let Some((family, span, call)) = at_brace(text, p, prev_end, ctx) {
             from = span.end;
             by_family.push((family, (span, vec![call])));
         }
@@ -78,9 +79,19 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     for (family, block) in python_lines(text, ctx) {
         by_family.push((family, block));
     }
-    if by_family.iter().any(|(f, _)| *f == Family::Harmony) {
-        for r in harmony::stripped_frame_words(text) {
-            by_family.push((Family::Harmony, (r, Vec::new())));
+    let harmony_calls: Vec<Range<usize>> = by_family
+        .iter()
+        .filter(|(f, _)| *f == Family::Harmony)
+        .map(|(_, (span, _))| span.clone())
+        .collect();
+    if !harmony_calls.is_empty() {
+        for r in harmony::stripped_frame_words(text, &harmony_calls) {
+            if !harmony_calls
+                .iter()
+                .any(|c| c.start < r.end && r.start < c.end)
+            {
+                by_family.push((Family::Harmony, (r, Vec::new())));
+            }
         }
     }
     for family in [
@@ -142,11 +153,21 @@ enum Join {
 }
 
 /// The call whose object starts at the `{` at `p`: its family, span and call.
-fn at_brace(text: &str, p: usize, ctx: &Ctx<'_>) -> Option<(Family, Range<usize>, Call)> {
+fn at_brace(
+    text: &str,
+    p: usize,
+    prev_end: usize,
+    ctx: &Ctx<'_>,
+) -> Option<(Family, Range<usize>, Call)> {
+    let found = Found {
+        text,
+        ctx,
+        prev_end,
+    };
     if let Some((start, names)) = harmony::stripped(text, p) {
         let (args, end) = json_object(text, p)?;
         // The header words glued before `to=` are the boundary: no sentence check.
-        return finish(text, ctx, Family::Harmony, start, end, &names, args, false);
+        return found.finish(Family::Harmony, start, end, &names, args, false);
     }
     let head = text.get(..p)?;
     let floor = p.saturating_sub(LOOKBACK);
@@ -228,40 +249,62 @@ fn at_brace(text: &str, p: usize, ctx: &Ctx<'_>) -> Option<(Family, Range<usize>
         // verbs before the namespace are its markup (a dot before them is a sentence's).
         names[0].0 = run.start;
     }
-    finish(text, ctx, family, 0, end, &names, args, true)
+    found.finish(family, 0, end, &names, args, true)
 }
 
-/// The common end of every shape: the markup stands apart, and the name is an enabled
-/// tool's. `names` are the readings of the name with where each starts (`Done.NAME{` reads
-/// `Done.NAME`, then `NAME` after the sentence's dot); `start` overrides them when non-zero.
-#[allow(clippy::too_many_arguments)]
-fn finish(
-    text: &str,
-    ctx: &Ctx<'_>,
-    family: Family,
-    start: usize,
-    end: usize,
-    names: &[(usize, &str)],
-    args: Value,
-    sentence: bool,
-) -> Option<(Family, Range<usize>, Call)> {
-    if !args.is_object() || !stands_after(text, end) {
-        return None;
+/// What every shape ends with: the text, the tools and where the previous call ended.
+struct Found<'a, 't> {
+    text: &'t str,
+    ctx: &'a Ctx<'a>,
+    /// A call starting right there (whitespace between) stands apart from the text: it
+    /// follows another call whose tokens were stripped.
+    prev_end: usize,
+}
+
+impl Found<'_, '_> {
+    /// The common end of every shape: the markup stands apart, and the name is an enabled
+    /// tool's. `names` are the readings of the name with where each starts (`Done.NAME{`
+    /// reads `Done.NAME`, then `NAME` after the sentence's dot); `start` overrides them when
+    /// non-zero.
+    fn finish(
+        &self,
+        family: Family,
+        start: usize,
+        end: usize,
+        names: &[(usize, &str)],
+        args: Value,
+        sentence: bool,
+    ) -> Option<(Family, Range<usize>, Call)> {
+        let text = self.text;
+        let apart = stands_after(text, end)
+            || (family == Family::Harmony && harmony::header_follows(text, end))
+            || glued_call_follows(text, end);
+        if !args.is_object() || !apart {
+            return None;
+        }
+        let after_call = |s: usize| {
+            self.prev_end <= s
+                && text
+                    .get(self.prev_end..s)
+                    .is_some_and(|g| g.trim().is_empty())
+        };
+        let candidates: Vec<(usize, &str)> = names
+            .iter()
+            .map(|&(s, n)| (if start > 0 { start } else { s }, n))
+            .filter(|&(s, n)| {
+                is_tool_name(n) && (!sentence || stands_before(text, s) || after_call(s))
+            })
+            .collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        let &(at, name) = candidates.iter().find(|(_, n)| self.ctx.tool_enabled(n))?;
+        let call = Call {
+            name: name.to_string(),
+            arguments: args,
+        };
+        Some((family, at..with_trailing(text, end, &[]), call))
     }
-    let candidates: Vec<(usize, &str)> = names
-        .iter()
-        .map(|&(s, n)| (if start > 0 { start } else { s }, n))
-        .filter(|&(s, n)| is_tool_name(n) && (!sentence || stands_before(text, s)))
-        .collect();
-    if candidates.is_empty() {
-        return None;
-    }
-    let &(at, name) = candidates.iter().find(|(_, n)| ctx.tool_enabled(n))?;
-    let call = Call {
-        name: name.to_string(),
-        arguments: args,
-    };
-    Some((family, at..with_trailing(text, end, &[]), call))
 }
 
 /// A strict JSON object at `p` (a serialized object decoded once).
@@ -329,6 +372,21 @@ pub(crate) fn stands_after(text: &str, end: usize) -> bool {
         Some('.' | '!') => t[1..].chars().next().is_none_or(char::is_whitespace),
         Some(_) => false,
     }
+}
+
+/// Whether another call's name and object follow `end` directly (`}bar{..}`,
+/// `}functions.f:1 {..}`): calls whose tokens were stripped run together.
+fn glued_call_follows(text: &str, end: usize) -> bool {
+    let rest = text.get(end..).unwrap_or_default();
+    let name: usize = rest
+        .chars()
+        .take_while(|&c| is_ident_char(c) || matches!(c, '-' | '.' | ':'))
+        .map(char::len_utf8)
+        .sum();
+    name > 0
+        && rest[name..]
+            .trim_start_matches([' ', '\t'])
+            .starts_with('{')
 }
 
 /// The lines a bare Python call is looked for on: the first and the last non-blank line.

@@ -3,7 +3,7 @@
 //! The control tokens that end a turn, and the merging of neighbouring blocks into one
 //! leak, live here too: the engine and the own finders share them.
 //!
-//! May depend on: `crate::grammar`, `super::engine`, `crate::types`.
+//! May depend on: `crate::grammar`, `super::engine`, `super::rows`, `crate::types`.
 
 pub use super::engine::MAX_CANDIDATES;
 pub use crate::grammar::json::{decode_arguments, value_at as json_value_at, whole as json_whole};
@@ -49,17 +49,28 @@ pub const END_OF_TURN: &[&str] = &[
     "<|endoftext|>",
     "<|end_of_text|>",
     "<｜end▁of▁sentence｜>",
-    "<|end▁of▁sentence|>",
-    "<｜end_of_sentence｜>",
-    "<|end_of_sentence|>",
     "</s>",
 ];
+
+/// [`END_OF_TURN`] with DeepSeek's token in every spelling its rows allow.
+fn end_of_turn() -> &'static [&'static str] {
+    static ALL: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        let mut all: Vec<&'static str> = END_OF_TURN.to_vec();
+        for s in super::rows::spellings("<｜end▁of▁sentence｜>", super::engine::Spell::Bars) {
+            if !all.contains(&s) {
+                all.push(s);
+            }
+        }
+        all
+    })
+}
 
 /// Extends `end` over the control tokens that directly follow the markup.
 pub fn with_trailing(text: &str, mut end: usize, own: &[&str]) -> usize {
     loop {
         let q = skip_ws(text, end);
-        match eat_any(text, q, own).or_else(|| eat_any(text, q, END_OF_TURN)) {
+        match eat_any(text, q, own).or_else(|| eat_any(text, q, end_of_turn())) {
             Some(after) => end = after,
             None => return end,
         }
