@@ -87,6 +87,13 @@ struct Spec {
     openers: &'static [&'static str],
     /// Whether this vector's call is still a call without its opener.
     bare: fn(&Vector) -> bool,
+    /// Whether the stripped form lost what made it unambiguous (then it needs the tools).
+    stripped_weak: bool,
+    /// Whether the markup may stand inside a line (a fence opens its line).
+    inline: bool,
+    /// Whether this vector's call stays a call with text or markup around it (and without
+    /// its closer).
+    movable: fn(&Vector) -> bool,
     /// Closing tokens that may be missing at the end of the message.
     closers: &'static [&'static str],
     /// Endings after which the call is complete, so that text may follow it.
@@ -147,6 +154,72 @@ fn identifier_names(v: &Vector) -> Result<(), &'static str> {
         .ok_or("a display name with spaces needs the wrapper to be read as a call")
 }
 
+fn mistral_bare(v: &Vector) -> bool {
+    // Without `[TOOL_CALLS]` a call stands apart only at a line's start or after a
+    // sentence's end (`Hello [{..}]`, `label: [{..}]` are data inside a sentence).
+    let Some(i) = v.text.find("[TOOL_CALLS]") else {
+        return true;
+    };
+    let head = v.text[..i].trim_end_matches([' ', '\t']);
+    (head.is_empty() || head.ends_with(['\n', '.', '!', '?'])) && !v.text.contains("<tool_call>")
+}
+
+fn no_kimi_noise(v: &Vector) -> bool {
+    kimi_noise(v).is_ok()
+}
+
+fn kimi_noise(v: &Vector) -> Result<(), &'static str> {
+    for open in [
+        "<|tool_calls_section_begin|>",
+        "<|tool_call_section_begin|>",
+    ] {
+        if let Some(i) = v.text.find(open) {
+            if !v.text[i + open.len()..].trim_start().starts_with("<|") {
+                return Err("text the section tolerated becomes prose once its tokens are gone");
+            }
+        }
+    }
+    Ok(())
+}
+
+fn python_tag_movable(v: &Vector) -> bool {
+    // Code after the tag counts only as the whole message, ended by `<|eom_id|>`.
+    let at = v
+        .text
+        .find("<|python_tag|>")
+        .map_or(0, |i| i + "<|python_tag|>".len());
+    v.text[at..].trim_start().starts_with('{')
+}
+
+fn harmony_movable(v: &Vector) -> bool {
+    // The built-in python tool's code has no end but `<|call|>`.
+    !v.text.contains("to=python")
+}
+
+fn minimax_stripped(v: &Vector) -> Result<(), &'static str> {
+    // Without its wrapper the invoke is read as Anthropic's, whose values are typed.
+    let typed = v.expected_calls.iter().any(|(_, a)| {
+        a.as_object().is_some_and(|m| {
+            m.values().any(|x| {
+                x.as_str()
+                    .and_then(|s| serde_json::from_str::<Value>(s.trim()).ok())
+                    .is_some_and(|j| !j.is_string())
+            })
+        })
+    });
+    if typed {
+        return Err("MiniMax-M2 keeps values as written; without its wrapper they are typed");
+    }
+    Ok(())
+}
+
+fn lfm2_stripped(v: &Vector) -> Result<(), &'static str> {
+    if v.text.matches("<|tool_call_end|>").count() > 1 {
+        return Err("LFM2's echo of its body is bounded by its end tokens; stripped, it is a second list glued to the first");
+    }
+    Ok(())
+}
+
 fn glm_opener(v: &Vector) -> bool {
     // A name alone before `</tool_call>` is a word; the arguments' tokens carry the call.
     v.text.contains("<arg_key>")
@@ -169,16 +242,7 @@ fn kimi_stripped(v: &Vector) -> Result<(), &'static str> {
     if !v.text.contains("functions.") {
         return Err("a bare counter id names no tool once the tokens are gone");
     }
-    for open in [
-        "<|tool_calls_section_begin|>",
-        "<|tool_call_section_begin|>",
-    ] {
-        if let Some(i) = v.text.find(open) {
-            if !v.text[i + open.len()..].trim_start().starts_with("<|") {
-                return Err("text the section tolerated becomes prose once its tokens are gone");
-            }
-        }
-    }
+    kimi_noise(v)?;
     glued_to_word(v, KIMI)
 }
 
@@ -200,6 +264,9 @@ fn mistral_stripped(v: &Vector) -> Result<(), &'static str> {
         return Err("with [CALL_ID] and [ARGS] stripped the call id runs into the name");
     }
     identifier_names(v)?;
+    if !mistral_bare(v) {
+        return Err("without [TOOL_CALLS] the call sits inside a sentence or next to other markup");
+    }
     glued_to_word(v, &["[TOOL_CALLS]"])
 }
 
@@ -259,6 +326,9 @@ const SPECS: &[Spec] = &[
         spaced: false,
         openers: &["<tool_call>"],
         bare: always,
+        stripped_weak: true,
+        inline: true,
+        movable: always,
         closers: &["</tool_call>"],
         ends: &["</tool_call>"],
         result: Some("<tool_response>\n{\"result\": \"ok\"}\n</tool_response>"),
@@ -271,6 +341,9 @@ const SPECS: &[Spec] = &[
         spaced: true,
         openers: &["<｜tool▁calls▁begin｜>", "<｜DSML｜function_calls>", "<｜DSML｜tool_calls>"],
         bare: always,
+        stripped_weak: true,
+        inline: true,
+        movable: always,
         closers: &["<｜tool▁calls▁end｜>", "</｜DSML｜function_calls>", "</｜DSML｜tool_calls>"],
         // A section left open with text after it is not a leak (own-variant-kimi-neg-broken-section).
         ends: &["<｜tool▁calls▁end｜>", "</｜DSML｜function_calls>", "</｜DSML｜tool_calls>", "<｜end▁of▁sentence｜>"],
@@ -283,7 +356,10 @@ const SPECS: &[Spec] = &[
         spellings: &[],
         spaced: true,
         openers: &["<|tool_calls_section_begin|>", "<|tool_call_section_begin|>", "<|tool_call_begin|>"],
-        bare: always,
+        bare: no_kimi_noise,
+        stripped_weak: true,
+        inline: true,
+        movable: always,
         closers: &["<|tool_calls_section_end|>", "<|tool_call_section_end|>"],
         ends: &["<|tool_calls_section_end|>", "<|tool_call_section_end|>"],
         result: None,
@@ -296,6 +372,9 @@ const SPECS: &[Spec] = &[
         spaced: false,
         openers: &["<tool_call>"],
         bare: glm_opener,
+        stripped_weak: true,
+        inline: true,
+        movable: always,
         // A GLM call ends at `</tool_call>`: without it, a cut between two arguments
         // would look complete.
         closers: &[],
@@ -318,6 +397,9 @@ const SPECS: &[Spec] = &[
         spaced: false,
         openers: &[],
         bare: always,
+        stripped_weak: true,
+        inline: true,
+        movable: harmony_movable,
         closers: &["<|call|>"],
         ends: &["<|call|>"],
         result: Some("<|start|>functions.{name} to=assistant<|channel|>commentary<|message|>{\"result\": \"ok\"}<|end|>"),
@@ -329,7 +411,10 @@ const SPECS: &[Spec] = &[
         spellings: &[],
         spaced: false,
         openers: &["[TOOL_CALLS]"],
-        bare: always,
+        bare: mistral_bare,
+        stripped_weak: true,
+        inline: true,
+        movable: always,
         closers: &["</s>"],
         ends: &["}", "]", "</s>"],
         result: Some("[TOOL_RESULTS]{\"result\": \"ok\"}[/TOOL_RESULTS]"),
@@ -342,6 +427,9 @@ const SPECS: &[Spec] = &[
         spaced: false,
         openers: &[],
         bare: always,
+        stripped_weak: true,
+        inline: true,
+        movable: python_tag_movable,
         closers: &["<|eom_id|>", "<|eot_id|>"],
         ends: &["<|eom_id|>", "<|eot_id|>"],
         result: Some("<|start_header_id|>ipython<|end_header_id|>\n\n{\"result\": \"ok\"}<|eot_id|>"),
@@ -354,6 +442,9 @@ const SPECS: &[Spec] = &[
         spaced: false,
         openers: &[],
         bare: always,
+        stripped_weak: true,
+        inline: true,
+        movable: always,
         closers: &["<|python_end|>", "<|eom_id|>", "<|eot_id|>"],
         ends: &["}", "]", "<|python_end|>", "<|eom_id|>", "<|eot_id|>"],
         result: Some("<|start_header_id|>ipython<|end_header_id|>\n\n{\"result\": \"ok\"}<|eot_id|>"),
@@ -366,6 +457,9 @@ const SPECS: &[Spec] = &[
         spaced: false,
         openers: &[],
         bare: always,
+        stripped_weak: true,
+        inline: true,
+        movable: always,
         closers: &["</function>"],
         ends: &["</function>", "<|eot_id|>", "<|eom_id|>"],
         result: Some("<|start_header_id|>ipython<|end_header_id|>\n\n{\"result\": \"ok\"}<|eot_id|>"),
@@ -378,6 +472,9 @@ const SPECS: &[Spec] = &[
         spaced: false,
         openers: &[],
         bare: always,
+        stripped_weak: true,
+        inline: true,
+        movable: always,
         closers: &["<|python_end|>", "<|eot_id|>"],
         ends: &["]", "<|python_end|>", "<|eot_id|>", "<|eom_id|>"],
         result: Some("<|start_header_id|>ipython<|end_header_id|>\n\n[{\"result\": \"ok\"}]<|eot_id|>"),
@@ -390,6 +487,9 @@ const SPECS: &[Spec] = &[
         spaced: false,
         openers: &[],
         bare: always,
+        stripped_weak: true,
+        inline: false,
+        movable: always,
         closers: &[],
         ends: &["```"],
         result: None,
@@ -402,6 +502,9 @@ const SPECS: &[Spec] = &[
         spaced: false,
         openers: &["<tool_call>", "<function_calls>"],
         bare: always,
+        stripped_weak: true,
+        inline: true,
+        movable: always,
         closers: &["</tool_call>", "</function_calls>"],
         ends: &["</invoke>", "</function_calls>", "</function>", "</tool_call>"],
         result: Some("<tool_response>\n{\"result\": \"ok\"}\n</tool_response>"),
@@ -409,11 +512,15 @@ const SPECS: &[Spec] = &[
     Spec {
         family: "minimax",
         tokens: &["<minimax:tool_call>", "</minimax:tool_call>"],
-        stripped: recoverable,
+        stripped: minimax_stripped,
         spellings: &[],
         spaced: false,
         openers: &["<minimax:tool_call>"],
         bare: always,
+        // Without its wrapper an `<invoke>` with parameters is still Anthropic's markup.
+        stripped_weak: false,
+        inline: true,
+        movable: always,
         closers: &["</minimax:tool_call>"],
         ends: &["</minimax:tool_call>", "</invoke>", "[/TOOL_CALL]"],
         result: None,
@@ -421,11 +528,14 @@ const SPECS: &[Spec] = &[
     Spec {
         family: "lfm2",
         tokens: &["<|tool_call_start|>", "<|tool_call_end|>"],
-        stripped: recoverable,
+        stripped: lfm2_stripped,
         spellings: &[],
         spaced: false,
         openers: &[],
         bare: always,
+        stripped_weak: true,
+        inline: true,
+        movable: always,
         closers: &[],
         ends: &["<|tool_call_end|>"],
         result: None,
@@ -438,6 +548,9 @@ const SPECS: &[Spec] = &[
         spaced: false,
         openers: &[],
         bare: always,
+        stripped_weak: true,
+        inline: true,
+        movable: always,
         closers: &[],
         ends: &["]", "<|/tool_call|>", "</tool_call>"],
         result: None,
@@ -450,6 +563,9 @@ const SPECS: &[Spec] = &[
         spaced: false,
         openers: &[],
         bare: always,
+        stripped_weak: true,
+        inline: true,
+        movable: always,
         closers: &[],
         ends: &["<tool_call|>"],
         result: Some("<|tool_response>response:{name}{result:<|\"|>ok<|\"|>}<tool_response|>"),
@@ -462,6 +578,9 @@ const SPECS: &[Spec] = &[
         spaced: false,
         openers: &[],
         bare: always,
+        stripped_weak: true,
+        inline: true,
+        movable: always,
         closers: &[],
         ends: &["<end_function_call>"],
         result: Some("<start_function_response>response:{name}{result:<escape>ok<escape>}<end_function_response>"),
@@ -538,6 +657,15 @@ fn rename(s: &str, from: &str, to: &str) -> String {
 
 const OTHER_SCRIPTS: &[&str] = &["查询订单", "поиск_файла", "αναζήτηση", "検索する"];
 
+/// Names whose meaning a format fixes (Harmony's `python`, Llama's built-ins): renamed, they
+/// are other calls.
+const BUILT_INS: &[&str] = &[
+    "python",
+    "code_interpreter",
+    "brave_search",
+    "wolfram_alpha",
+];
+
 fn closed(spec: &Spec, call: &str) -> bool {
     let t = call.trim_end();
     spec.ends.iter().any(|e| t.ends_with(e))
@@ -565,12 +693,14 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
             calls.clone(),
             exp_s,
         ));
-        out.push(Variant {
-            class: Class::StrippedNotEnabled,
-            text,
-            enabled: Vec::new(),
-            expected: None,
-        });
+        if spec.stripped_weak {
+            out.push(Variant {
+                class: Class::StrippedNotEnabled,
+                text,
+                enabled: Vec::new(),
+                expected: None,
+            });
+        }
     }
     // Other spellings of every token.
     for (from, to) in spec.spellings {
@@ -647,7 +777,7 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
             break;
         }
     }
-    for c in spec.closers {
+    for c in spec.closers.iter().filter(|_| (spec.movable)(v)) {
         let t = v.text.trim_end();
         if t.ends_with(c) && !v.expected_text.contains(c) {
             let text = t[..t.len() - c.len()].to_string();
@@ -673,6 +803,7 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
         }
     }
     let renamable = !names.is_empty()
+        && !names.iter().any(|n| BUILT_INS.contains(n))
         && names.len() <= OTHER_SCRIPTS.len()
         && names.iter().all(|n| {
             n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -700,6 +831,9 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
     let Some((before, call)) = split_tail(v) else {
         return out;
     };
+    if !spec.inline || !(spec.movable)(v) {
+        return out;
+    }
     let lead = if before.trim().is_empty() {
         "Let me check that."
     } else {

@@ -310,12 +310,16 @@ pub(crate) fn header_follows(text: &str, end: usize) -> bool {
 /// (`}assistant`, `}commentary`).
 pub(crate) fn stripped_frame_words(text: &str, calls: &[Range<usize>]) -> Vec<Range<usize>> {
     let mut out = Vec::new();
-    let mut line = text.len() - text.trim_start().len();
+    let first = text.len() - text.trim_start().len();
+    let mut line = first;
     for _ in 0..MAX_TOKENS {
         let rest = text.get(line..).unwrap_or_default();
         if let Some(w) = CHANNELS.iter().find(|w| rest.starts_with(**w)) {
+            // The output's first channel is glued to whatever its body starts with; on a
+            // later line only to a new sentence (a word may start with `final`).
             let next = rest[w.len()..].chars().next();
-            if next.is_none_or(|c| !(c.is_lowercase() || c == ' ' || c == '\t')) {
+            let glued = |c: char| !(c == ' ' || c == '\t') && (line == first || !c.is_lowercase());
+            if next.is_none_or(glued) {
                 out.push(line..line + w.len());
             }
         }

@@ -23,8 +23,16 @@ pub(crate) const TRIGGERS: &[&str] = &[
     "{\n\"name\"",
     "{\n  \"name\"",
     "{\n    \"name\"",
+    "{\n      \"name\"",
+    "{\n        \"name\"",
+    "{\n\t\"name\"",
     "{\"arguments\"",
     "{\"parameters\"",
+    // The flat `{"type": "function", "name": .., "parameters": ..}` Llama 3.x writes.
+    "{\"type\"",
+    "{ \"type\"",
+    "{\n  \"type\"",
+    "{\n    \"type\"",
 ];
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = b"{";
@@ -70,7 +78,8 @@ fn is_candidate(text: &str, pos: usize) -> bool {
     let rest = text.get(q..).unwrap_or_default();
     if !(rest.starts_with("\"name\"")
         || rest.starts_with("\"arguments\"")
-        || rest.starts_with("\"parameters\""))
+        || rest.starts_with("\"parameters\"")
+        || rest.starts_with("\"type\""))
     {
         return false;
     }
@@ -192,20 +201,24 @@ fn array_before(text: &str, p: usize) -> Option<usize> {
     .then_some(b)
 }
 
-/// A JSON array of calls at `p` on lines of its own (`[{"name": .., "arguments": ..}]`),
-/// every call for an enabled tool. Inline after a label (`Data: [..]`) it is data.
+/// A JSON array of calls at `p` standing apart (`[{"name": .., "arguments": ..}]`), every
+/// call for an enabled tool: on lines of its own, or as a sentence of its own (after a
+/// sentence's end, glued or not, before a new one). Inline after a label (`Data: [..]`) or
+/// inside a sentence it is data. Mistral's `[/TOOL_CALLS]` after it goes with it (its
+/// `[TOOL_CALLS]` was stripped).
 fn array_at(text: &str, ctx: &Ctx<'_>, p: usize) -> Option<Leak> {
-    let line_start = text
-        .get(..p)
-        .is_some_and(|b| b.trim_end_matches([' ', '\t']).ends_with('\n') || b.trim().is_empty());
-    if !line_start || ctx.quoted(p) {
+    let head = text.get(..p)?.trim_end_matches([' ', '\t']);
+    let apart =
+        head.is_empty() || head.ends_with(['\n', '.', '!', '?', '>']) || head.trim().is_empty();
+    if !apart || ctx.quoted(p) {
         return None;
     }
     let (v, end) = json_value_at(text, p)?;
     let calls = calls_of(&v, false)?;
-    let end = with_trailing(text, end, &[]);
+    let end = with_trailing(text, end, &["[/TOOL_CALLS]"]);
     let line_end = text.get(end..).is_some_and(|r| {
-        r.trim_start_matches([' ', '\t']).starts_with('\n') || r.trim().is_empty()
+        let r = r.trim_start_matches([' ', '\t']);
+        r.starts_with('\n') || r.is_empty() || r.starts_with(char::is_uppercase)
     });
     (line_end && calls.iter().all(|c| ctx.tool_enabled(&c.name))).then(|| Leak {
         family: Family::Llama3Json,

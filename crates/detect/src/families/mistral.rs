@@ -105,7 +105,18 @@ fn after_token(text: &str, at: usize) -> Option<(Vec<Call>, usize)> {
 
 /// `name[ARGS]{json}` without a `[TOOL_CALLS]` token; `p` is where `[ARGS]` is.
 fn bare_args(text: &str, p: usize) -> Option<(Range<usize>, Vec<Call>)> {
-    let before = text.get(..p)?;
+    let mut before = text.get(..p)?;
+    // `NAME[CALL_ID]id[ARGS]`: the name stands before the call id.
+    let id: usize = before
+        .bytes()
+        .rev()
+        .take(64)
+        .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+        .count();
+    if let Some(b) = before[..before.len() - id].strip_suffix(CALL_ID) {
+        before = b;
+    }
+    let p_name = before.len();
     let len: usize = before
         .chars()
         .rev()
@@ -113,8 +124,15 @@ fn bare_args(text: &str, p: usize) -> Option<(Range<usize>, Vec<Call>)> {
         .take_while(|&c| is_name_char(c))
         .map(char::len_utf8)
         .sum();
-    let start = p - len;
-    let name = text.get(start..p)?;
+    let mut start = p_name - len;
+    let mut name = text.get(start..p_name)?;
+    // Glued to a sentence (`Checking.NAME[ARGS]`): the name is the word after the dot.
+    if let Some((sentence, last)) = name.rsplit_once('.') {
+        if !last.is_empty() {
+            start += sentence.len() + 1;
+            name = last;
+        }
+    }
     let starts_like_name = name
         .chars()
         .next()

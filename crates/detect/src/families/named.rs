@@ -276,9 +276,15 @@ impl Found<'_, '_> {
         sentence: bool,
     ) -> Option<(Family, Range<usize>, Call)> {
         let text = self.text;
-        let apart = stands_after(text, end)
-            || (family == Family::Harmony && harmony::header_follows(text, end))
-            || glued_call_follows(text, end);
+        // Text glued to the object (`..}I found it`) lost a token between: only a space then
+        // a lower-case word says the sentence goes on about the call.
+        let glued = text
+            .get(end..)
+            .and_then(|r| r.chars().next())
+            .is_some_and(|c| !c.is_whitespace());
+        let apart = glued
+            || stands_after(text, end)
+            || (family == Family::Harmony && harmony::header_follows(text, end));
         if !args.is_object() || !apart {
             return None;
         }
@@ -372,21 +378,6 @@ pub(crate) fn stands_after(text: &str, end: usize) -> bool {
         Some('.' | '!') => t[1..].chars().next().is_none_or(char::is_whitespace),
         Some(_) => false,
     }
-}
-
-/// Whether another call's name and object follow `end` directly (`}bar{..}`,
-/// `}functions.f:1 {..}`): calls whose tokens were stripped run together.
-fn glued_call_follows(text: &str, end: usize) -> bool {
-    let rest = text.get(end..).unwrap_or_default();
-    let name: usize = rest
-        .chars()
-        .take_while(|&c| is_ident_char(c) || matches!(c, '-' | '.' | ':'))
-        .map(char::len_utf8)
-        .sum();
-    name > 0
-        && rest[name..]
-            .trim_start_matches([' ', '\t'])
-            .starts_with('{')
 }
 
 /// The lines a bare Python call is looked for on: the first and the last non-blank line.

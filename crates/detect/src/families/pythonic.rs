@@ -46,7 +46,10 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         if seen > super::MAX_CANDIDATES {
             break;
         }
-        let Some((calls, end)) = parse_call_list(text, p, PyOpts::STRICT) else {
+        // LFM2's lists keep their lenient strings once its tokens are stripped.
+        let Some((calls, end)) = parse_call_list(text, p, PyOpts::STRICT)
+            .or_else(|| parse_call_list(text, p, PyOpts::LENIENT))
+        else {
             continue;
         };
         if stands_alone_after(bytes, end) && all_enabled(&calls) {
@@ -69,9 +72,10 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             continue;
         };
         let after = skip_ws(text, end);
+        // `<|python_end|>` may be missing where the list ends its line or the text.
         let span_end = if text.get(after..).is_some_and(|r| r.starts_with(PY_END)) {
             after + PY_END.len()
-        } else if after == text.len() {
+        } else if after == text.len() || stands_alone_after(bytes, end) {
             end
         } else {
             continue;
@@ -105,7 +109,8 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
             .map(|n| i + n)
     };
     let before = p.checked_sub(1).and_then(|i| bytes.get(i));
-    if before.is_some_and(|b| ident(b) || matches!(b, b']' | b')' | b'.')) {
+    // A sentence's dot may come right before (a token between was stripped): `Sure.[f()]`.
+    if before.is_some_and(|b| ident(b) || matches!(b, b']' | b')')) {
         return false;
     }
     let i = skip_ws(p + 1);
@@ -141,7 +146,9 @@ fn stands_alone_before(bytes: &[u8], p: usize) -> bool {
     }
     match i.checked_sub(1).and_then(|j| bytes.get(j)) {
         None | Some(b'\n' | b'\r' | b'>') => true,
-        Some(b':' | b'.' | b'!' | b'?') => i < p,
+        // Glued to a sentence's end or a label (`Sure.[f()]`, `Calling:[f()]`: a token
+        // between was stripped).
+        Some(b'.' | b'!' | b'?' | b':') => true,
         Some(_) => false,
     }
 }
