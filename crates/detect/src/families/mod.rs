@@ -33,6 +33,7 @@ pub mod table;
 pub mod util;
 mod xlam;
 mod xml_invoke;
+mod xml_tool;
 
 use crate::types::Family;
 use crate::{Ctx, Leak};
@@ -151,6 +152,7 @@ own! {
     KimiK3 => kimi_k3,
     Cwm => cwm,
     Lmstudio => named probe (named::probe) lines (named::lines_probe),
+    ClineXml => xml_tool probe (xml_tool::probe),
 }
 
 /// The table's rows, their spellings derived (built once).
