@@ -157,11 +157,14 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
                 None => break,
             }
         }
-        // A Hermes closer right after the object: the `<tool_call>` opener was stripped
-        // (servers drop special tokens); the closer goes with the call, and the markup is
-        // Hermes'.
-        let (family, end) = match eat(text, skip_ws(text, end), HERMES_CLOSE) {
-            Some(after) => (Family::Hermes, after),
+        // A closer right after the object: the opener was stripped (servers drop special
+        // tokens); the closer goes with the call, and the markup is its format's.
+        let q = skip_ws(text, end);
+        let (family, end) = match ORPHAN_CLOSERS
+            .iter()
+            .find_map(|(c, f)| eat(text, q, c).map(|a| (*f, a)))
+        {
+            Some((f, after)) => (f, after),
             None => (Family::Llama3Json, end),
         };
         out.push(Leak {
@@ -175,6 +178,12 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
 }
 
 const HERMES_CLOSE: &str = "</tool_call>";
+
+/// Closers whose openers servers strip, and the format they say the call is in.
+const ORPHAN_CLOSERS: &[(&str, Family)] = &[
+    (HERMES_CLOSE, Family::Hermes),
+    ("[END_TOOL_REQUEST]", Family::Lmstudio),
+];
 
 /// A Hermes call whose `<tool_call>` was stripped and whose object is not a strict call
 /// (a display name, string arguments, bookkeeping keys): the orphan `</tool_call>` after it

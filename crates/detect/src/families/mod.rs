@@ -18,6 +18,7 @@ pub mod bodies;
 mod cwm;
 mod dialects;
 pub mod engine;
+mod gemini;
 mod harmony;
 mod json_fence;
 mod kimi_k3;
@@ -153,6 +154,7 @@ own! {
     Cwm => cwm,
     Lmstudio => named probe (named::probe) lines (named::lines_probe),
     ClineXml => xml_tool probe (xml_tool::probe),
+    Gemini => gemini,
 }
 
 /// The table's rows, their spellings derived (built once).

@@ -24,11 +24,11 @@
 //! parsed, the markup a line or sentence of its own), so ordinary prose never makes the
 //! worker fetch them.
 //!
-//! May depend on: `super::util`, `super::harmony`, `crate::grammar`, `crate::types`,
-//! `crate::Ctx`.
+//! May depend on: `super::util`, `super::harmony`, `super::gemini`, `crate::grammar`,
+//! `crate::types`, `crate::Ctx`.
 
-use super::harmony;
 use super::util::{merge, with_trailing, Block, MAX_CANDIDATES};
+use super::{gemini, harmony};
 use crate::grammar::brace::{self, BraceSyntax};
 use crate::grammar::json;
 use crate::grammar::python::{self, PyOpts};
@@ -304,7 +304,20 @@ impl Found<'_, '_> {
         if candidates.is_empty() {
             return None;
         }
-        let &(at, name) = candidates.iter().find(|(_, n)| self.ctx.tool_enabled(n))?;
+        let &(mut at, name) = candidates.iter().find(|(_, n)| self.ctx.tool_enabled(n))?;
+        let mut end = end;
+        if family == Family::Gemini {
+            // Gemini frames its call with `<ctrlNN>` tokens glued to it: they go too.
+            while let Some(tok) = text.get(..at).and_then(|h| h.rfind("<ctrl")) {
+                match gemini::ctrl_token(text, tok) {
+                    Some(e) if e == at => at = tok,
+                    _ => break,
+                }
+            }
+            while let Some(e) = gemini::ctrl_token(text, end) {
+                end = e;
+            }
+        }
         let call = Call {
             name: name.to_string(),
             arguments: args,

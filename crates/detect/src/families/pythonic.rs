@@ -46,10 +46,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         if seen > super::MAX_CANDIDATES {
             break;
         }
-        // LFM2's lists keep their lenient strings once its tokens are stripped.
-        let Some((calls, end)) = parse_call_list(text, p, PyOpts::STRICT)
-            .or_else(|| parse_call_list(text, p, PyOpts::LENIENT))
-        else {
+        let Some((calls, end)) = list_at(text, p) else {
             continue;
         };
         if stands_alone_after(bytes, end) && all_enabled(&calls) {
@@ -86,6 +83,12 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         }
     }
     merge(text, Family::Pythonic, found, out);
+}
+
+/// The call list at `p`: strict Python literals, or LFM2's lenient strings (its lists keep
+/// them once its tokens are stripped).
+fn list_at(text: &str, p: usize) -> Option<(Vec<Call>, usize)> {
+    parse_call_list(text, p, PyOpts::STRICT).or_else(|| parse_call_list(text, p, PyOpts::LENIENT))
 }
 
 /// Whether the `[` at `p` opens what could be a call list: not an index (`a[f(x)]`), an

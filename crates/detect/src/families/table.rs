@@ -370,11 +370,31 @@ pub static FORMATS: &[Format] = &[
         call_close: &["[/TOOL_CALL]"],
         ..Format::new(
             Family::Minimax,
-            Grammar::Json(JsonCalls {
-                shape: Shape::Object,
-                keys: Keys::Tool,
-                lenient: false,
-            }),
+            Grammar::Either(&[
+                Grammar::Json(JsonCalls {
+                    shape: Shape::Object,
+                    keys: Keys::Tool,
+                    lenient: false,
+                }),
+                // `{tool => "NAME", args => {--key "value"}}`, the Perl-ish spelling.
+                Grammar::Custom(hash_call),
+            ]),
         )
+    },
+    // LM Studio's own markers around a JSON call (its prompt teaches them to models that
+    // have no call format of their own).
+    Format {
+        triggers: &["[TOOL_REQUEST]"],
+        call_open: &["[TOOL_REQUEST]"],
+        call_close: &["[END_TOOL_REQUEST]"],
+        call_close_missing: Missing::AtEnd,
+        ..Format::new(Family::Lmstudio, strict(Shape::Object))
+    },
+    // Gemini CLI's prompt pseudo-syntax, `[tool_call: NAME for PARAM 'value']`.
+    Format {
+        triggers: &["[tool_call:"],
+        bare_call: &["[tool_call:"],
+        tools: Tools::Enabled,
+        ..Format::new(Family::Gemini, Grammar::Custom(tool_call_for))
     },
 ];
