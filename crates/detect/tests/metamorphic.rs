@@ -22,7 +22,7 @@ mod support;
 
 use serde_json::Value;
 use std::collections::BTreeMap;
-use support::{vectors, Vector};
+use support::{load, vectors, Vector};
 use toolcall_detect::{detect, Config, Input};
 
 /// The classes of variants.
@@ -94,6 +94,8 @@ struct Spec {
     /// Whether this vector's call stays a call with text or markup around it (and without
     /// its closer).
     movable: fn(&Vector) -> bool,
+    /// Whether this vector's call stays a call glued to a sentence's end.
+    glue: fn(&Vector) -> bool,
     /// Closing tokens that may be missing at the end of the message.
     closers: &'static [&'static str],
     /// Endings after which the call is complete, so that text may follow it.
@@ -291,6 +293,9 @@ const DEEPSEEK: &[&str] = &[
 ];
 
 fn harmony_stripped(v: &Vector) -> Result<(), &'static str> {
+    if v.text.contains("to=assistant") {
+        return Err("a stripped tool message keeps no marker that tells it from text");
+    }
     if !v.text.contains("to=functions.") {
         return Err("built-in recipients (browser.*, python) keep no JSON marker once stripped");
     }
@@ -329,6 +334,7 @@ const SPECS: &[Spec] = &[
         stripped_weak: true,
         inline: true,
         movable: always,
+        glue: always,
         closers: &["</tool_call>"],
         ends: &["</tool_call>"],
         result: Some("<tool_response>\n{\"result\": \"ok\"}\n</tool_response>"),
@@ -344,6 +350,7 @@ const SPECS: &[Spec] = &[
         stripped_weak: true,
         inline: true,
         movable: always,
+        glue: always,
         closers: &["<｜tool▁calls▁end｜>", "</｜DSML｜function_calls>", "</｜DSML｜tool_calls>"],
         // A section left open with text after it is not a leak (own-variant-kimi-neg-broken-section).
         ends: &["<｜tool▁calls▁end｜>", "</｜DSML｜function_calls>", "</｜DSML｜tool_calls>", "<｜end▁of▁sentence｜>"],
@@ -360,6 +367,7 @@ const SPECS: &[Spec] = &[
         stripped_weak: true,
         inline: true,
         movable: always,
+        glue: always,
         closers: &["<|tool_calls_section_end|>", "<|tool_call_section_end|>"],
         ends: &["<|tool_calls_section_end|>", "<|tool_call_section_end|>"],
         result: None,
@@ -375,6 +383,7 @@ const SPECS: &[Spec] = &[
         stripped_weak: true,
         inline: true,
         movable: always,
+        glue: marked,
         // A GLM call ends at `</tool_call>`: without it, a cut between two arguments
         // would look complete.
         closers: &[],
@@ -400,6 +409,7 @@ const SPECS: &[Spec] = &[
         stripped_weak: true,
         inline: true,
         movable: harmony_movable,
+        glue: always,
         closers: &["<|call|>"],
         ends: &["<|call|>"],
         result: Some("<|start|>functions.{name} to=assistant<|channel|>commentary<|message|>{\"result\": \"ok\"}<|end|>"),
@@ -415,6 +425,7 @@ const SPECS: &[Spec] = &[
         stripped_weak: true,
         inline: true,
         movable: always,
+        glue: always,
         closers: &["</s>"],
         ends: &["}", "]", "</s>"],
         result: Some("[TOOL_RESULTS]{\"result\": \"ok\"}[/TOOL_RESULTS]"),
@@ -430,6 +441,7 @@ const SPECS: &[Spec] = &[
         stripped_weak: true,
         inline: true,
         movable: python_tag_movable,
+        glue: always,
         closers: &["<|eom_id|>", "<|eot_id|>"],
         ends: &["<|eom_id|>", "<|eot_id|>"],
         result: Some("<|start_header_id|>ipython<|end_header_id|>\n\n{\"result\": \"ok\"}<|eot_id|>"),
@@ -445,6 +457,7 @@ const SPECS: &[Spec] = &[
         stripped_weak: true,
         inline: true,
         movable: always,
+        glue: always,
         closers: &["<|python_end|>", "<|eom_id|>", "<|eot_id|>"],
         ends: &["}", "]", "<|python_end|>", "<|eom_id|>", "<|eot_id|>"],
         result: Some("<|start_header_id|>ipython<|end_header_id|>\n\n{\"result\": \"ok\"}<|eot_id|>"),
@@ -460,6 +473,7 @@ const SPECS: &[Spec] = &[
         stripped_weak: true,
         inline: true,
         movable: always,
+        glue: always,
         closers: &["</function>"],
         ends: &["</function>", "<|eot_id|>", "<|eom_id|>"],
         result: Some("<|start_header_id|>ipython<|end_header_id|>\n\n{\"result\": \"ok\"}<|eot_id|>"),
@@ -475,6 +489,7 @@ const SPECS: &[Spec] = &[
         stripped_weak: true,
         inline: true,
         movable: always,
+        glue: marked,
         closers: &["<|python_end|>", "<|eot_id|>"],
         ends: &["]", "<|python_end|>", "<|eot_id|>", "<|eom_id|>"],
         result: Some("<|start_header_id|>ipython<|end_header_id|>\n\n[{\"result\": \"ok\"}]<|eot_id|>"),
@@ -490,6 +505,7 @@ const SPECS: &[Spec] = &[
         stripped_weak: true,
         inline: false,
         movable: always,
+        glue: always,
         closers: &[],
         ends: &["```"],
         result: None,
@@ -505,6 +521,7 @@ const SPECS: &[Spec] = &[
         stripped_weak: true,
         inline: true,
         movable: always,
+        glue: always,
         closers: &["</tool_call>", "</function_calls>"],
         ends: &["</invoke>", "</function_calls>", "</function>", "</tool_call>"],
         result: Some("<tool_response>\n{\"result\": \"ok\"}\n</tool_response>"),
@@ -521,6 +538,7 @@ const SPECS: &[Spec] = &[
         stripped_weak: false,
         inline: true,
         movable: always,
+        glue: always,
         closers: &["</minimax:tool_call>"],
         ends: &["</minimax:tool_call>", "</invoke>", "[/TOOL_CALL]"],
         result: None,
@@ -536,6 +554,7 @@ const SPECS: &[Spec] = &[
         stripped_weak: true,
         inline: true,
         movable: always,
+        glue: always,
         closers: &[],
         ends: &["<|tool_call_end|>"],
         result: None,
@@ -551,6 +570,7 @@ const SPECS: &[Spec] = &[
         stripped_weak: true,
         inline: true,
         movable: always,
+        glue: always,
         closers: &[],
         ends: &["]", "<|/tool_call|>", "</tool_call>"],
         result: None,
@@ -566,6 +586,7 @@ const SPECS: &[Spec] = &[
         stripped_weak: true,
         inline: true,
         movable: always,
+        glue: always,
         closers: &[],
         ends: &["<tool_call|>"],
         result: Some("<|tool_response>response:{name}{result:<|\"|>ok<|\"|>}<tool_response|>"),
@@ -581,11 +602,120 @@ const SPECS: &[Spec] = &[
         stripped_weak: true,
         inline: true,
         movable: always,
+        glue: always,
         closers: &[],
         ends: &["<end_function_call>"],
         result: Some("<start_function_response>response:{name}{result:<escape>ok<escape>}<end_function_response>"),
     },
+    Spec {
+        family: "cline_xml",
+        tokens: &[],
+        stripped: no_tokens,
+        spellings: &[],
+        spaced: false,
+        openers: &[],
+        bare: always,
+        stripped_weak: true,
+        inline: true,
+        movable: cline_movable,
+        glue: always,
+        closers: &[],
+        ends: &[">"],
+        result: Some("<tool_result>\n{\"result\": \"ok\"}\n</tool_result>"),
+    },
+    Spec {
+        family: "lmstudio",
+        tokens: &[],
+        stripped: no_tokens,
+        spellings: &[],
+        spaced: false,
+        openers: &[],
+        bare: always,
+        stripped_weak: true,
+        inline: true,
+        movable: lmstudio_movable,
+        glue: always,
+        closers: &["[END_TOOL_REQUEST]"],
+        ends: &["[END_TOOL_REQUEST]"],
+        result: None,
+    },
+    Spec {
+        family: "gemini",
+        tokens: &[],
+        stripped: no_tokens,
+        spellings: &[],
+        spaced: false,
+        openers: &[],
+        bare: always,
+        stripped_weak: true,
+        inline: true,
+        movable: always,
+        glue: always,
+        closers: &[],
+        ends: &["]", "}"],
+        result: None,
+    },
+    Spec {
+        family: "granite_pythonic",
+        glue: marked,
+        ..DEFAULT
+    },
+    Spec {
+        family: "functionary_v3_2",
+        glue: marked,
+        ..DEFAULT
+    },
+    Spec {
+        family: "rwkv",
+        // A fence, and RWKV's label above it, open their lines.
+        inline: false,
+        ..DEFAULT
+    },
+    Spec {
+        family: "xlam",
+        glue: marked,
+        ..DEFAULT
+    },
 ];
+
+/// The spec of a family not described above: no special tokens to strip, nothing that may be
+/// dropped; the variants that move the call or rename it still apply.
+const DEFAULT: Spec = Spec {
+    family: "",
+    tokens: &[],
+    stripped: no_tokens,
+    spellings: &[],
+    spaced: false,
+    openers: &[],
+    bare: always,
+    stripped_weak: true,
+    inline: true,
+    movable: always,
+    glue: always,
+    closers: &[],
+    ends: &[],
+    result: None,
+};
+
+/// Whether the call at the end of this vector opens with markup of its own (a token, a tag,
+/// a list's bracket): a bare name glued to a sentence's dot reads as a method (`app.run(..)`)
+/// or stays on the sentence's line, and a fence opens its line.
+fn marked(v: &Vector) -> bool {
+    let call = split_tail(v).map_or("", |(_, c)| c).trim_start();
+    call.starts_with(['<', '[']) && !call.starts_with("```")
+}
+
+fn lmstudio_movable(v: &Vector) -> bool {
+    // `[NAME]` alone is a word in brackets: the mangled request needs its closer.
+    v.text.contains("[TOOL_REQUEST]")
+}
+
+fn cline_movable(v: &Vector) -> bool {
+    // An element without parameters counts only where it ends the message.
+    v.expected_calls
+        .iter()
+        .all(|(_, a)| a.as_object().is_some_and(|m| !m.is_empty()))
+}
 
 /// One variant and what it must come to.
 struct Variant {
@@ -840,7 +970,7 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
         before.trim_end()
     };
     let ends_sentence = lead.ends_with(['.', '!', '?', ':']);
-    if ends_sentence {
+    if ends_sentence && (spec.glue)(v) {
         let text = format!("{lead}{}", call.trim_start());
         let exp_g = if before.trim().is_empty() {
             format!("{lead}{exp}")
@@ -961,19 +1091,35 @@ fn every_positive_vector_holds_under_its_variants() {
     let mut table: BTreeMap<(&str, Class), (usize, usize)> = BTreeMap::new();
     let mut refused: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     let mut failures = Vec::new();
-    let all = vectors();
-    for spec in SPECS {
-        for v in all
+    // A known gap fails as written; its variants say nothing more.
+    let gaps: Vec<String> = load("known_gaps")
+        .into_iter()
+        .filter_map(|(_, g)| g["id"].as_str().map(String::from))
+        .collect();
+    let all: Vec<Vector> = vectors()
+        .into_iter()
+        .filter(|v| !gaps.contains(&v.id))
+        .collect();
+    let mut families: Vec<&str> = all
+        .iter()
+        .filter(|v| has_calls(v))
+        .map(|v| v.family.as_str())
+        .collect();
+    families.sort();
+    families.dedup();
+    for family in &families {
+        let spec = SPECS
             .iter()
-            .filter(|v| v.family == spec.family && has_calls(v))
-        {
+            .find(|s| s.family == *family)
+            .unwrap_or(&DEFAULT);
+        for v in all.iter().filter(|v| v.family == *family && has_calls(v)) {
             if let Err(why) = (spec.stripped)(v) {
                 if spec.tokens.iter().any(|t| v.text.contains(t)) {
-                    *refused.entry((spec.family, why)).or_default() += 1;
+                    *refused.entry((*family, why)).or_default() += 1;
                 }
             }
             for var in variants(spec, v) {
-                let e = table.entry((spec.family, var.class)).or_default();
+                let e = table.entry((*family, var.class)).or_default();
                 e.0 += 1;
                 match check(v, &var) {
                     Ok(()) => e.1 += 1,
@@ -985,17 +1131,17 @@ fn every_positive_vector_holds_under_its_variants() {
             }
         }
     }
-    let mut report = String::from("family: class yielded/passed\n");
-    for spec in SPECS {
+    let mut report = String::from("family: class passed/yielded\n");
+    for family in &families {
         let row: Vec<String> = CLASSES
             .iter()
             .filter_map(|c| {
                 table
-                    .get(&(spec.family, *c))
+                    .get(&(*family, *c))
                     .map(|(y, p)| format!("{c:?} {p}/{y}"))
             })
             .collect();
-        report.push_str(&format!("  {}: {}\n", spec.family, row.join(", ")));
+        report.push_str(&format!("  {family}: {}\n", row.join(", ")));
     }
     for ((family, why), n) in &refused {
         report.push_str(&format!("  refused {family} stripped ({n}): {why}\n"));

@@ -335,7 +335,10 @@ pub(crate) fn stripped_frame_words(text: &str, calls: &[Range<usize>]) -> Vec<Ra
             let Some(i) = text.get(from..).and_then(|r| r.find(&pair)) else {
                 break;
             };
-            out.push(from + i..from + i + pair.len());
+            // `to=assistantcommentary` is a tool's header, not a frame of the reply.
+            if !text.get(..from + i).is_some_and(|h| h.ends_with("to=")) {
+                out.push(from + i..from + i + pair.len());
+            }
             from += i + pair.len();
         }
     }

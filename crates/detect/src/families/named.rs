@@ -120,17 +120,18 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
 pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
     let mut i = p;
     let floor = p.saturating_sub(8);
-    let mut newline = false;
+    let mut newlines = 0;
     while i > floor {
         match bytes[i - 1] {
             b' ' | b'\t' | b'\r' => i -= 1,
-            b'\n' if !newline => {
-                newline = true;
+            b'\n' if newlines < 2 => {
+                newlines += 1;
                 i -= 1;
             }
             _ => break,
         }
     }
+    let newline = newlines > 0;
     match i.checked_sub(1).and_then(|j| bytes.get(j)) {
         Some(b) if b.is_ascii_alphanumeric() || *b == b'_' || *b >= 0x80 => true,
         Some(b'(') => !newline,
@@ -241,13 +242,19 @@ fn at_brace(
         let open = text.get(..run.start)?.strip_suffix('[')?.len();
         names = vec![(open, word)];
     }
-    if join == Join::Line && !line_start(text, names[0].0) {
-        names.truncate(0);
+    if join == Join::Line && !names.first().is_some_and(|n| line_start(text, n.0)) {
+        return None;
     }
-    if gemini.is_some() {
-        // `call:default_api:NAME`, `declaration:default_api:NAME`, `.startcall:..`: Gemini's
-        // verbs before the namespace are its markup (a dot before them is a sentence's).
-        names[0].0 = run.start;
+    if let (Some(g), Some(first)) = (gemini, names.first_mut()) {
+        // `call:default_api:NAME`, `declaration:default_api:NAME`, `startcall:..`: Gemini's
+        // verb before the namespace is its markup; what the run holds before the verb is the
+        // sentence it was glued to.
+        let head = text.get(run.start..run.start + g).unwrap_or_default();
+        let verb = ["startcall:", "declaration:", "call:"]
+            .iter()
+            .find_map(|v| head.rfind(v))
+            .unwrap_or(g);
+        first.0 = run.start + verb;
     }
     found.finish(family, 0, end, &names, args, true)
 }
