@@ -169,7 +169,13 @@ pub fn find(r: &Row, text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             break;
         };
         from = pos + len.max(1);
-        if ctx.quoted(pos) || inside_failed_section(r, text, pos) {
+        if ctx.quoted(pos) {
+            continue;
+        }
+        if inside_failed_section(r, text, pos) {
+            ctx.declined(pos..pos + len, || {
+                "a call of a section that did not parse".into()
+            });
             continue;
         }
         let opener = eat_any(text, pos, &r.section_open).is_some()
@@ -177,9 +183,16 @@ pub fn find(r: &Row, text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         if !opener && opened_before(r, text, pos) {
             continue;
         }
-        if let Outcome::Block(span, calls) = block(r, text, pos, false, ctx, &mut closers) {
-            from = span.end.max(from);
-            blocks.push((span, calls));
+        match block(r, text, pos, false, ctx, &mut closers) {
+            Outcome::Block(span, calls) => {
+                from = span.end.max(from);
+                blocks.push((span, calls));
+            }
+            Outcome::Skip => ctx.declined(pos..pos + len, || {
+                "no complete call follows (arguments that do not parse, a closer missing with \
+                 text after it, or a tool the agent has not enabled)"
+                    .into()
+            }),
         }
     }
     if !r.inner.is_empty() {

@@ -44,6 +44,8 @@ pub use engine::MAX_CANDIDATES;
 
 /// A family's own finder, for the formats the table cannot express.
 pub struct OwnFinder {
+    /// The finder's name (its module), for `scan --explain`.
+    pub name: &'static str,
     /// The family.
     pub family: Family,
     /// Literal markers one of which any leak contains.
@@ -74,6 +76,14 @@ pub enum Detector {
 }
 
 impl Detector {
+    /// The detector's name: its family for a table row, its module for an own finder.
+    pub fn name(self) -> &'static str {
+        match self {
+            Detector::Row(r) => r.format.family.as_str(),
+            Detector::Own(o) => o.name,
+        }
+    }
+
     /// The family its leaks are reported as.
     pub fn family(self) -> Family {
         match self {
@@ -128,6 +138,7 @@ macro_rules! own {
     (@opt $f:path) => { Some($f) };
     ($($family:ident => $module:ident $(probe ($probe:path))? $(lines ($lines:path))?),+ $(,)?) => {
         static OWN: &[OwnFinder] = &[$(OwnFinder {
+            name: stringify!($module),
             family: Family::$family,
             triggers: $module::TRIGGERS,
             at_start: $module::AT_START,

@@ -71,9 +71,15 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             break;
         }
         let prev_end = by_family.last().map_or(usize::MAX, |(_, (s, _))| s.end);
-        if let Some((family, span, call)) = at_brace(text, p, prev_end, ctx) {
-            from = span.end;
-            by_family.push((family, (span, vec![call])));
+        match at_brace(text, p, prev_end, ctx) {
+            Some((family, span, call)) => {
+                from = span.end;
+                by_family.push((family, (span, vec![call])));
+            }
+            None => ctx.declined(p..p + 1, || {
+                "no tool's name with a complete arguments object standing apart from the text"
+                    .into()
+            }),
         }
     }
     for (family, block) in python_lines(text, ctx) {
