@@ -10,7 +10,7 @@
 //!
 //! May depend on: `crate::families` (the registry), `crate::types`. Nothing else.
 
-use crate::families::{detectors, Probe};
+use crate::families::{detectors, LinesCheck, Probe};
 use crate::types::Family;
 use std::sync::OnceLock;
 
@@ -94,6 +94,10 @@ struct Tables {
     /// Per anchor byte, the families whose marker is that byte alone, and the probe that
     /// confirms it (at most one per byte; checked by a test).
     bare: [Option<(Probe, DetectorSet)>; 3],
+    /// Per anchor byte, the bytes after it that a bare anchor's probe is asked about: what
+    /// may follow the anchor in the markup it confirms (a name after `<` and `[`, also a
+    /// space after `[`, an object's start after `{`).
+    bare_next: [[bool; 256]; 3],
     /// Per anchor byte, markers that end with it (`functools[`): compared at every hit,
     /// before the second-byte reject.
     ending: [Vec<Anchored>; 3],
@@ -107,8 +111,21 @@ struct Tables {
     unanchored: Vec<(&'static str, DetectorSet)>,
     /// Families per first non-whitespace byte.
     at_start: Vec<(u8, DetectorSet)>,
-    /// Checks for markup with no anchor byte, run once per message.
-    lines: Vec<(fn(&str) -> bool, DetectorSet)>,
+    /// The check for markup with no anchor byte, run once per message (at most one
+    /// detector has one; checked by a test).
+    lines: Option<(LinesCheck, DetectorSet)>,
+}
+
+/// Whether byte `next` may follow a bare `anchor` in the markup its probe confirms: a name
+/// (a letter of any script, `_`) after `<`; a name or a space after `[`; an object's start
+/// (a quote, a name, `}`, a space) after `{`.
+fn bare_next(anchor: u8, next: u8) -> bool {
+    let name = next.is_ascii_alphabetic() || next == b'_' || next >= 0xC2;
+    match anchor {
+        b'<' => name,
+        b'[' => name || next.is_ascii_whitespace(),
+        _ => name || next.is_ascii_whitespace() || matches!(next, b'"' | b'\'' | b'}'),
+    }
 }
 
 /// Adds a marker, or its families to the same marker of another family.
@@ -127,11 +144,12 @@ fn tables() -> &'static Tables {
         let mut t = Tables {
             by_next: std::array::from_fn(|_| (0..256).map(|_| Vec::new()).collect()),
             bare: Default::default(),
+            bare_next: [[false; 256]; 3],
             ending: Default::default(),
             second: [[false; 256]; 3],
             unanchored: Vec::new(),
             at_start: Vec::new(),
-            lines: Vec::new(),
+            lines: None,
         };
         for (index, det) in detectors().iter().enumerate() {
             let fam = DetectorSet(1u64 << index);
@@ -154,12 +172,9 @@ fn tables() -> &'static Tables {
                             None if i > 0 => add(&mut t.ending[slot], m),
                             None => {
                                 for b in 0..=255u8 {
-                                    if b.is_ascii_alphabetic()
-                                        || matches!(b, b'_' | b'"' | b'\'' | b'}')
-                                        || b.is_ascii_whitespace()
-                                        || b >= 0xC2
-                                    {
+                                    if bare_next(bytes[i], b) {
                                         t.second[slot][usize::from(b)] = true;
+                                        t.bare_next[slot][usize::from(b)] = true;
                                     }
                                 }
                                 if let Some(p) = m.probe {
@@ -175,7 +190,7 @@ fn tables() -> &'static Tables {
                 t.at_start.push((b, fam));
             }
             if let Some(check) = det.lines() {
-                t.lines.push((check, fam));
+                t.lines = Some((check, fam));
             }
         }
         t
@@ -227,7 +242,7 @@ pub fn scan_detectors(text: &str) -> DetectorSet {
             continue;
         }
         if let Some((probe, fams)) = t.bare[slot] {
-            if probe(bytes, pos) {
+            if t.bare_next[slot][usize::from(n)] && probe(bytes, pos) {
                 seen.0 |= fams.0;
             }
         }
@@ -251,7 +266,7 @@ pub fn scan_detectors(text: &str) -> DetectorSet {
             }
         }
     }
-    for &(check, fams) in &t.lines {
+    if let Some((check, fams)) = t.lines {
         if seen.0 & fams.0 == 0 && check(text) {
             seen.0 |= fams.0;
         }
@@ -283,6 +298,11 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn at_most_one_detector_checks_lines() {
+        assert!(detectors().iter().filter(|d| d.lines().is_some()).count() <= 1);
     }
 
     #[test]

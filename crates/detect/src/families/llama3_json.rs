@@ -189,6 +189,8 @@ const ORPHAN_CLOSERS: &[(&str, Family)] = &[
 /// (a display name, string arguments, bookkeeping keys): the orphan `</tool_call>` after it
 /// says it is Hermes' markup, read as Hermes reads it, for an enabled tool.
 fn hermes_without_opener(text: &str, ctx: &Ctx<'_>, p: usize) -> Option<Leak> {
+    // The closer first (a brace count), the parse only where it stands.
+    eat(text, skip_ws(text, skip_braces(text, p)?), HERMES_CLOSE)?;
     let (v, end) = json_value_at(text, p)?;
     let after = eat(text, skip_ws(text, end), HERMES_CLOSE)?;
     let call = call_of(&v, Keys::Loose)?;

@@ -60,11 +60,14 @@ pub struct OwnFinder {
     pub probe: Option<Probe>,
     /// For markup with no anchor byte at all (a bare `NAME(key=..)`): a check of the few
     /// places such markup may stand (the first and last line), run once per message.
-    pub lines: Option<fn(&str) -> bool>,
+    pub lines: Option<LinesCheck>,
 }
 
 /// A prefilter confirmation: the text's bytes and the offset of the anchor byte.
 pub type Probe = fn(&[u8], usize) -> bool;
+
+/// A prefilter check of a whole text for markup with no anchor byte.
+pub type LinesCheck = fn(&str) -> bool;
 
 /// One detector of the registry: a table row or a family's own finder.
 #[derive(Clone, Copy)]
@@ -117,7 +120,7 @@ impl Detector {
     }
 
     /// The check for markup without an anchor byte, if any.
-    pub fn lines(self) -> Option<fn(&str) -> bool> {
+    pub fn lines(self) -> Option<LinesCheck> {
         match self {
             Detector::Row(_) => None,
             Detector::Own(o) => o.lines,

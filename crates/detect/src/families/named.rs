@@ -16,8 +16,10 @@
 //! - `NAME(key="value", ...)`: a Python call without list brackets (Granite, Llama 3.2)
 //!   (`pythonic`), keyword arguments only and a plain name (`main()` and `app.run(..)` end
 //!   the scripts pasted into replies). This shape holds none of the prefilter's anchor bytes,
-//!   so it is looked for only on the first and the last line of a message (and the lines of
-//!   calls next to them), where a model writes a call: the clean path stays one scan.
+//!   so it is looked for only where a model writes a call before or after its prose: opening
+//!   the message's first line, or opening its last line and ending the message (and on the
+//!   lines of calls next to those). The clean path pays a few byte comparisons for it, not a
+//!   scan.
 //!
 //! The name alone is a weak marker: the call counts only for a tool the agent has enabled.
 //! The tools are consulted only once a complete candidate stands in the text (arguments
@@ -27,7 +29,7 @@
 //! May depend on: `super::util`, `super::harmony`, `super::gemini`, `crate::grammar`,
 //! `crate::types`, `crate::Ctx`.
 
-use super::util::{merge, with_trailing, Block, MAX_CANDIDATES};
+use super::util::{merge, with_trailing, Block, END_OF_TURN, MAX_CANDIDATES};
 use super::{gemini, harmony};
 use crate::grammar::brace::{self, BraceSyntax};
 use crate::grammar::json;
@@ -121,9 +123,48 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
 }
 
 /// The prefilter's look at a `{`: what a name could end with stands right before it (after
-/// at most a few spaces): a name's last character, or `(`; after one line break, a name or
-/// `[NAME]`'s `]`.
+/// at most a few spaces): a name's last character, or `(`; after a line break, a name or
+/// `[NAME]`'s `]`. And after it an object's first key (`"`) or its end (`}`): LaTeX's
+/// `\frac{1}{2}`, code's `if x {` and templates' `{name}` stop here. Gemini's unquoted keys
+/// pass only after its `default_api:` namespace.
 pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
+    if !name_before(bytes, p) {
+        return false;
+    }
+    let mut q = p + 1;
+    while q < p + 9 && bytes.get(q).is_some_and(u8::is_ascii_whitespace) {
+        q += 1;
+    }
+    match bytes.get(q) {
+        Some(b'"') => true,
+        // An empty object only glued to its name (`get_time{}`): `{}` after a space is a
+        // placeholder (`"{}".format`, `-exec rm {}`, `Foo {}`).
+        Some(b'}') => (q == p + 1 && p > 0 && bytes[p - 1] != b' ') || kimi_id_before(bytes, p),
+        Some(b) if b.is_ascii_alphabetic() || *b == b'_' => {
+            let floor = p.saturating_sub(160);
+            memchr::memmem::rfind(bytes.get(floor..p).unwrap_or_default(), b"default_api:")
+                .is_some()
+        }
+        _ => false,
+    }
+}
+
+/// Whether Kimi's `NAME:N` call id stands before the `{` at `p` (spaces between).
+fn kimi_id_before(bytes: &[u8], p: usize) -> bool {
+    let head = bytes.get(..p).unwrap_or_default();
+    let spaces = head
+        .iter()
+        .rev()
+        .take(4)
+        .take_while(|&&b| b == b' ')
+        .count();
+    let head = &head[..head.len() - spaces];
+    let digits = head.iter().rev().take_while(|b| b.is_ascii_digit()).count();
+    digits > 0 && head.len() > digits && head[head.len() - digits - 1] == b':'
+}
+
+/// Whether what a name could end with stands right before the `{` at `p`.
+fn name_before(bytes: &[u8], p: usize) -> bool {
     let mut i = p;
     let floor = p.saturating_sub(8);
     let mut newlines = 0;
@@ -137,11 +178,39 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
             _ => break,
         }
     }
-    let newline = newlines > 0;
+    let name = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_' || *b >= 0x80;
+    // The run of name bytes ending at `end`, and the byte before it.
+    let run_before = |end: usize| {
+        let start = end
+            - bytes[end.saturating_sub(128)..end]
+                .iter()
+                .rev()
+                .take_while(|b| name(b))
+                .count();
+        (start, start.checked_sub(1).and_then(|j| bytes.get(j)))
+    };
     match i.checked_sub(1).and_then(|j| bytes.get(j)) {
-        Some(b) if b.is_ascii_alphanumeric() || *b == b'_' || *b >= 0x80 => true,
-        Some(b'(') => !newline,
-        Some(b']') => newline,
+        // A name on a line of its own (`functions.NAME:0` too): only spaces before it on its
+        // line (not ```json).
+        Some(b) if name(b) && newlines > 0 => {
+            let word = |b: &u8| name(b) || matches!(b, b'.' | b':' | b'-');
+            let mut k = i - bytes[i.saturating_sub(160)..i]
+                .iter()
+                .rev()
+                .take_while(|b| word(b))
+                .count();
+            while k > 0 && matches!(bytes[k - 1], b' ' | b'\t') {
+                k -= 1;
+            }
+            k == 0 || bytes[k - 1] == b'\n'
+        }
+        Some(b) if name(b) => true,
+        // `NAME({`: a plain name, not a method (`x.find({`).
+        Some(b'(') if newlines == 0 => {
+            let (start, before) = run_before(i - 1);
+            start < i - 1 && before != Some(&b'.')
+        }
+        Some(b']') => newlines > 0,
         _ => false,
     }
 }
@@ -406,38 +475,110 @@ pub(crate) fn stands_after(text: &str, end: usize) -> bool {
     }
 }
 
-/// The lines a bare Python call is looked for on: the first and the last non-blank line.
-fn edge_lines(text: &str) -> [Range<usize>; 2] {
-    let start = text.len() - text.trim_start().len();
-    let first_end = memchr::memchr(b'\n', text.as_bytes().get(start..).unwrap_or_default())
-        .map_or(text.len(), |i| start + i);
-    let end = text.trim_end().len();
-    let last_start =
-        memchr::memrchr(b'\n', text.as_bytes().get(..end).unwrap_or_default()).map_or(0, |i| i + 1);
-    [start..first_end, last_start.max(start)..end]
+/// How far back from the end of the message the start of its last line is looked for: a
+/// bare call on a longer line is not looked for.
+const LAST_LINE: usize = 1024;
+
+/// Where the message's text starts and ends, without surrounding whitespace and the
+/// end-of-turn tokens after it. Bytes only: the prefilter asks this of every message.
+fn core_bounds(text: &str) -> (usize, usize) {
+    let bytes = text.as_bytes();
+    let start = bytes
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(bytes.len());
+    let mut end = bytes.len();
+    loop {
+        while end > start && bytes[end - 1].is_ascii_whitespace() {
+            end -= 1;
+        }
+        // Every end-of-turn token ends with `>`.
+        if end == start || bytes[end - 1] != b'>' {
+            return (start, end);
+        }
+        let head = text.get(..end).unwrap_or_default();
+        match END_OF_TURN.iter().find(|tok| head.ends_with(**tok)) {
+            Some(tok) => end -= tok.len(),
+            None => return (start, end),
+        }
+    }
 }
 
-/// The prefilter's check for bare Python calls: on the first or last line, a name directly
-/// followed by `(` and then `)` or a keyword argument (`name=`).
+/// The `(` of a bare call opening the line that starts at `start` (`NAME(key=`), if one may
+/// be there.
+fn line_opens_call(bytes: &[u8], start: usize) -> Option<usize> {
+    let name = bytes
+        .get(start..)?
+        .iter()
+        .take(129)
+        .take_while(|&&b| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80)
+        .count();
+    let open = start + name;
+    (name > 0 && call_shape(bytes, open)).then_some(open)
+}
+
+/// Where the last line starts, when the message ends with `)` (a call may end it) and the
+/// line is not longer than [`LAST_LINE`].
+fn last_line(bytes: &[u8], start: usize, end: usize) -> Option<usize> {
+    if end <= start || bytes.get(end - 1) != Some(&b')') {
+        return None;
+    }
+    let floor = start.max(end.saturating_sub(LAST_LINE));
+    let line = match memchr::memrchr(b'\n', bytes.get(floor..end)?) {
+        Some(i) => floor + i + 1,
+        None if floor == start => start,
+        None => return None,
+    };
+    let spaces = bytes
+        .get(line..end)?
+        .iter()
+        .take_while(|b| **b == b' ' || **b == b'\t')
+        .count();
+    Some(line + spaces)
+}
+
+/// The prefilter's check for bare Python calls, which hold no anchor byte: one may open the
+/// message's first line (`NAME(key=` before the prose) or open its last line and end the
+/// message (`NAME(key=..)` after the prose). A few byte comparisons per message, and a look
+/// back over the last line only when the message ends with `)`.
 pub(crate) fn lines_probe(text: &str) -> bool {
     let bytes = text.as_bytes();
-    edge_lines(text).iter().any(|line| {
-        let Some(seg) = bytes.get(line.clone()) else {
-            return false;
-        };
-        memchr::memchr_iter(b'(', seg).any(|i| call_shape(bytes, line.start + i))
-    })
+    let start = bytes
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(bytes.len());
+    if line_opens_call(bytes, start).is_some() {
+        return true;
+    }
+    // Most messages end with neither `)` nor a token's `>`: nothing more to look at.
+    let last = bytes.iter().rev().find(|b| !b.is_ascii_whitespace());
+    if !matches!(last, Some(b')' | b'>')) {
+        return false;
+    }
+    let (start, end) = core_bounds(text);
+    last_line(bytes, start, end).is_some_and(|l| line_opens_call(bytes, l).is_some())
 }
 
-/// Whether the `(` at `p` follows a name and opens a keyword argument list. An empty list
-/// (`main()`) is too little markup: it ends half the scripts ever pasted into a reply.
+/// Whether the `(` at `p` follows a plain name and opens a keyword argument list (`key=`,
+/// not `==` or `=>`). An empty list (`main()`) is too little markup: it ends half the
+/// scripts ever pasted into a reply.
 fn call_shape(bytes: &[u8], p: usize) -> bool {
     let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
-    if !p
-        .checked_sub(1)
-        .and_then(|i| bytes.get(i))
-        .is_some_and(|&b| ident(b))
+    if bytes.get(p) != Some(&b'(')
+        || !p
+            .checked_sub(1)
+            .and_then(|i| bytes.get(i))
+            .is_some_and(|&b| ident(b))
     {
+        return false;
+    }
+    // A plain name, not a method (`app.run(debug=True)`).
+    let name = bytes[p.saturating_sub(128)..p]
+        .iter()
+        .rev()
+        .take_while(|&&b| ident(b))
+        .count();
+    if p > name && bytes[p - name - 1] == b'.' {
         return false;
     }
     let mut i = p + 1;
@@ -451,13 +592,13 @@ fn call_shape(bytes: &[u8], p: usize) -> bool {
     while bytes.get(i).is_some_and(|b| *b == b' ') {
         i += 1;
     }
-    i > key && bytes.get(i) == Some(&b'=') && bytes.get(i + 1) != Some(&b'=')
+    i > key && bytes.get(i) == Some(&b'=') && !matches!(bytes.get(i + 1), Some(b'=' | b'>'))
 }
 
-/// Bare Python calls on the first and last lines, and on the lines of calls next to them.
-/// A message that is one bare call and nothing else stays: that is how Llama's own parser
-/// reads it (llama-models rejects a call outside a list), and nothing around it says the
-/// model meant to call rather than to show the call.
+/// Bare Python calls where [`lines_probe`] looks (opening the first line or the last),
+/// and on the lines of calls next to them. A message that is one bare call and nothing else
+/// stays: that is how Llama's own parser reads it (llama-models rejects a call outside a
+/// list), and nothing around it says the model meant to call rather than to show the call.
 fn python_lines(text: &str, ctx: &Ctx<'_>) -> Vec<(Family, Block)> {
     let found = python_candidates(text, ctx);
     let whole = text.trim();
@@ -473,70 +614,67 @@ fn python_lines(text: &str, ctx: &Ctx<'_>) -> Vec<(Family, Block)> {
         .collect()
 }
 
-/// The complete bare calls standing on the edge lines and their neighbours, tools not yet
-/// asked.
+/// The complete bare calls standing where [`lines_probe`] looks, and on the lines of calls
+/// after the first and before the last; tools not yet asked.
 fn python_candidates(text: &str, ctx: &Ctx<'_>) -> Vec<Block> {
+    let bytes = text.as_bytes();
+    let (start, end) = core_bounds(text);
     let mut out: Vec<Block> = Vec::new();
-    let [first, last] = edge_lines(text);
-    let mut line = first;
+    // Down from a call opening the first line, while each line opens with one.
+    let mut at = start;
     for _ in 0..MAX_CANDIDATES {
-        match line_call(text, line.clone(), ctx) {
-            Some(b) => out.push(b),
-            None => break,
-        }
-        let next = skip_ws(text, line.end);
-        let end = memchr::memchr(b'\n', text.as_bytes().get(next..).unwrap_or_default())
-            .map_or(text.len(), |i| next + i);
-        if next >= text.len() {
+        let Some(b) = line_opens_call(bytes, at).and_then(|open| call_at(text, open, ctx)) else {
             break;
-        }
-        line = next..end;
+        };
+        at = skip_ws(text, b.0.end);
+        out.push(b);
     }
-    let mut line = last;
+    // Up from a call opening the last line and ending the message, while each line above
+    // opens with a call that ends it.
+    let mut line = last_line(bytes, start, end);
+    let mut line_end = end;
     for _ in 0..MAX_CANDIDATES {
+        let Some(l) = line else {
+            break;
+        };
+        let found = line_opens_call(bytes, l)
+            .and_then(|open| call_at(text, open, ctx))
+            .filter(|(span, _)| span.end >= line_end);
+        let Some(b) = found else {
+            break;
+        };
         if out
             .iter()
-            .any(|(s, _)| s.start < line.end && line.start < s.end)
+            .any(|(s, _)| s.start < b.0.end && b.0.start < s.end)
         {
             break;
         }
-        match line_call(text, line.clone(), ctx) {
-            Some(b) => out.push(b),
-            None => break,
-        }
-        let head = text.get(..line.start).unwrap_or_default().trim_end();
-        if head.is_empty() {
-            break;
-        }
-        let start = memchr::memrchr(b'\n', head.as_bytes()).map_or(0, |i| i + 1);
-        line = start..head.len();
+        line_end = text.get(..b.0.start).unwrap_or_default().trim_end().len();
+        let above = memchr::memrchr(b'\n', bytes.get(..line_end).unwrap_or_default());
+        line = above
+            .map(|i| skip_ws(text, i + 1))
+            .filter(|_| line_end > start);
+        out.push(b);
     }
+    out.sort_by_key(|(s, _)| s.start);
     out
 }
 
-/// The bare Python call on one line: the first `(` with a call shape whose call is complete
-/// and stands apart.
-fn line_call(text: &str, line: Range<usize>, ctx: &Ctx<'_>) -> Option<Block> {
-    let bytes = text.as_bytes();
-    let seg = bytes.get(line.clone())?;
-    for i in memchr::memchr_iter(b'(', seg).take(MAX_CANDIDATES) {
-        let p = line.start + i;
-        if !call_shape(bytes, p) || ctx.quoted(p) {
-            continue;
-        }
-        let run = name_run(text, p, p.saturating_sub(LOOKBACK))?;
-        // A plain name: `app.run(debug=True)` is a method of the code around it.
-        if text.get(run.clone())?.contains(['.', ':']) || text.get(..run.start)?.ends_with('.') {
-            return None;
-        }
-        let start = run.start;
-        let (call, end) = python::parse_call(text, start, PyOpts::STRICT)?;
-        if end > line.end || !stands_before(text, start) || !stands_after(text, end) {
-            return None;
-        }
-        return Some((start..with_trailing(text, end, &[]), vec![call]));
+/// The bare call whose `(` is at `open`: complete, a plain name, standing apart.
+fn call_at(text: &str, open: usize, ctx: &Ctx<'_>) -> Option<Block> {
+    if ctx.quoted(open) {
+        return None;
     }
-    None
+    let run = name_run(text, open, open.saturating_sub(LOOKBACK))?;
+    // A plain name: `app.run(debug=True)` is a method of the code around it.
+    if text.get(run.clone())?.contains(['.', ':']) || text.get(..run.start)?.ends_with('.') {
+        return None;
+    }
+    let (call, end) = python::parse_call(text, run.start, PyOpts::STRICT)?;
+    if !stands_before(text, run.start) || !stands_after(text, end) {
+        return None;
+    }
+    Some((run.start..with_trailing(text, end, &[]), vec![call]))
 }
 
 #[cfg(test)]
@@ -575,8 +713,11 @@ mod tests {
             &["get_weather"],
         );
         assert_eq!(d.cleaned.as_deref(), Some("Let me check."));
-        let d = run("I'll check. get_weather(city=\"Paris\")", &["get_weather"]);
+        let d = run("I'll check.\nget_weather(city=\"Paris\")", &["get_weather"]);
         assert_eq!(d.cleaned.as_deref(), Some("I'll check."));
+        // A bare call must open its line: in the middle of one it is looked for nowhere (the
+        // clean path would have to scan every line).
+        assert!(run("I'll check. get_weather(city=\"Paris\")", &["get_weather"]).is_clean());
         let d = run("a(x=1)\nb(y=2)\nc(z=3)", &["a", "b", "c"]);
         assert_eq!(d.leaks.iter().map(|l| l.calls.len()).sum::<usize>(), 3);
         // One bare call and nothing else is how Llama's parser reads a shown call.

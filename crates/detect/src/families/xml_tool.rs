@@ -36,6 +36,7 @@ pub(crate) const AT_START: &[u8] = &[];
 
 /// Tags that are markup of their own: HTML elements, the tags prompts and models structure
 /// text with, and other formats' wrappers. An element of that name is never a tool's call.
+/// Sorted (checked by a test): looked up by binary search.
 const NOT_TOOLS: &[&str] = &[
     "a",
     "abbr",
@@ -192,33 +193,45 @@ fn start_tag(text: &str, p: usize) -> Option<(&str, usize)> {
 }
 
 /// The prefilter's look at a `<`: a start tag with a plain name that is not markup of its
-/// own, followed (whitespace between) by another start tag or its own end tag.
+/// own, followed (whitespace between) by another start tag or an end tag. Bytes only: it
+/// runs at every `<` followed by a letter.
 pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
-    let window = bytes
-        .get(p..(p + 2 * MAX_NAME + 8).min(bytes.len()))
-        .unwrap_or_default();
-    // The window may cut a multi-byte character: read up to the last whole one.
-    let valid = match std::str::from_utf8(window) {
-        Ok(s) => s.len(),
-        Err(e) => e.valid_up_to(),
-    };
-    let Ok(text) = std::str::from_utf8(&window[..valid]) else {
+    let Some(name) = tag_name(bytes, p) else {
         return false;
     };
-    let Some((name, after)) = start_tag(text, 0) else {
-        return false;
-    };
-    if NOT_TOOLS.contains(&name) {
-        return false;
+    let mut i = p + 1 + name.len() + 1;
+    while bytes.get(i).is_some_and(u8::is_ascii_whitespace) {
+        i += 1;
     }
-    let next = text.get(after..).unwrap_or_default().trim_start();
-    next.starts_with("</") || (next.starts_with('<') && start_tag(next, 0).is_some())
+    let next = match bytes.get(i..i + 2) {
+        Some([b'<', b'/']) => true,
+        Some([b'<', _]) => tag_name(bytes, i).is_some(),
+        _ => false,
+    };
+    // The name is ASCII here or not a listed tag at all.
+    next && std::str::from_utf8(name).map_or(true, |n| NOT_TOOLS.binary_search(&n).is_err())
+}
+
+/// The name of a start tag `<name>` at `p`, as bytes: letters, digits, `_`, `-` and bytes
+/// of other scripts, at most [`MAX_NAME`], closed by `>`.
+fn tag_name(bytes: &[u8], p: usize) -> Option<&[u8]> {
+    let rest = bytes.get(p + 1..)?;
+    let first = *rest.first()?;
+    if !(first.is_ascii_alphabetic() || first == b'_' || first >= 0xC2) {
+        return None;
+    }
+    let len = rest
+        .iter()
+        .take(MAX_NAME + 1)
+        .take_while(|&&b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-') || b >= 0x80)
+        .count();
+    (len <= MAX_NAME && rest.get(len) == Some(&b'>')).then(|| &rest[..len])
 }
 
 /// The element at `p`: the offset past its end tag and the call it writes.
 fn element(text: &str, p: usize) -> Option<(usize, Call)> {
     let (name, mut i) = start_tag(text, p)?;
-    if NOT_TOOLS.contains(&name) {
+    if NOT_TOOLS.binary_search(&name).is_ok() {
         return None;
     }
     let close = format!("</{name}>");
@@ -332,6 +345,11 @@ mod tests {
             &["list_memories"]
         )
         .is_clean());
+    }
+
+    #[test]
+    fn the_tag_list_is_sorted() {
+        assert!(super::NOT_TOOLS.windows(2).all(|w| w[0] < w[1]));
     }
 
     #[test]
