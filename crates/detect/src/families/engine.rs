@@ -153,6 +153,8 @@ enum Outcome {
 
 /// Appends the leaks of `r` found in `text`.
 pub fn find(r: &Row, text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
+    let present = r.present(text);
+    let r: &Row = &present;
     let f = r.format;
     let mut entries: Vec<&'static str> = Vec::new();
     entries.extend(&r.section_open);

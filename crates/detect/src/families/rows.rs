@@ -13,6 +13,7 @@ use super::engine::{Format, Spell};
 use crate::grammar::xml::InvokeSyntax;
 
 /// One row of the table with its tokens in all their spellings.
+#[derive(Clone)]
 pub struct Row {
     /// The row as written in the table.
     pub format: &'static Format,
@@ -65,6 +66,70 @@ impl Row {
             foreign: all(f.foreign),
             grammar: respell_grammar(&f.grammar, f.spell),
         }
+    }
+}
+
+impl Row {
+    /// The row narrowed to the spellings that occur in `text`: a message uses one spelling,
+    /// and searching for the eight others of every token would cost a pass each. One pass
+    /// over the `<` followed by a bar finds them. A row without spellings is itself.
+    pub fn present(&self, text: &str) -> std::borrow::Cow<'_, Row> {
+        if self.format.spell == Spell::Exact {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let bytes = text.as_bytes();
+        let mut seen: Vec<&'static str> = Vec::new();
+        for p in memchr::memchr_iter(b'<', bytes) {
+            let next = bytes.get(p + 1..p + 3).unwrap_or_default();
+            if !(next.first() == Some(&b'|')
+                || next.starts_with(&[0xEF, 0xBD])
+                || next.first() == Some(&b'/'))
+            {
+                continue;
+            }
+            let rest = bytes.get(p..).unwrap_or_default();
+            for t in self.all_tokens() {
+                let tb = t.as_bytes();
+                if tb.get(1) == rest.get(1) && rest.starts_with(tb) && !seen.contains(&t) {
+                    seen.push(t);
+                }
+            }
+        }
+        let keep = |list: &[&'static str]| -> Vec<&'static str> {
+            list.iter()
+                .copied()
+                .filter(|t| !t.starts_with('<') || seen.contains(t))
+                .collect()
+        };
+        std::borrow::Cow::Owned(Row {
+            format: self.format,
+            // The engine never reads them.
+            triggers: Vec::new(),
+            section_open: keep(&self.section_open),
+            section_close: keep(&self.section_close),
+            call_open: keep(&self.call_open),
+            call_close: keep(&self.call_close),
+            bare_call: keep(&self.bare_call),
+            sep: keep(&self.sep),
+            trailing: keep(&self.trailing),
+            inner: keep(&self.inner),
+            foreign: keep(&self.foreign),
+            grammar: self.grammar,
+        })
+    }
+
+    fn all_tokens(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.section_open
+            .iter()
+            .chain(&self.section_close)
+            .chain(&self.call_open)
+            .chain(&self.call_close)
+            .chain(&self.bare_call)
+            .chain(&self.sep)
+            .chain(&self.trailing)
+            .chain(&self.inner)
+            .chain(&self.foreign)
+            .copied()
     }
 }
 
