@@ -95,11 +95,18 @@ impl Row {
                 }
             }
         }
+        // A list the text holds none of keeps its canonical token: it matches nothing, and
+        // the row keeps its meaning (no call opener at all is another format).
         let keep = |list: &[&'static str]| -> Vec<&'static str> {
-            list.iter()
+            let kept: Vec<&'static str> = list
+                .iter()
                 .copied()
                 .filter(|t| !t.starts_with('<') || seen.contains(t))
-                .collect()
+                .collect();
+            match (kept.is_empty(), list.first()) {
+                (true, Some(first)) => vec![*first],
+                _ => kept,
+            }
         };
         std::borrow::Cow::Owned(Row {
             format: self.format,
