@@ -457,7 +457,7 @@ const SPECS: &[Spec] = &[
         stripped_weak: true,
         inline: true,
         movable: always,
-        glue: always,
+        glue: json_marked,
         closers: &["<|python_end|>", "<|eom_id|>", "<|eot_id|>"],
         ends: &["}", "]", "<|python_end|>", "<|eom_id|>", "<|eot_id|>"],
         result: Some("<|start_header_id|>ipython<|end_header_id|>\n\n{\"result\": \"ok\"}<|eot_id|>"),
@@ -703,6 +703,18 @@ const DEFAULT: Spec = Spec {
 fn marked(v: &Vector) -> bool {
     let call = split_tail(v).map_or("", |(_, c)| c).trim_start();
     call.starts_with(['<', '[']) && !call.starts_with("```")
+}
+
+/// Whether a bare JSON call glued to a sentence still shows the marker the prefilter finds
+/// it by: its first key right after the brace, or after a line break and at most eight
+/// spaces (deeper-indented objects are found only where they open the message).
+fn json_marked(v: &Vector) -> bool {
+    let call = split_tail(v).map_or("", |(_, c)| c).trim_start();
+    let Some(body) = call.strip_prefix('{') else {
+        return marked(v);
+    };
+    let indent = body.len() - body.trim_start_matches([' ', '\n']).len();
+    indent <= 9 && body.trim_start().starts_with('"')
 }
 
 fn lmstudio_movable(v: &Vector) -> bool {
@@ -985,7 +997,7 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
             exp_g,
         ));
     }
-    if !closed(spec, call) {
+    if !closed(spec, call) || !(spec.glue)(v) {
         return out;
     }
     let tail = " Then I will report back.";

@@ -96,10 +96,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
 /// are stripped (`functionNAME`, reported as `deepseek`), or the name alone on its line.
 /// The name must stand apart from the text before it (a line, or glued to a sentence's end).
 fn named_fence(text: &str, line_start: usize, body: &str) -> Option<(Family, usize, Vec<Call>)> {
-    let args = json_whole(body).filter(Value::is_object)?;
-    if is_schema(&args) {
-        return None;
-    }
+    // The name line first (a few bytes), the body's JSON only under one.
     let before = text.get(..line_start)?.strip_suffix('\n')?;
     let before = before.strip_suffix('\r').unwrap_or(before);
     let run = before
@@ -114,6 +111,10 @@ fn named_fence(text: &str, line_start: usize, body: &str) -> Option<(Family, usi
         _ => (Family::JsonFence, word),
     };
     if !is_tool_name(name) || !super::named::stands_before(text, run) {
+        return None;
+    }
+    let args = json_whole(body).filter(Value::is_object)?;
+    if is_schema(&args) {
         return None;
     }
     let call = Call {

@@ -25,14 +25,11 @@ pub(crate) const TRIGGERS: &[&str] = &[
     "{\n    \"name\"",
     "{\n      \"name\"",
     "{\n        \"name\"",
-    "{\n\t\"name\"",
     "{\"arguments\"",
     "{\"parameters\"",
     // The flat `{"type": "function", "name": .., "parameters": ..}` Llama 3.x writes.
     "{\"type\"",
     "{ \"type\"",
-    "{\n  \"type\"",
-    "{\n    \"type\"",
 ];
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = b"{";

@@ -140,10 +140,16 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
         // An empty object only glued to its name (`get_time{}`): `{}` after a space is a
         // placeholder (`"{}".format`, `-exec rm {}`, `Foo {}`).
         Some(b'}') => (q == p + 1 && p > 0 && bytes[p - 1] != b' ') || kimi_id_before(bytes, p),
+        // Gemini's `default_api:NAME{key:`: the namespace right before the name.
         Some(b) if b.is_ascii_alphabetic() || *b == b'_' => {
-            let floor = p.saturating_sub(160);
-            memchr::memmem::rfind(bytes.get(floor..p).unwrap_or_default(), b"default_api:")
-                .is_some()
+            let name = bytes[p.saturating_sub(128)..p]
+                .iter()
+                .rev()
+                .take_while(|b| {
+                    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-') || **b >= 0x80
+                })
+                .count();
+            bytes[..p - name].ends_with(b"default_api:")
         }
         _ => false,
     }
@@ -476,8 +482,9 @@ pub(crate) fn stands_after(text: &str, end: usize) -> bool {
 }
 
 /// How far back from the end of the message the start of its last line is looked for: a
-/// bare call on a longer line is not looked for.
-const LAST_LINE: usize = 1024;
+/// bare call on a longer last line is not looked for (the look costs every message that
+/// ends with `)`).
+const LAST_LINE: usize = 384;
 
 /// Where the message's text starts and ends, without surrounding whitespace and the
 /// end-of-turn tokens after it. Bytes only: the prefilter asks this of every message.
@@ -542,21 +549,32 @@ fn last_line(bytes: &[u8], start: usize, end: usize) -> Option<usize> {
 /// message (`NAME(key=..)` after the prose). A few byte comparisons per message, and a look
 /// back over the last line only when the message ends with `)`.
 pub(crate) fn lines_probe(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    let start = bytes
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .unwrap_or(bytes.len());
-    if line_opens_call(bytes, start).is_some() {
+    let b = text.as_bytes();
+    // The first line: a name, then `(` (plain loops: this runs for every message).
+    let mut i = 0;
+    while i < b.len() && b[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    let start = i;
+    while i < b.len()
+        && i - start < 129
+        && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80)
+    {
+        i += 1;
+    }
+    if i > start && b.get(i) == Some(&b'(') && call_shape(b, i) {
         return true;
     }
     // Most messages end with neither `)` nor a token's `>`: nothing more to look at.
-    let last = bytes.iter().rev().find(|b| !b.is_ascii_whitespace());
-    if !matches!(last, Some(b')' | b'>')) {
+    let mut e = b.len();
+    while e > start && b[e - 1].is_ascii_whitespace() {
+        e -= 1;
+    }
+    if e == start || !matches!(b[e - 1], b')' | b'>') {
         return false;
     }
     let (start, end) = core_bounds(text);
-    last_line(bytes, start, end).is_some_and(|l| line_opens_call(bytes, l).is_some())
+    last_line(b, start, end).is_some_and(|l| line_opens_call(b, l).is_some())
 }
 
 /// Whether the `(` at `p` follows a plain name and opens a keyword argument list (`key=`,
