@@ -8,8 +8,9 @@
 //!
 //! How a message is examined:
 //! 1. [`prefilter`]: one pass over the bytes looking for the few literal markers any leak
-//!    must contain (`<tool_call`, `[TOOL_CALLS]`, a leading `{`, ...). A message without
-//!    one is clean, and costs that scan and nothing else.
+//!    must contain (`<tool_call`, `[TOOL_CALLS]`, a leading `{`, a name before a `{`, ...),
+//!    and a look at the ends of the text for bare calls. A message without one is clean, and
+//!    costs that scan and nothing else.
 //! 2. [`code`]: where a marker is, fenced and inline code regions and closed reasoning
 //!    blocks are mapped once, because markup inside code is an example and markup inside
 //!    `<think>` is the model thinking, never a leak.
@@ -19,7 +20,11 @@
 //!    markup that parses completely into a call (or a result object of a known shape);
 //!    anything else is prose and stays.
 //! 4. The leaks are ordered, overlaps dropped, each leak extended over the end-of-turn tokens
-//!    right after it, and the cleaned text built by cutting exactly the leaked spans out.
+//!    and the fake tool results right after it, and the cleaned text built by cutting
+//!    exactly the leaked spans out.
+//!
+//! [`detect_traced`] does the same and tells a [`Trace`] every step (`scan --explain`);
+//! [`detect`] is it with [`NoTrace`], whose steps compile away.
 //!
 //! Linear time: every family looks at a bounded number of candidates
 //! ([`families::MAX_CANDIDATES`]) and parses each at most once; JSON nesting is bounded

@@ -297,7 +297,3 @@ pub(crate) mod testing {
 #[cfg(test)]
 mod tests;
 
-#[doc(hidden)]
-pub fn named_lines_for_tests(t: &str) -> bool {
-    named::lines_probe(t)
-}
