@@ -40,9 +40,11 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             .get(p..)
             .map_or(0, |r| r.iter().take_while(|&&b| b == b'`').count());
         from = p + ticks;
-        // The backticks open the line (after at most three spaces).
+        // The backticks open the line (after at most three spaces, or Command R's `Action:`
+        // label, which goes with the fence).
         let indent = text.get(line_start..p).unwrap_or("x");
-        if indent.len() > 3 || !indent.bytes().all(|b| b == b' ') {
+        let action = indent.trim() == "Action:";
+        if !action && (indent.len() > 3 || !indent.bytes().all(|b| b == b' ')) {
             continue;
         }
         let open_end = text
@@ -185,8 +187,9 @@ fn parse_body(body: &str) -> Option<Vec<Call>> {
     }
 }
 
-/// One call in a fence: `{"name", "arguments"}` exactly, `{"tool", "parameters"}`, or the
-/// OpenAI shape `{"id", "type": "function", "function": {"name", "arguments"}}`.
+/// One call in a fence: `{"name", "arguments"}` exactly, `{"tool", "parameters"}` (or Command
+/// R's `{"tool_name", "parameters"}`), or the OpenAI shape `{"id", "type": "function",
+/// "function": {"name", "arguments"}}`.
 fn fence_call(v: &Value) -> Option<Call> {
     let obj = v.as_object()?;
     let call = if let Some(f) = obj.get("function") {
@@ -195,8 +198,17 @@ fn fence_call(v: &Value) -> Option<Call> {
             return None;
         }
         strict_call(f)?
-    } else if let Some(tool) = obj.get("tool") {
-        const KEYS: &[&str] = &["tool", "parameters", "arguments", "reasoning", "thought"];
+    } else if let Some(tool) = obj.get("tool").or_else(|| obj.get("tool_name")) {
+        // `tool_name` is Command R's `Action:` block spelling.
+        const KEYS: &[&str] = &[
+            "tool",
+            "tool_name",
+            "tool_call_id",
+            "parameters",
+            "arguments",
+            "reasoning",
+            "thought",
+        ];
         if obj.keys().any(|k| !KEYS.contains(&k.as_str())) {
             return None;
         }

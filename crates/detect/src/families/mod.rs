@@ -296,4 +296,3 @@ pub(crate) mod testing {
 
 #[cfg(test)]
 mod tests;
-
