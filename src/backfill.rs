@@ -50,7 +50,7 @@ use crate::publish::{PublishTarget, Publisher};
 use crate::recover::committer::Committer;
 use crate::recover::{Mode, Policy};
 use crate::settings::{
-    DatabaseSettings, LogFormat, ModelSettings, PolicySettings, PublishSettings,
+    DatabaseSettings, HttpLimits, ModelSettings, PolicySettings, PublishSettings,
 };
 use crate::shutdown::{self, Shutdown};
 use crate::{http, store};
@@ -173,10 +173,6 @@ pub struct BackfillArgs {
     /// Serve `/metrics` on this address while running (e.g. `127.0.0.1:9091`).
     #[arg(long)]
     pub metrics_addr: Option<SocketAddr>,
-
-    /// Log format (logs go to stderr; the report to stdout).
-    #[arg(long, env = "TCR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty)]
-    pub log_format: LogFormat,
 }
 
 fn non_negative(s: &str) -> Result<f64, String> {
@@ -298,7 +294,7 @@ async fn serve_metrics(
         // Never fired: the run aborts the task when it ends. Held here, since a dropped
         // trigger means shutdown.
         let (_keep, never) = shutdown::channel();
-        http::serve(listener, app, http::Limits::default(), never).await;
+        http::serve(listener, app, HttpLimits::default(), never).await;
     })))
 }
 
@@ -594,7 +590,9 @@ async fn walk(
 fn keep_first(fatal: &mut Option<Error>, e: Error) {
     match fatal {
         None => *fatal = Some(e),
-        Some(_) => tracing::error!(error = %e, "backfill: a further error while stopping"),
+        // The first is the run's error (said at ERROR as the run ends); later ones are the
+        // same fault seen again while stopping.
+        Some(_) => tracing::warn!(error = %e, "backfill: a further error while stopping"),
     }
 }
 

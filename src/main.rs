@@ -3,12 +3,15 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use toolcall_recovery::cmd::{index, ledger, revert, scan};
-use toolcall_recovery::settings::{DatabaseSettings, LogFormat, SchemaSettings, Settings};
+use toolcall_recovery::settings::{DatabaseSettings, LogSettings, SchemaSettings, Settings};
 use toolcall_recovery::{backfill, shutdown, startup, telemetry};
 
 #[derive(Parser)]
 #[command(name = "toolcall-recovery", version, about)]
 struct Cli {
+    /// How every command logs (`--log-format`, before or after the command).
+    #[command(flatten)]
+    log: LogSettings,
     #[command(subcommand)]
     command: Command,
 }
@@ -50,14 +53,12 @@ enum Command {
         /// Development provisioning.
         #[command(flatten)]
         schema: SchemaSettings,
-        /// Log format.
-        #[arg(long, env = "TCR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
-        log_format: LogFormat,
     },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    telemetry::init(cli.log.log_format);
     match cli.command {
         Command::Scan(args) => match scan::run(&args, &mut std::io::stdout().lock()) {
             Ok(summary) if summary.unreadable == 0 => ExitCode::SUCCESS,
@@ -67,23 +68,18 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Run(settings) => {
-            telemetry::init(settings.log_format);
-            block_on("run", async move {
-                let running = startup::start(*settings).await?;
-                tokio::spawn(shutdown::on_signals(running.trigger()));
-                running.wait().await
-            })
-        }
+        Command::Run(settings) => block_on("run", async move {
+            let running = startup::start(*settings).await?;
+            tokio::spawn(shutdown::on_signals(running.trigger()));
+            running.wait().await
+        }),
         Command::Backfill(args) => {
-            telemetry::init(args.log_format);
             block_on(
                 "backfill",
                 async move { backfill::run(*args).await.map(|_| ()) },
             )
         }
         Command::Revert(args) => {
-            telemetry::init(args.log_format);
             let mut refused = false;
             let code = block_on("revert", async {
                 let summary = revert::run(&args, &mut std::io::stdout()).await?;
@@ -96,25 +92,14 @@ fn main() -> ExitCode {
                 code
             }
         }
-        Command::Ledger(args) => {
-            telemetry::init(args.log_format);
-            block_on("ledger", async move {
-                let mut out = std::io::BufWriter::new(std::io::stdout());
-                ledger::run(*args, &mut out).await.map(|_| ())
-            })
-        }
-        Command::Migrate {
-            database,
-            schema,
-            log_format,
-        } => {
-            telemetry::init(log_format);
-            block_on("migrate", async move {
-                startup::migrate(&database, schema).await
-            })
-        }
+        Command::Ledger(args) => block_on("ledger", async move {
+            let mut out = std::io::BufWriter::new(std::io::stdout());
+            ledger::run(*args, &mut out).await.map(|_| ())
+        }),
+        Command::Migrate { database, schema } => block_on("migrate", async move {
+            startup::migrate(&database, schema).await
+        }),
         Command::Index(args) => {
-            telemetry::init(args.log_format);
             let mut usable = true;
             let code = block_on("index", async {
                 usable = index::run(&args, &mut std::io::stdout()).await?;

@@ -218,8 +218,15 @@ impl<'a> Reporter<'a> {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
         }
-        tracing::info!(examined = s.examined, changed = s.changed, last_id = ?s.last_id,
-            finished = s.finished, interrupted = s.interrupted, dry_run = s.dry_run, "backfill done");
+        tracing::info!(
+            examined = s.examined,
+            changed = s.changed,
+            last_id = s.last_id,
+            finished = s.finished,
+            interrupted = s.interrupted,
+            dry_run = s.dry_run,
+            "backfill done"
+        );
         let text = if self.json {
             serde_json::json!({ "summary": s }).to_string()
         } else {

@@ -13,7 +13,7 @@ use crate::outbound::StandIn;
 use crate::publish::{PublishTarget, Publisher};
 use crate::recover::outbox::Envelope;
 use crate::recover::revert::{revert_with_outbox, RevertOutcome, RevertReport, RevertedBy};
-use crate::settings::{DatabaseSettings, LogFormat, PublishSettings};
+use crate::settings::{DatabaseSettings, PublishSettings};
 use crate::store;
 use serde_json::json;
 use std::io::Write;
@@ -48,10 +48,6 @@ pub struct RevertArgs {
     /// One JSON object per message instead of text.
     #[arg(long)]
     pub json: bool,
-
-    /// Log format (logs go to stderr; the report to stdout).
-    #[arg(long, env = "TCR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty)]
-    pub log_format: LogFormat,
 }
 
 /// How a run of `revert` went, message by message.

@@ -9,6 +9,7 @@ mod harness;
 mod http_limits;
 mod idempotency;
 mod ledger;
+mod logs;
 mod migrations;
 mod models;
 mod poison;
