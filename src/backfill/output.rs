@@ -2,11 +2,12 @@
 //! the output), a progress bar on a terminal (stderr) or a log line every few seconds
 //! otherwise, and the final [`Summary`].
 //!
-//! May depend on: `indicatif`, `tracing`, `model` (the label names), the sibling modules.
-//! No database, no broker.
+//! May depend on: `indicatif`, `tracing`, `model` (the label names), `recover` (the mode
+//! labels), the sibling modules. No database, no broker.
 
 use super::examine::{Examined, FAILED};
 use super::transcripts::Repaired;
+use crate::recover::Mode;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -29,8 +30,11 @@ pub struct Summary {
     pub by_outcome: BTreeMap<String, u64>,
     /// Messages whose content changed (or would).
     pub changed: u64,
-    /// Memories created (or that would be).
+    /// Memories created (dry run: that would be) by passes in recover mode.
     pub memories_created: u64,
+    /// Memories passes in observe mode would have created: recorded in the ledger, none
+    /// created.
+    pub memories_observed: u64,
     /// Moderation messages published and confirmed.
     pub moderation_published: u64,
     /// Forwarded calls published and confirmed.
@@ -126,7 +130,11 @@ impl Summary {
     fn count_effects(&mut self, e: &Examined) {
         *self.by_outcome.entry(e.outcome.to_string()).or_default() += 1;
         self.changed += u64::from(e.changed);
-        self.memories_created += e.memories_created as u64;
+        if e.mode == Mode::Observe.as_str() {
+            self.memories_observed += e.memories_created as u64;
+        } else {
+            self.memories_created += e.memories_created as u64;
+        }
         self.moderation_published += e.published.moderation;
         self.tool_calls_published += e.published.tool_calls;
         self.publishes_pending += (e.published.unroutable + e.published.pending) as u64;
@@ -365,6 +373,12 @@ fn summary_text(s: &Summary) -> String {
         "  memories created{would}: {}\n",
         s.memories_created
     ));
+    if s.memories_observed > 0 {
+        t.push_str(&format!(
+            "  memories observe mode would have created (none was): {}\n",
+            s.memories_observed
+        ));
+    }
     if !s.dry_run {
         t.push_str(&format!(
             "  published: {} moderation message(s), {} tool call(s)\n",
@@ -424,6 +438,25 @@ mod tests {
             published: crate::publish::PublishedCounts::default(),
             error: None,
         }
+    }
+
+    #[test]
+    fn memories_an_observe_pass_would_create_are_not_counted_as_created() {
+        let mut s = Summary::default();
+        let mut observed = examined(1, "gpt-4o", &["result_prefix"], &[]);
+        observed.mode = Mode::Observe.as_str();
+        observed.memories_created = 3;
+        s.add(&observed);
+        let mut recovered = examined(2, "gpt-4o", &["result_prefix"], &[]);
+        recovered.memories_created = 1;
+        s.add(&recovered);
+        assert_eq!((s.memories_created, s.memories_observed), (1, 3));
+        let text = summary_text(&s);
+        assert!(text.contains("  memories created: 1\n"), "{text}");
+        assert!(
+            text.contains("  memories observe mode would have created (none was): 3"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -6,15 +6,14 @@
 //! whose families are still observed are recognised as already recorded and stay as they
 //! are; the others are recovered. The checkpoint is not involved.
 //!
-//! May depend on: the sibling modules (`candidates`, `examine`, `output`, `pace`), `shutdown`,
-//! `error`, `sqlx`.
+//! May depend on: the sibling modules (`candidates`, `examine`, `output`, `pace`), `error`,
+//! `sqlx`.
 
 use super::candidates::{self, Candidate, ModelColumn};
 use super::examine::Examiner;
 use super::output::{Reporter, Summary};
 use super::pace::Pacer;
 use crate::error::Error;
-use crate::shutdown::Shutdown;
 use futures_util::{stream, StreamExt};
 use sqlx::{PgPool, Row};
 
@@ -57,18 +56,16 @@ async fn observed_page(
 
 /// Examines every observed message with `after < id <= up_to`, `concurrency` at a time,
 /// at the run's `--rate` (`pacer`). Stops taking messages on Ctrl-C.
-#[allow(clippy::too_many_arguments)]
 pub async fn observed(
     examiner: &Examiner,
-    pool: &PgPool,
     (mut after, up_to): (i64, i64),
     concurrency: usize,
     pacer: Option<&Pacer>,
-    stop: &Shutdown,
     summary: &mut Summary,
     reporter: &mut Reporter<'_>,
 ) -> Result<(), Error> {
-    while !stop.is_shutdown() {
+    let pool = &examiner.pool;
+    while !examiner.stop.is_shutdown() {
         let page = examiner
             .retrying(|| observed_page(pool, &examiner.model_column, after, up_to, PAGE))
             .await?;
@@ -76,7 +73,7 @@ pub async fn observed(
             return Ok(());
         };
         after = last.id;
-        let mut stopped = stop.clone();
+        let mut stopped = examiner.stop.clone();
         let mut results = stream::iter(page)
             .take_until(Box::pin(async move { stopped.wait().await }))
             .map(|c| async move {
