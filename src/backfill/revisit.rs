@@ -9,13 +9,13 @@
 //! May depend on: the sibling modules (`candidates`, `examine`, `output`, `pace`), `error`,
 //! `sqlx`.
 
-use super::candidates::{self, Candidate, ModelColumn};
+use super::candidates::{Candidate, ModelColumn, PageRow};
 use super::examine::Examiner;
 use super::output::{Reporter, Summary};
 use super::pace::Pacer;
 use crate::error::Error;
 use futures_util::{stream, StreamExt};
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 
 /// Messages read per page of the revisit.
 const PAGE: i64 = 500;
@@ -39,19 +39,27 @@ async fn observed_page(
     limit: i64,
 ) -> Result<Vec<Candidate>, Error> {
     let sql = OBSERVED.replace("{model}", &model.select("m"));
-    let rows = sqlx::query(&sql)
+    let rows: Vec<ObservedRow> = sqlx::query_as(&sql)
         .bind(after)
         .bind(up_to)
         .bind(limit)
         .fetch_all(pool)
         .await?;
-    rows.iter()
-        .map(|row| {
-            let mut c = candidates::candidate(row)?;
-            c.enabled_tools = row.try_get("enabled_tools")?;
-            Ok(c)
+    Ok(rows
+        .into_iter()
+        .map(|row| Candidate {
+            enabled_tools: row.enabled_tools,
+            ..row.page.into()
         })
-        .collect()
+        .collect())
+}
+
+/// A row of [`OBSERVED`]: the page's columns, and the agent's tools.
+#[derive(sqlx::FromRow)]
+struct ObservedRow {
+    #[sqlx(flatten)]
+    page: PageRow,
+    enabled_tools: Vec<String>,
 }
 
 /// Examines every observed message with `after < id <= up_to`, `concurrency` at a time,
