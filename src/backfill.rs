@@ -41,11 +41,12 @@ pub mod output;
 pub mod pace;
 mod reader;
 pub mod revisit;
+mod summary;
 pub mod transcripts;
 mod walk;
 mod window;
 
-pub use output::Summary;
+pub use summary::{ModelSummary, Summary};
 
 use crate::error::Error;
 use crate::metrics::Metrics;

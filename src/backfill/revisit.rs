@@ -11,8 +11,9 @@
 
 use super::candidates::{Candidate, ModelColumn, PageRow};
 use super::examine::Examiner;
-use super::output::{Reporter, Summary};
+use super::output::Reporter;
 use super::pace::Pacer;
+use super::summary::Summary;
 use crate::error::Error;
 use futures_util::{stream, StreamExt};
 use sqlx::PgPool;

@@ -13,9 +13,10 @@
 use super::candidates::Candidate;
 use super::checkpoint::{self, Step};
 use super::examine::{self, Examined, Examiner};
-use super::output::{Reporter, Summary};
+use super::output::Reporter;
 use super::pace::Pacer;
 use super::reader::{Read, Reader};
+use super::summary::Summary;
 use super::window::{Slot, Window};
 use super::BackfillArgs;
 use crate::error::Error;
