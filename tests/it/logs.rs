@@ -84,6 +84,12 @@ async fn a_forced_broker_close_and_a_clean_sigterm_log_no_error() {
         "the lost connection is said, at WARN: {lines:#?}"
     );
     assert!(
+        warnings
+            .iter()
+            .all(|l| l.contains("\"target\":\"toolcall_recovery")),
+        "said by the worker, not by lapin or pinky_swear: {warnings:#?}"
+    );
+    assert!(
         lines.iter().all(|l| !l.contains("\u{1b}[")),
         "no colour into a pipe"
     );
@@ -92,7 +98,7 @@ async fn a_forced_broker_close_and_a_clean_sigterm_log_no_error() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn migrating_an_up_to_date_database_says_only_that_it_is() {
+async fn migrating_an_up_to_date_database_says_only_that_it_is_without_colour() {
     let app = TestApp::prepare().await;
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolcall-recovery"))
         .args(["migrate", &format!("--database-url={}", app.db_url)])
@@ -113,5 +119,21 @@ async fn migrating_an_up_to_date_database_says_only_that_it_is() {
         "no notice of the server's (\"_sqlx_migrations already exists\"): {stderr}"
     );
     assert!(stderr.contains("migrations up to date"), "{stderr}");
+
+    // Asked for pretty lines into a pipe: no colour codes.
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolcall-recovery"))
+        .args([
+            "migrate",
+            "--log-format=pretty",
+            &format!("--database-url={}", app.db_url),
+        ])
+        .env("RUST_LOG", "info")
+        .env_remove("NO_COLOR")
+        .output()
+        .await
+        .expect("migrate runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(stderr.contains(" INFO "), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
     app.cleanup().await;
 }
