@@ -865,12 +865,7 @@ async fn progress_moves_with_time_at_a_low_rate() {
         }
     }
     assert!(child.try_wait().unwrap().is_none(), "still running");
-    let pid = child.id().unwrap().to_string();
-    let term = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(term.success());
+    crate::process::signal(&child, "-TERM");
     let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
         .await
         .expect("stops")

@@ -4,6 +4,7 @@
 
 use crate::faults::close_worker_connections;
 use crate::harness::*;
+use crate::process::signal;
 use serde_json::Value;
 use std::collections::HashSet;
 use std::time::Duration;
@@ -59,12 +60,7 @@ async fn a_forced_broker_close_and_a_clean_sigterm_log_no_error() {
         .await;
 
     // A clean stop.
-    let pid = child.id().expect("running").to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill runs");
-    assert!(killed.success());
+    signal(&child, "-TERM");
     let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
         .await
         .expect("exits within the drain timeout")
