@@ -332,12 +332,20 @@ impl Examiner {
         Fut: Future<Output = Result<T, Error>>,
     {
         let stop = self.stop.clone();
+        let mut retries = 0u32;
         f.retry(retry::policy().with_max_times(ATTEMPTS))
             .sleep(retry::sleeper(self.stop.clone()))
             .when(move |e: &Error| e.is_transient() && !stop.is_shutdown())
             .notify(|e: &Error, after| {
                 self.metrics.transient_error(dependency(e));
-                tracing::warn!(error = %e, retry_in = ?after, "transient failure; retrying");
+                // One WARN per fault, not one per retry: the retries after the first are
+                // counted in the metric, and a fault that outlasts them ends the run.
+                retries += 1;
+                if retries == 1 {
+                    tracing::warn!(error = %e, retry_in = ?after, "transient failure; retrying");
+                } else {
+                    tracing::debug!(error = %e, retry_in = ?after, retries, "still failing; retrying");
+                }
             })
             .await
     }
