@@ -1,13 +1,20 @@
 //! The `toolcall-recovery` binary: parses the command line and hands over to the library.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
+use std::io::Write;
 use std::process::ExitCode;
-use toolcall_recovery::cmd::{index, ledger, revert, scan};
+use toolcall_recovery::cmd::{dead_letters, demo, index, ledger, revert, scan};
 use toolcall_recovery::settings::{DatabaseSettings, LogFormat, SchemaSettings, Settings};
 use toolcall_recovery::{backfill, shutdown, startup, telemetry};
 
 #[derive(Parser)]
-#[command(name = "toolcall-recovery", version, about)]
+// clap's own `help` subcommand refuses `help --help`; ours (`Command::Help`) takes it.
+#[command(
+    name = "toolcall-recovery",
+    version,
+    about,
+    disable_help_subcommand = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -41,6 +48,20 @@ enum Command {
     /// calls, bytes removed, observed or reverted. Message content only with
     /// `--show-text`. Reads only; never creates the database.
     Ledger(Box<ledger::LedgerArgs>),
+    /// The dead-letter queue: `list` (nothing leaves the queue), `show ID` (headers and
+    /// body), `replay` (back to the input exchange, confirmed, counted), `purge` (after a
+    /// confirmation).
+    DeadLetters(dead_letters::DeadLettersArgs),
+    /// See it work: seeds a message with a leaked save_memory call on a development
+    /// database, publishes its event, and shows what the running worker made of it (the
+    /// cleaned message, the memory, the ledger row, the moderation message, the metrics).
+    Demo(Box<demo::DemoArgs>),
+    /// Prints this message or the help of the given subcommand(s).
+    Help {
+        /// The subcommand(s), e.g. `dead-letters replay`.
+        #[arg(value_name = "COMMAND")]
+        command: Vec<String>,
+    },
     /// Applies pending migrations of the worker's own tables (ledger, outbox, checkpoints).
     /// Creates nothing of the chat app's, but for development with --create-app-tables.
     Migrate {
@@ -113,6 +134,27 @@ fn main() -> ExitCode {
                 startup::migrate(&database, schema).await
             })
         }
+        Command::DeadLetters(args) => {
+            telemetry::init(args.log_format());
+            let mut refused = false;
+            let code = block_on("dead-letters", async {
+                let ended = dead_letters::run(&args, &mut std::io::stdout()).await?;
+                refused = ended == dead_letters::Ended::Refused;
+                Ok(())
+            });
+            if code == ExitCode::SUCCESS && refused {
+                ExitCode::from(3)
+            } else {
+                code
+            }
+        }
+        Command::Demo(args) => {
+            telemetry::init(args.log_format);
+            block_on("demo", async move {
+                demo::run(&args, &mut std::io::stdout()).await
+            })
+        }
+        Command::Help { command } => help(&command),
         Command::Index(args) => {
             telemetry::init(args.log_format);
             let mut usable = true;
@@ -127,6 +169,26 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// `help [COMMAND]...`: the long help of the command named, as `COMMAND --help` prints it.
+fn help(path: &[String]) -> ExitCode {
+    let mut cli = Cli::command();
+    cli.build();
+    let mut command = &mut cli;
+    for name in path {
+        match command.find_subcommand_mut(name) {
+            Some(sub) => command = sub,
+            None => {
+                eprintln!("toolcall-recovery help: no command {name:?}; `toolcall-recovery help` lists them");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    // As `--help` prints it: with a newline at the end, and quietly into a closed pipe.
+    let text = command.render_long_help();
+    let _ = writeln!(std::io::stdout(), "{text}");
+    ExitCode::SUCCESS
 }
 
 fn block_on(

@@ -1,12 +1,16 @@
 //! The one-off commands that are not a service of their own: `scan` (detection offline),
-//! `ledger` (the audit ledger read back), `revert` (undo a recovery) and `index` (the
-//! transcript-repair index on the app's table). The worker (`run`)
-//! is `startup` + `worker`, the backfill is `backfill`; `main.rs` only parses and dispatches.
+//! `ledger` (the audit ledger read back), `revert` (undo a recovery), `index` (the
+//! transcript-repair index on the app's table), `dead-letters` (the dead-letter queue:
+//! list, show, replay, purge) and `demo` (one leak recovered end to end, on a development
+//! database). The worker (`run`) is `startup` + `worker`, the backfill is `backfill`;
+//! `main.rs` only parses and dispatches.
 //!
-//! May depend on: everything below the commands (`recover`, `ledger`, `publish`, `store`,
-//! `settings`, `error`, `toolcall_detect`); never on `worker`, `admin`, `backfill` or on each
-//! other.
+//! May depend on: everything below the commands (`recover`, `ledger`, `publish`, `amqp`
+//! (the broker URL), `store`, `settings`, `error`, `toolcall_detect`); never on `worker`,
+//! `admin`, `backfill` or on each other.
 
+pub mod dead_letters;
+pub mod demo;
 pub mod index;
 pub mod ledger;
 pub mod revert;

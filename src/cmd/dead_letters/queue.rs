@@ -1,0 +1,215 @@
+//! The dead-letter queue on the broker: one connection with one confirm-mode channel, and
+//! one walk over the queue that every action of the command is made of.
+//!
+//! AMQP 0-9-1 has no "peek": the only way to read a message is to take it. A walk takes
+//! the ready dead letters one by one (`basic.get`), in queue order, and keeps each unacked
+//! until it knows what to do with it, so no message is seen twice and none leaves the
+//! queue unless it was asked to: one that stays is returned (`basic.nack`, requeue) at the
+//! end of the walk, or by the broker when the channel closes (an error, a crash, a kill).
+//! A replay acks a dead letter only after the broker confirmed its publish to the input
+//! exchange: interrupted anywhere, a replay loses nothing; at worst an event is both
+//! replayed and still dead (the worker is idempotent, so replaying it twice is harmless).
+//!
+//! A walk takes at most as many dead letters as the queue held when it started: a replay
+//! that fails again (malformed JSON) is dead-lettered again at once, and must not be
+//! replayed again in the same run.
+//!
+//! May depend on: `amqp` (the URL), `publish` (the one confirmed publish), `settings`,
+//! `error`, `lapin`.
+
+use super::{Broker, DeadLetter};
+use crate::error::Error;
+use crate::publish::{publish_confirmed, Published};
+use lapin::options::{
+    BasicAckOptions, BasicGetOptions, BasicNackOptions, ConfirmSelectOptions, QueueDeclareOptions,
+};
+use lapin::types::{FieldTable, LongString};
+use lapin::{Channel, Connection, ConnectionProperties};
+
+/// What a walk does with the dead letter it just took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Leave it in the queue and go on.
+    Keep,
+    /// Leave it in the queue and end the walk.
+    KeepAndStop,
+    /// Publish it to the input exchange; ack it once the broker confirmed.
+    Replay,
+    /// Ack it: gone for good.
+    Delete,
+}
+
+/// The dead-letter queue, open.
+pub struct Queue {
+    connection: Connection,
+    channel: Channel,
+    broker: Broker,
+}
+
+impl Queue {
+    /// Connects and checks that the queue exists (it is never declared here: a missing
+    /// queue is a wrong name, not something to create).
+    pub async fn open(broker: &Broker) -> Result<Queue, Error> {
+        let props = ConnectionProperties::default()
+            .with_executor(tokio_executor_trait::Tokio::current())
+            .with_reactor(tokio_reactor_trait::Tokio)
+            .with_connection_name(LongString::from(broker.connection_name.clone()));
+        let url = &broker.publish.amqp_url;
+        let connection = Connection::connect_uri(crate::amqp::uri(url)?, props).await?;
+        let channel = connection.create_channel().await?;
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await?;
+        let queue = Queue {
+            connection,
+            channel,
+            broker: broker.clone(),
+        };
+        match queue.ready_count().await {
+            Ok(_) => Ok(queue),
+            Err(e) => {
+                queue.close().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// The name of the dead-letter queue.
+    pub fn name(&self) -> &str {
+        &self.broker.names.dead_letter_queue
+    }
+
+    /// Dead letters ready in the queue now (not counting those a walk holds).
+    pub async fn ready_count(&self) -> Result<u32, Error> {
+        let passive = QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        };
+        match self
+            .channel
+            .queue_declare(self.name(), passive, FieldTable::default())
+            .await
+        {
+            Ok(q) => Ok(q.message_count()),
+            Err(lapin::Error::ProtocolError(e)) if e.get_id() == 404 => {
+                Err(Error::Startup(format!(
+                    "no queue {:?} on the broker ({e}): the worker declares it when it starts; \
+                 check --dead-letter-queue / TCR_DEAD_LETTER_QUEUE",
+                    self.name()
+                )))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Takes up to `max` dead letters (and never more than the queue held at the start), asks
+    /// `step` about each and does it; `done` hears of each replay or deletion once it is
+    /// done. The ones kept go back to the queue at the end. Returns how many it took.
+    pub async fn walk(
+        &self,
+        max: usize,
+        step: &mut (dyn FnMut(&DeadLetter) -> Step + Send),
+        done: &mut (dyn FnMut(&DeadLetter, Step) + Send),
+    ) -> Result<usize, Error> {
+        let max = max.min(usize::try_from(self.ready_count().await?).unwrap_or(usize::MAX));
+        let mut kept = Vec::new();
+        let mut taken = 0;
+        let result = async {
+            while taken < max {
+                let Some(got) = self
+                    .channel
+                    .basic_get(self.name(), BasicGetOptions { no_ack: false })
+                    .await?
+                else {
+                    break;
+                };
+                taken += 1;
+                let tag = got.delivery.delivery_tag;
+                let headers = got
+                    .delivery
+                    .properties
+                    .headers()
+                    .clone()
+                    .unwrap_or_default();
+                let letter = DeadLetter::read(headers, got.delivery.data);
+                match step(&letter) {
+                    Step::Keep => kept.push(tag),
+                    Step::KeepAndStop => {
+                        kept.push(tag);
+                        break;
+                    }
+                    Step::Replay => {
+                        if let Err(e) = self.replay(&letter).await {
+                            kept.push(tag);
+                            return Err(e);
+                        }
+                        self.ack(tag).await?;
+                        done(&letter, Step::Replay);
+                    }
+                    Step::Delete => {
+                        self.ack(tag).await?;
+                        done(&letter, Step::Delete);
+                    }
+                }
+            }
+            Ok(())
+        }
+        .await;
+        // What was kept goes back now; after an error the channel may be gone, and then the
+        // broker has put back everything unacked already.
+        for tag in kept {
+            let requeue = BasicNackOptions {
+                multiple: false,
+                requeue: true,
+            };
+            if self.channel.basic_nack(tag, requeue).await.is_err() {
+                break;
+            }
+        }
+        result.map(|()| taken)
+    }
+
+    /// Publishes a dead letter's body to the input exchange under its original routing key
+    /// (or the configured one), with its replay headers, and waits for the confirm. A
+    /// replay no queue took is an error: its dead letter must stay.
+    async fn replay(&self, letter: &DeadLetter) -> Result<(), Error> {
+        let names = &self.broker.names;
+        let routing_key = letter
+            .routing_key
+            .as_deref()
+            .unwrap_or(&names.input_routing_key);
+        match publish_confirmed(
+            &self.channel,
+            &names.input_exchange,
+            routing_key,
+            &letter.body,
+            None,
+            letter.replay_headers(),
+        )
+        .await?
+        {
+            Published::Routed => Ok(()),
+            Published::Unroutable => Err(Error::Startup(format!(
+                "the broker routed the replay of {} to no queue: nothing is bound to {:?} with \
+                 {routing_key:?} (is the worker's queue declared? it is, once the worker has \
+                 started); the dead letter stays in {}",
+                letter.id,
+                names.input_exchange,
+                self.name()
+            ))),
+        }
+    }
+
+    async fn ack(&self, tag: u64) -> Result<(), Error> {
+        self.channel
+            .basic_ack(tag, BasicAckOptions::default())
+            .await
+            .map_err(Error::from)
+    }
+
+    /// Closes the channel and the connection (what is still unacked goes back).
+    pub async fn close(self) {
+        let _ = self.channel.close(200, "done").await;
+        let _ = self.connection.close(200, "done").await;
+    }
+}
