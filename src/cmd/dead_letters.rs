@@ -21,7 +21,7 @@ use crate::error::Error;
 use crate::settings::{LogFormat, Names, PublishSettings};
 use chrono::{DateTime, Utc};
 use queue::{Queue, Step};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::Write;
 
 /// The broker and the names of the worker's queues, as for `run`.
@@ -256,8 +256,9 @@ async fn list(
         Step::Keep
     };
     let looked = queue
-        .walk(args.limit as usize, &mut keep, &mut |_, _| {})
-        .await?;
+        .walk(args.limit as usize, &mut keep, &mut |_| {})
+        .await?
+        .taken;
     rows.sort_by_key(|r| (r.at.is_none(), r.at));
     if args.json {
         for r in &rows {
@@ -346,7 +347,7 @@ async fn show(
             Step::Keep
         }
     };
-    queue.walk(usize::MAX, &mut find, &mut |_, _| {}).await?;
+    queue.walk(usize::MAX, &mut find, &mut |_| {}).await?;
     let Some(d) = found else {
         say(
             out,
@@ -412,7 +413,7 @@ async fn replay(
             Step::Keep
         }
     };
-    let mut done = |d: &DeadLetter, _| {
+    let mut done = |d: &DeadLetter| {
         replayed += 1;
         let line = format!(
             "replayed {} ({}, message {}, event {}) to {} / {}: replay {}",
@@ -429,17 +430,14 @@ async fn replay(
         }
     };
     let walked = queue.walk(usize::MAX, &mut select, &mut done).await;
-    let left = queue.ready_count().await;
     let mut summary = format!(
         "replayed {replayed} dead letter(s) ({}) to {}",
         args.selection.describe(),
         names.input_exchange
     );
-    if let Ok(left) = left {
-        summary.push_str(&format!("; {left} in {} now", queue.name()));
-    }
-    if walked.is_err() {
-        summary.push_str("; stopped by the error below, the rest stay dead letters");
+    match &walked {
+        Ok(w) => summary.push_str(&format!("; left {} other(s) in {}", w.kept, queue.name())),
+        Err(_) => summary.push_str("; stopped by the error below, the rest stay dead letters"),
     }
     say(out, &summary)?;
     walked?;
@@ -457,20 +455,19 @@ async fn purge(
     args: &PurgeArgs,
     out: &mut (dyn Write + Send),
 ) -> Result<Ended, Error> {
-    // First count what is selected, then ask, then delete exactly those: a dead letter that
-    // arrives while the operator reads the question is not deleted unseen.
-    let mut chosen: HashMap<String, usize> = HashMap::new();
+    // The selected dead letters stay taken while the operator reads the question, so what is
+    // deleted is exactly what was counted, and nothing that arrives meanwhile.
     let mut by_reason: BTreeMap<String, usize> = BTreeMap::new();
-    let mut count = |d: &DeadLetter| {
+    let mut select = |d: &DeadLetter| {
         if args.selection.takes(d) {
-            *chosen.entry(d.id.clone()).or_default() += 1;
             *by_reason.entry(d.reason.clone()).or_default() += 1;
+            Step::Hold
+        } else {
+            Step::Keep
         }
-        Step::Keep
     };
-    queue.walk(usize::MAX, &mut count, &mut |_, _| {}).await?;
-    let n: usize = chosen.values().sum();
-    if n == 0 {
+    let held = queue.walk(usize::MAX, &mut select, &mut |_| {}).await?.held;
+    if held.is_empty() {
         say(
             out,
             &format!(
@@ -483,37 +480,25 @@ async fn purge(
     }
     let reasons: Vec<String> = by_reason.iter().map(|(r, n)| format!("{n} {r}")).collect();
     let question = format!(
-        "Delete {n} dead letter(s) ({}) from {} for good? They cannot be replayed afterwards. \
+        "Delete {} dead letter(s) ({}) from {} for good? They cannot be replayed afterwards. \
          Type yes to confirm: ",
+        held.len(),
         reasons.join(", "),
         queue.name()
     );
-    if !args.yes && !confirmed(question).await {
+    let yes = args.yes || confirmed(question).await;
+    queue.settle(&held, yes).await?;
+    if !yes {
         say(
             out,
             "not confirmed: nothing purged (--yes to purge without asking)",
         )?;
         return Ok(Ended::Refused);
     }
-    let mut purged = 0usize;
-    let mut delete = |d: &DeadLetter| match chosen.get_mut(&d.id) {
-        Some(left) if *left > 0 => {
-            *left -= 1;
-            Step::Delete
-        }
-        _ => Step::Keep,
-    };
-    queue
-        .walk(usize::MAX, &mut delete, &mut |_, _| purged += 1)
-        .await?;
-    let mut s = format!("purged {purged} dead letter(s) from {}", queue.name());
-    if purged < n {
-        s.push_str(&format!(
-            "; {} of the {n} confirmed were no longer there",
-            n - purged
-        ));
-    }
-    say(out, &s)?;
+    say(
+        out,
+        &format!("purged {} dead letter(s) from {}", held.len(), queue.name()),
+    )?;
     Ok(Ended::Done)
 }
 

@@ -25,6 +25,7 @@ use lapin::options::{
 };
 use lapin::types::{FieldTable, LongString};
 use lapin::{Channel, Connection, ConnectionProperties};
+use std::time::Duration;
 
 /// What a walk does with the dead letter it just took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,10 +34,21 @@ pub enum Step {
     Keep,
     /// Leave it in the queue and end the walk.
     KeepAndStop,
+    /// Keep it taken (unacked) past the walk, for the caller to [`Queue::settle`].
+    Hold,
     /// Publish it to the input exchange; ack it once the broker confirmed.
     Replay,
-    /// Ack it: gone for good.
-    Delete,
+}
+
+/// What a walk went through.
+#[derive(Debug, Default)]
+pub struct Walked {
+    /// Dead letters taken.
+    pub taken: usize,
+    /// Of those, given back to the queue.
+    pub kept: usize,
+    /// Of those, still taken ([`Step::Hold`]), in the order they were taken.
+    pub held: Vec<u64>,
 }
 
 /// The dead-letter queue, open.
@@ -103,19 +115,20 @@ impl Queue {
     }
 
     /// Takes up to `max` dead letters (and never more than the queue held at the start), asks
-    /// `step` about each and does it; `done` hears of each replay or deletion once it is
-    /// done. The ones kept go back to the queue at the end. Returns how many it took.
+    /// `step` about each and does it; `replayed` hears of each replay once its dead letter is
+    /// acked. The ones kept go back to the queue at the end; the ones held stay taken until
+    /// [`Queue::settle`] (or the end of the connection, which gives them back).
     pub async fn walk(
         &self,
         max: usize,
         step: &mut (dyn FnMut(&DeadLetter) -> Step + Send),
-        done: &mut (dyn FnMut(&DeadLetter, Step) + Send),
-    ) -> Result<usize, Error> {
+        replayed: &mut (dyn FnMut(&DeadLetter) + Send),
+    ) -> Result<Walked, Error> {
         let max = max.min(usize::try_from(self.ready_count().await?).unwrap_or(usize::MAX));
+        let mut walked = Walked::default();
         let mut kept = Vec::new();
-        let mut taken = 0;
         let result = async {
-            while taken < max {
+            while walked.taken < max {
                 let Some(got) = self
                     .channel
                     .basic_get(self.name(), BasicGetOptions { no_ack: false })
@@ -123,7 +136,7 @@ impl Queue {
                 else {
                     break;
                 };
-                taken += 1;
+                walked.taken += 1;
                 let tag = got.delivery.delivery_tag;
                 let headers = got
                     .delivery
@@ -138,35 +151,66 @@ impl Queue {
                         kept.push(tag);
                         break;
                     }
+                    Step::Hold => walked.held.push(tag),
                     Step::Replay => {
                         if let Err(e) = self.replay(&letter).await {
                             kept.push(tag);
                             return Err(e);
                         }
                         self.ack(tag).await?;
-                        done(&letter, Step::Replay);
-                    }
-                    Step::Delete => {
-                        self.ack(tag).await?;
-                        done(&letter, Step::Delete);
+                        replayed(&letter);
                     }
                 }
             }
             Ok(())
         }
         .await;
-        // What was kept goes back now; after an error the channel may be gone, and then the
-        // broker has put back everything unacked already.
-        for tag in kept {
-            let requeue = BasicNackOptions {
-                multiple: false,
-                requeue: true,
-            };
+        walked.kept = kept.len();
+        self.give_back(&kept).await;
+        if let Err(e) = result {
+            // (When the broker closed the channel, it has put back every unacked one.)
+            self.give_back(&walked.held).await;
+            return Err(e);
+        }
+        Ok(walked)
+    }
+
+    /// Deletes (acks) the dead letters `held` by a walk, or gives them back.
+    pub async fn settle(&self, held: &[u64], delete: bool) -> Result<(), Error> {
+        if !delete {
+            self.give_back(held).await;
+            return Ok(());
+        }
+        for &tag in held {
+            self.ack(tag).await?;
+        }
+        Ok(())
+    }
+
+    /// Returns taken dead letters to the queue (`basic.nack`, requeue), then waits, a few
+    /// seconds at most, until the queue counts them again: a quorum queue applies a return a
+    /// moment later, and a command run right after this one must find them there.
+    async fn give_back(&self, tags: &[u64]) {
+        if tags.is_empty() {
+            return;
+        }
+        let requeue = BasicNackOptions {
+            multiple: false,
+            requeue: true,
+        };
+        for &tag in tags {
             if self.channel.basic_nack(tag, requeue).await.is_err() {
-                break;
+                return;
             }
         }
-        result.map(|()| taken)
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while tokio::time::Instant::now() < deadline {
+            match self.ready_count().await {
+                Ok(n) if n as usize >= tags.len() => return,
+                Ok(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+                Err(_) => return,
+            }
+        }
     }
 
     /// Publishes a dead letter's body to the input exchange under its original routing key
