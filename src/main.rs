@@ -134,20 +134,7 @@ fn main() -> ExitCode {
                 startup::migrate(&database, schema).await
             })
         }
-        Command::DeadLetters(args) => {
-            telemetry::init(args.log_format());
-            let mut refused = false;
-            let code = block_on("dead-letters", async {
-                let ended = dead_letters::run(&args, &mut std::io::stdout()).await?;
-                refused = ended == dead_letters::Ended::Refused;
-                Ok(())
-            });
-            if code == ExitCode::SUCCESS && refused {
-                ExitCode::from(3)
-            } else {
-                code
-            }
-        }
+        Command::DeadLetters(args) => dead_letters(&args),
         Command::Demo(args) => {
             telemetry::init(args.log_format);
             block_on("demo", async move {
@@ -168,6 +155,22 @@ fn main() -> ExitCode {
                 code
             }
         }
+    }
+}
+
+/// `dead-letters`: exit 3 when something asked for was not there or a purge not confirmed.
+fn dead_letters(args: &dead_letters::DeadLettersArgs) -> ExitCode {
+    telemetry::init(args.log_format());
+    let mut refused = false;
+    let code = block_on("dead-letters", async {
+        let ended = dead_letters::run(args, &mut std::io::stdout()).await?;
+        refused = ended == dead_letters::Ended::Refused;
+        Ok(())
+    });
+    if code == ExitCode::SUCCESS && refused {
+        ExitCode::from(3)
+    } else {
+        code
     }
 }
 
