@@ -141,7 +141,7 @@ fn main() -> ExitCode {
                 demo::run(&args, &mut std::io::stdout()).await
             })
         }
-        Command::Help { command } => help(&command),
+        Command::Help { command } => help(&command, &mut std::io::stdout()),
         Command::Index(args) => {
             telemetry::init(args.log_format);
             let mut usable = true;
@@ -175,7 +175,7 @@ fn dead_letters(args: &dead_letters::DeadLettersArgs) -> ExitCode {
 }
 
 /// `help [COMMAND]...`: the long help of the command named, as `COMMAND --help` prints it.
-fn help(path: &[String]) -> ExitCode {
+fn help(path: &[String], out: &mut dyn Write) -> ExitCode {
     let mut cli = Cli::command();
     cli.build();
     let mut command = &mut cli;
@@ -190,7 +190,7 @@ fn help(path: &[String]) -> ExitCode {
     }
     // As `--help` prints it: with a newline at the end, and quietly into a closed pipe.
     let text = command.render_long_help();
-    let _ = writeln!(std::io::stdout(), "{text}");
+    let _ = writeln!(out, "{text}");
     ExitCode::SUCCESS
 }
 
@@ -212,5 +212,33 @@ fn block_on(
             eprintln!("toolcall-recovery {what}: {e}");
             ExitCode::from(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn help_takes_help_and_names_subcommands() {
+        let err = Cli::try_parse_from(["toolcall-recovery", "help", "--help"])
+            .err()
+            .map(|e| e.kind());
+        assert_eq!(err, Some(clap::error::ErrorKind::DisplayHelp));
+        let mut out = Vec::new();
+        let replay = ["dead-letters".to_string(), "replay".to_string()];
+        assert_eq!(help(&replay, &mut out), ExitCode::SUCCESS);
+        let text = String::from_utf8_lossy(&out);
+        assert!(
+            text.contains("Usage: toolcall-recovery dead-letters replay"),
+            "{text}"
+        );
+        let unknown = ["no-such-command".to_string()];
+        assert_eq!(help(&unknown, &mut Vec::new()), ExitCode::from(2));
     }
 }
