@@ -10,7 +10,8 @@
 //! broker it publishes its one event and reads a queue of its own.
 //!
 //! May depend on: `store` (the pool, the development mark, migrations), `publish` (the one
-//! confirmed publish), `amqp` (the URL), `settings`, `error`, `lapin`, `sqlx`, `tokio`.
+//! confirmed publish), `cmd` (the broker connection), `settings`, `error`, `lapin`, `sqlx`,
+//! `tokio`.
 
 mod link;
 mod rows;

@@ -58,12 +58,18 @@ fn broker_args(app: &TestApp) -> Vec<String> {
     ]
 }
 
-/// The worker's topology, declared as the worker declares it, without a worker: replays
-/// then stay in the input queue, where the test reads them.
-async fn topology(app: &TestApp) {
+/// A test's names with the worker's topology, declared as the worker declares it but with
+/// no worker (replays stay in the input queue, where the test reads them), and `n` dead
+/// letters numbered from 1.
+async fn dead_letters_without_a_worker(n: i64) -> TestApp {
+    let app = TestApp::prepare().await;
     amqp::declare_topology(&app.channel, &app.settings.names, &app.settings.publish, 20)
         .await
         .expect("topology");
+    for i in 1..=n {
+        put_dead_letter(&app, i, "missing_message").await;
+    }
+    app
 }
 
 /// A dead letter as the worker writes one (`worker/dead_letter.rs`), numbered `i` in its
@@ -324,14 +330,9 @@ async fn list_show_replay_and_purge_what_the_worker_dead_lettered() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn purge_takes_only_what_was_selected_and_replay_by_event_id() {
-    let app = TestApp::prepare().await;
-    topology(&app).await;
+    let app = dead_letters_without_a_worker(1).await;
     let names = app.settings.names.clone();
-    for (i, reason) in [
-        (1, "missing_message"),
-        (2, "malformed_json"),
-        (3, "missing_message"),
-    ] {
+    for (i, reason) in [(2, "malformed_json"), (3, "missing_message")] {
         put_dead_letter(&app, i, reason).await;
     }
     let out = dead_letters(&app, "purge", &["--reason", "missing_message", "--yes"], "").await;
@@ -357,12 +358,8 @@ async fn purge_takes_only_what_was_selected_and_replay_by_event_id() {
 /// and the command fails saying why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replay_no_queue_takes_leaves_the_dead_letter_where_it_was() {
-    let app = TestApp::prepare().await;
-    topology(&app).await;
+    let app = dead_letters_without_a_worker(3).await;
     let n = app.settings.names.clone();
-    for i in 1..=3 {
-        put_dead_letter(&app, i, "missing_message").await;
-    }
     app.channel
         .queue_unbind(
             &n.queue,
@@ -393,12 +390,8 @@ async fn a_replay_no_queue_takes_leaves_the_dead_letter_where_it_was() {
 /// nothing was acked, so every dead letter is still there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replay_whose_channel_closes_loses_nothing() {
-    let app = TestApp::prepare().await;
-    topology(&app).await;
+    let app = dead_letters_without_a_worker(3).await;
     let n = app.settings.names.clone();
-    for i in 1..=3 {
-        put_dead_letter(&app, i, "missing_message").await;
-    }
     app.channel
         .exchange_delete(&n.input_exchange, ExchangeDeleteOptions::default())
         .await
@@ -421,12 +414,8 @@ async fn a_replay_whose_channel_closes_loses_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replay_killed_half_way_loses_nothing() {
     const N: i64 = 500;
-    let app = TestApp::prepare().await;
-    topology(&app).await;
+    let app = dead_letters_without_a_worker(N).await;
     let n = app.settings.names.clone();
-    for i in 1..=N {
-        put_dead_letter(&app, i, "missing_message").await;
-    }
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolcall-recovery"))
         .args(["dead-letters", "replay", "--all"])
         .args(broker_args(&app))

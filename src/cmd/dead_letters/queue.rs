@@ -14,17 +14,15 @@
 //! that fails again (malformed JSON) is dead-lettered again at once, and must not be
 //! replayed again in the same run.
 //!
-//! May depend on: `amqp` (the URL), `publish` (the one confirmed publish), `settings`,
+//! May depend on: `cmd` (the connection), `publish` (the one confirmed publish), `settings`,
 //! `error`, `lapin`.
 
 use super::{Broker, DeadLetter};
 use crate::error::Error;
 use crate::publish::{publish_confirmed, Published};
-use lapin::options::{
-    BasicAckOptions, BasicGetOptions, BasicNackOptions, ConfirmSelectOptions, QueueDeclareOptions,
-};
-use lapin::types::{FieldTable, LongString};
-use lapin::{Channel, Connection, ConnectionProperties};
+use lapin::options::{BasicAckOptions, BasicGetOptions, BasicNackOptions, QueueDeclareOptions};
+use lapin::types::FieldTable;
+use lapin::{Channel, Connection};
 use std::time::Duration;
 
 /// What a walk does with the dead letter it just took.
@@ -62,16 +60,8 @@ impl Queue {
     /// Connects and checks that the queue exists (it is never declared here: a missing
     /// queue is a wrong name, not something to create).
     pub async fn open(broker: &Broker) -> Result<Queue, Error> {
-        let props = ConnectionProperties::default()
-            .with_executor(tokio_executor_trait::Tokio::current())
-            .with_reactor(tokio_reactor_trait::Tokio)
-            .with_connection_name(LongString::from(broker.connection_name.clone()));
-        let url = &broker.publish.amqp_url;
-        let connection = Connection::connect_uri(crate::amqp::uri(url)?, props).await?;
-        let channel = connection.create_channel().await?;
-        channel
-            .confirm_select(ConfirmSelectOptions::default())
-            .await?;
+        let (connection, channel) =
+            crate::cmd::confirm_channel(&broker.publish.amqp_url, &broker.connection_name).await?;
         let queue = Queue {
             connection,
             channel,

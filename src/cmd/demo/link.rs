@@ -3,18 +3,17 @@
 //! gone when the demo disconnects) on the moderation exchange, to show what moderation
 //! gets. It declares only the two exchanges it uses, as the worker does (idempotently).
 //!
-//! May depend on: `amqp` (the URL), `publish` (the one confirmed publish), `settings`,
-//! `error`, `lapin`, `serde_json`.
+//! May depend on: `cmd` (the connection), `publish` (the one confirmed publish),
+//! `settings`, `error`, `lapin`, `serde_json`.
 
 use crate::error::Error;
 use crate::publish::{publish_confirmed, Published};
 use crate::settings::{Names, PublishSettings, SecretUrl};
 use lapin::options::{
-    BasicGetOptions, ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions,
-    QueueDeclareOptions,
+    BasicGetOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
 };
-use lapin::types::{FieldTable, LongString};
-use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
+use lapin::types::FieldTable;
+use lapin::{Channel, Connection, ExchangeKind};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -37,15 +36,7 @@ impl Link {
         names: &Names,
         publish: &PublishSettings,
     ) -> Result<Link, Error> {
-        let props = ConnectionProperties::default()
-            .with_executor(tokio_executor_trait::Tokio::current())
-            .with_reactor(tokio_reactor_trait::Tokio)
-            .with_connection_name(LongString::from(connection_name.to_string()));
-        let connection = Connection::connect_uri(crate::amqp::uri(url)?, props).await?;
-        let channel = connection.create_channel().await?;
-        channel
-            .confirm_select(ConfirmSelectOptions::default())
-            .await?;
+        let (connection, channel) = crate::cmd::confirm_channel(url, connection_name).await?;
         let durable = ExchangeDeclareOptions {
             durable: true,
             ..Default::default()
