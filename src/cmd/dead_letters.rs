@@ -271,12 +271,7 @@ async fn replay(
     say(out, &summary)?;
     walked?;
     printed?;
-    let missing = args.selection.missing(&seen);
-    if missing.is_empty() {
-        return Ok(Ended::Done);
-    }
-    say(out, &format!("not found: {}", missing.join(", ")))?;
-    Ok(Ended::Refused)
+    not_found(out, &args.selection, &seen)
 }
 
 async fn purge(
@@ -287,9 +282,12 @@ async fn purge(
     // The selected dead letters stay taken while the operator reads the question, so what is
     // deleted is exactly what was counted, and nothing that arrives meanwhile.
     let mut by_reason: BTreeMap<String, usize> = BTreeMap::new();
+    let mut seen = Vec::new();
     let mut select = |d: &DeadLetter| {
         if args.selection.takes(d) {
             *by_reason.entry(d.reason.clone()).or_default() += 1;
+            seen.push(d.id.clone());
+            seen.extend(d.event_id.clone());
             Step::Hold
         } else {
             Step::Keep
@@ -305,7 +303,7 @@ async fn purge(
                 args.selection.describe()
             ),
         )?;
-        return Ok(Ended::Done);
+        return not_found(out, &args.selection, &seen);
     }
     let reasons: Vec<String> = by_reason.iter().map(|(r, n)| format!("{n} {r}")).collect();
     let question = format!(
@@ -328,7 +326,21 @@ async fn purge(
         out,
         &format!("purged {} dead letter(s) from {}", held.len(), queue.name()),
     )?;
-    Ok(Ended::Done)
+    not_found(out, &args.selection, &seen)
+}
+
+/// Says which ids given were not found: exit 3 then.
+fn not_found(
+    out: &mut (dyn Write + Send),
+    selection: &Selection,
+    seen: &[String],
+) -> Result<Ended, Error> {
+    let missing = selection.missing(seen);
+    if missing.is_empty() {
+        return Ok(Ended::Done);
+    }
+    say(out, &format!("not found: {}", missing.join(", ")))?;
+    Ok(Ended::Refused)
 }
 
 /// Asks on stderr and reads one line from stdin (off the runtime's threads): `yes` or `y`

@@ -335,6 +335,14 @@ async fn purge_takes_only_what_was_selected_and_replay_by_event_id() {
     for (i, reason) in [(2, "malformed_json"), (3, "missing_message")] {
         put_dead_letter(&app, i, reason).await;
     }
+    let out = dead_letters(&app, "purge", &["0123456789ab", "--yes"], "").await;
+    assert_eq!(out.code, Some(3), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("not found: 0123456789ab"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(app.queue_len(&names.dead_letter_queue).await, 3);
     let out = dead_letters(&app, "purge", &["--reason", "missing_message", "--yes"], "").await;
     assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
     assert!(
