@@ -3,6 +3,8 @@
 
 mod admin;
 mod backfill;
+mod dead_letters;
+mod demo;
 mod faults;
 mod group_commit;
 mod harness;
