@@ -997,7 +997,7 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
             exp_g,
         ));
     }
-    if !closed(spec, call) || !(spec.glue)(v) {
+    if !closed(spec, call) {
         return out;
     }
     let tail = " Then I will report back.";
