@@ -4,12 +4,15 @@
 mod admin;
 mod backfill;
 mod batched;
+mod dead_letters;
+mod demo;
 mod faults;
 mod group_commit;
 mod harness;
 mod http_limits;
 mod idempotency;
 mod ledger;
+mod logs;
 mod migrations;
 mod models;
 mod poison;
