@@ -115,7 +115,7 @@ pub async fn recover_message(
 /// says it owes the broker to the outbox; those rows come back in [`Report::outbox`], for
 /// the caller to send after the commit. Without an envelope nothing is owed (`--no-publish`).
 ///
-/// Errors: [`Poison::MissingMessage`] when the row does not exist; database errors
+/// Errors: [`crate::error::Poison::MissingMessage`] when the row does not exist; database errors
 /// otherwise (see [`Error::kind`] for which are worth a retry). Nothing is written unless
 /// the whole pass commits.
 pub async fn recover_with_outbox(

@@ -10,7 +10,7 @@
 //! A message named twice goes in a second round of statements, which sees the first (as
 //! when passes run one after another).
 //!
-//! May depend on: the rest of `recover`, `ids`, `error`, `toolcall_detect`, `sqlx`.
+//! May depend on: the rest of `recover`, `error`, `sqlx`.
 
 use super::decide::{self, Decision, Loaded};
 use super::effects;

@@ -3,7 +3,7 @@
 //! message's context: the agent's enabled tools, its latest ledger row, and whether its
 //! content is one an applied pass started from.
 //!
-//! May depend on: the parent `recover` (ledger rows), `ids`, `error`, `sqlx`.
+//! May depend on: the parent `recover` (ledger rows), `error`, `sqlx`.
 
 use super::ledger::{self, PrevRecovery};
 use crate::error::Error;

@@ -1,14 +1,11 @@
-//! Carrying the plans of a batch out on the locked messages (save_memory run or refused,
-//! the messages cleaned, their chats' transcripts repaired) and writing their ledger, one
-//! statement per kind for the whole batch; or, for the read-only diagnosis, only
-//! describing what carrying a plan out would do.
+//! A batch's passes around their effects: each message's pass prepared without I/O
+//! ([`prepare`]: its ledger items, its content and `tools_used` after, the effects to
+//! write, which `effects.rs` then writes for every pass at once), the ledger of every pass
+//! written ([`record`], one statement) and their reports completed; or, for the read-only
+//! diagnosis, only described ([`describe`]).
 //!
-//! Each message's pass is first prepared without I/O ([`prepare`]: its ledger items, its
-//! content and `tools_used` after, the effects to write); `effects.rs` then writes the
-//! effects of every pass at once and [`record`] their ledger rows.
-//!
-//! May depend on: the parent `recover` (plan, ledger, save_memory, report), `ids`,
-//! `error`, `toolcall_detect`, `sqlx`.
+//! May depend on: the parent `recover` (plan, ledger, load, report), `error`,
+//! `toolcall_detect`, `sqlx`.
 
 use super::ledger::{self, NewItem, NewRecovery};
 use super::load::MessageRow;

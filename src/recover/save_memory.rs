@@ -4,7 +4,7 @@
 //! batch out as columns for the batch's effects statement (`effects.rs`) and puts the ids
 //! that come back in the passes' items.
 //!
-//! May depend on: the parent `recover`, `ids`, `error`, `chrono`.
+//! May depend on: the parent `recover`, `error`, `chrono`.
 
 use super::ledger::without_nul;
 use super::pass::Work;

@@ -2,7 +2,8 @@
 //! its passes in ONE statement (the items join their row by message id, which is unique in
 //! a batch's round).
 //!
-//! May depend on: the parent `ledger`, the rest of `recover`, `ids`, `error`, `sqlx`.
+//! May depend on: the parent `ledger`, the rest of `recover`, `ids`, `error`,
+//! `toolcall_detect`, `sqlx`.
 
 use super::without_nul;
 use crate::error::Error;
