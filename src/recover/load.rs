@@ -54,7 +54,8 @@ const CONTEXT: &str = "SELECT \
        r.id AS prev_id, r.event_id AS prev_event_id, r.summary AS prev_summary, \
        r.content_before AS prev_content_before, r.content_after AS prev_content_after, \
        r.mode AS prev_mode, r.reverted_at IS NOT NULL AS prev_reverted \
-     FROM unnest($1::bigint[], $2::bigint[], $3::text[]) WITH ORDINALITY AS u(id, agent, content, n) \
+     FROM unnest($1::bigint[], $2::bigint[], $3::text[]) \
+       WITH ORDINALITY AS u(id, agent, content, n) \
      LEFT JOIN agents a ON a.id = u.agent \
      LEFT JOIN LATERAL ( \
        SELECT id, event_id, summary, content_before, content_after, mode, reverted_at \
