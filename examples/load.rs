@@ -258,6 +258,9 @@ impl Results {
     fn print_ratios(&self, leak_share: f64) {
         let pct = (leak_share * 100.0).round();
         for &(feed, w) in &self.worker {
+            if let (true, Some(cpu)) = (leak_share >= 1.0, w.cpu_per_event) {
+                println!("worker CPU per recovery ({}): {cpu:.1} µs", feed.label());
+            }
             let best = self
                 .forwarder
                 .iter()
