@@ -66,6 +66,21 @@ impl Poison {
             Poison::MissingMessage(_) => "missing_message",
         }
     }
+
+    /// The `recovery.outcome` the message of a body that did not decode is moderated
+    /// with, as stored, when the body still names it: `oversized` (too large to examine),
+    /// `unreadable` (not UTF-8, not JSON, not the event's shape). `None` for the reasons
+    /// that leave nothing to moderate: an event of another type is no finalized message,
+    /// and a missing message has no stored content.
+    pub fn unexamined_outcome(&self) -> Option<&'static str> {
+        match self {
+            Poison::Oversized { .. } => Some("oversized"),
+            Poison::InvalidUtf8(_) | Poison::MalformedJson(_) | Poison::InvalidEvent(_) => {
+                Some("unreadable")
+            }
+            Poison::UnknownType(_) | Poison::MissingMessage(_) => None,
+        }
+    }
 }
 
 /// What to do about an [`Error`].

@@ -4,9 +4,14 @@
 //!
 //! Decoding order: size limit, UTF-8, JSON, shape (ids, types, timestamps), event type.
 //! Unknown fields are ignored (and carried through to the moderation message); a field of
-//! the wrong type is poison.
+//! the wrong type is poison. A body that does not decode may still name its message:
+//! [`scan`] reads that leniently.
 //!
-//! May depend on: `ids`, `error`, `serde`, `uuid`, `chrono`. No I/O.
+//! May depend on: `ids`, `error`, `serde`, `uuid`, `chrono`, `memchr`. No I/O.
+
+pub mod scan;
+
+pub use scan::{named, Named};
 
 use crate::error::Poison;
 use crate::ids::{AgentId, ChatId, EventId, MessageId, ModelId};

@@ -10,8 +10,8 @@
 //! `error`. No I/O: no broker, no database.
 
 use crate::error::Error;
-use crate::event::{self, EventMessage, FinalizedEvent, Role};
-use crate::ids::{AgentId, ChatId, EventId, MessageId, ID_NAMESPACE};
+use crate::event::{self, EventMessage, FinalizedEvent, Named, Role};
+use crate::ids::{self, AgentId, ChatId, EventId, MessageId, ID_NAMESPACE};
 use crate::recover::outbox::{Envelope, Outgoing, Target};
 use crate::recover::revert::RevertReport;
 use crate::recover::{self, ForwardedCall, Mode, Outcome, Report};
@@ -176,6 +176,71 @@ pub fn moderation(
         target: Target::Moderation,
         key: event.event_id.moderation_event_id().to_string(),
         body: text(&moderation_body(event, content, tools_used, recovery))?,
+    }))
+}
+
+/// A message as stored, for the moderation of an event the worker could not examine.
+pub struct StoredMessage {
+    /// `messages.chat_id`.
+    pub chat_id: ChatId,
+    /// `messages.agent_id`.
+    pub agent_id: Option<AgentId>,
+    /// `messages.role`.
+    pub role: String,
+    /// `messages.content`.
+    pub content: Option<String>,
+    /// `messages.tools_used` (string entries).
+    pub tools_used: Vec<String>,
+    /// `messages.updated_at`: the event's `occurred_at` could not be read.
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// The `recovery` object of a message moderated without being examined: `outcome` says
+/// why (`oversized`, `unreadable`), `reason` is the dead-letter reason.
+pub fn unexamined_summary(mode: Mode, outcome: &str, reason: &str) -> Value {
+    let mut summary = recover::failed_summary(mode, reason);
+    summary["outcome"] = json!(outcome);
+    summary
+}
+
+/// The moderation message of an event the worker could not examine but which names
+/// `named.message_id`: the message as stored, unchanged, shaped like every moderation
+/// message (a `message.finalized` event with `source_event_id` and `recovery`), under the
+/// moderation id of its event id, or, when the body shows none, one derived from the
+/// body's bytes (`source_event_id` is then null). None for null or blank content. The
+/// stored content is moved into the body, not copied.
+pub fn unexamined_moderation(
+    named: Named,
+    body: &[u8],
+    stored: StoredMessage,
+    recovery: Value,
+) -> Result<Option<Outgoing>, Error> {
+    let Some(content) = stored.content.filter(|c| !c.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let key = match named.event_id {
+        Some(id) => id.moderation_event_id(),
+        None => ids::body_moderation_event_id(body),
+    };
+    let out = json!({
+        "event_id": key.to_string(),
+        "type": event::FINALIZED,
+        "occurred_at": stored.updated_at.to_rfc3339(),
+        "source_event_id": named.event_id.map(|id| id.to_string()),
+        "message": {
+            "id": named.message_id.get(),
+            "chat_id": stored.chat_id.get(),
+            "agent_id": stored.agent_id.map(AgentId::get),
+            "role": stored.role,
+            "content": content,
+            "tools_used": stored.tools_used,
+        },
+        "recovery": recovery,
+    });
+    Ok(Some(Outgoing {
+        target: Target::Moderation,
+        key: key.to_string(),
+        body: text(&out)?,
     }))
 }
 

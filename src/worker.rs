@@ -10,8 +10,9 @@
 //! to `--recoveries-per-commit` of them in one transaction: `recover::committer`), so a
 //! database outage holds up only the leaks. Poison (and our own bugs) are published to the
 //! dead-letter exchange with the reason in `x-tcr-reason`, then acked; a decoded event whose recovery failed for good is
-//! first published for moderation as it is stored (`recovery.outcome = "failed"`), so every
-//! finalized message reaches moderation. Transient failures are retried in-process with
+//! first published for moderation as it is stored (`recovery.outcome = "failed"`), and so is
+//! the message an event that cannot be examined names (`oversized`, `unreadable`:
+//! `worker/unexamined.rs`), so every finalized message reaches moderation. Transient failures are retried in-process with
 //! backoff, without acking or requeueing; when the broker session breaks, unacked
 //! deliveries are left to the broker to redeliver and a new session is built. Nothing is
 //! acked that was not done.
@@ -27,9 +28,10 @@
 
 mod dead_letter;
 mod outgoing;
+mod retries;
+mod unexamined;
 
 use crate::amqp::{self, Session};
-use crate::error::Poison;
 use crate::error::{Error, ErrorKind};
 use crate::event::{self, FinalizedEvent, Role};
 use crate::ids::{EventId, MessageId, ModelId};
@@ -239,11 +241,8 @@ impl Worker {
         let event = match event::decode(&delivery.data, self.settings.max_body_bytes) {
             Ok(event) => event,
             Err((poison, event_id)) => {
-                let result = Err(Error::Poison(poison));
-                self.finish(
-                    session, &delivery, result, event_id, None, &shutdown, started,
-                )
-                .await;
+                self.unexamined(session, &delivery, poison, event_id, &shutdown, started)
+                    .await;
                 return;
             }
         };
@@ -328,46 +327,16 @@ impl Worker {
         self.metrics.in_flight(-1);
     }
 
-    /// [`Self::process`] with retries of transient failures, for as long as the session is
-    /// usable and the worker is not shutting down; a message not (yet) in the database is
-    /// retried too, for `--missing-message-retry-secs`: the app may publish before its
-    /// commit is visible, or the database read may be a lagging replica.
+    /// [`Self::process`] with retries ([`Self::with_retries`]).
     async fn process_with_retries(
         &self,
         session: &Session,
         event: &FinalizedEvent,
         shutdown: &Shutdown,
     ) -> Result<(Outcome, Mode), Error> {
-        let db_failed = AtomicBool::new(false);
-        let stop = shutdown.clone();
-        let started = Instant::now();
-        let missing_window = self.settings.missing_message_window();
-        let result = (|| self.process(session, event))
-            .retry(retry::policy())
-            .sleep(retry::sleeper(shutdown.clone()))
-            .when(|e: &Error| {
-                let retry = e.is_transient()
-                    || (matches!(e, Error::Poison(Poison::MissingMessage(_)))
-                        && started.elapsed() < missing_window);
-                retry && !session.health.is_broken() && !stop.is_shutdown()
-            })
-            .notify(|e: &Error, after| {
-                let dependency = match e {
-                    Error::Database(_) => {
-                        db_failed.store(true, Ordering::SeqCst);
-                        "database"
-                    }
-                    Error::Poison(_) => "missing_message",
-                    _ => "broker",
-                };
-                self.metrics.transient_error(dependency);
-                tracing::warn!(event_id = %event.event_id, message_id = %event.message.id, dependency, error = %e, retry_in = ?after, "transient failure; retrying");
-            })
-            .await;
-        if result.is_ok() && db_failed.load(Ordering::SeqCst) {
-            self.metrics.connection_recovered("database");
-        }
-        result
+        let ids = (Some(event.event_id), event.message.id);
+        self.with_retries(session, shutdown, ids, || self.process(session, event))
+            .await
     }
 
     /// One attempt: detect; a clean message is published for moderation as it is, a leak

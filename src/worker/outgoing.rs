@@ -117,15 +117,21 @@ impl Worker {
             return Ok(None);
         };
         let tools_used: sqlx::types::Json<serde_json::Value> = row.try_get("tools_used")?;
-        let tools_used = tools_used
-            .0
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
-        Ok(Some((row.try_get("content")?, tools_used)))
+        Ok(Some((
+            row.try_get("content")?,
+            string_entries(&tools_used.0),
+        )))
     }
+}
+
+/// The string entries of a stored `tools_used` (anything else in it is not a tool name).
+pub(super) fn string_entries(tools_used: &serde_json::Value) -> Vec<String> {
+    tools_used
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
 }

@@ -18,3 +18,4 @@ mod reliability;
 mod revert;
 mod rollout;
 mod startup;
+mod unexamined;
