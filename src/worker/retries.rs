@@ -18,6 +18,11 @@ impl Worker {
     /// and the worker is not shutting down; a message not (yet) in the database is retried
     /// too, for `--missing-message-retry-secs`: the app may publish before its commit is
     /// visible, or the database read may be a lagging replica.
+    ///
+    /// Only the window running out makes a missing message final. A wait stopped by
+    /// shutdown or a broken session is [`Error::Interrupted`] (and a transient failure
+    /// stays what it is): the delivery stays unacked, the session's close returns it to
+    /// the queue, and the next consumer takes it up. A restart never dead-letters it.
     pub(super) async fn with_retries<T, F, Fut>(
         &self,
         session: &Session,
@@ -63,6 +68,10 @@ impl Worker {
                     self.metrics.connection_recovered("database");
                 }
                 Ok(done)
+            }
+            Err(e) if worth_retrying(&e) && !e.is_transient() => {
+                tracing::info!(event_id = %show(event_id), %message_id, "stopped waiting for the message row; the delivery goes back to the queue");
+                Err(Error::Interrupted("waiting for the message row"))
             }
             Err(e) => Err(e),
         }

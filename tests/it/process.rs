@@ -1,5 +1,6 @@
 //! The real binary: SIGTERM drains in-flight work and exits 0; SIGKILL mid-stream and a
-//! restart lose nothing and duplicate nothing.
+//! restart lose nothing and duplicate nothing; a SIGTERM during the wait for a missing row
+//! hands the event to the next worker.
 
 use crate::harness::*;
 use std::collections::HashSet;
@@ -120,4 +121,101 @@ async fn sigkill_mid_stream_and_restart_loses_and_duplicates_nothing() {
 /// Messages of [`TestApp::mixed_events`] that carry a forwarded call.
 fn extra_forwarded(n: usize) -> i64 {
     (0..n).filter(|i| i % 3 != 0 && i % 5 == 0).count() as i64
+}
+
+/// A rolling restart while an event waits for its message row (the app published before
+/// its commit was visible): the wait is not over, so the event is neither dead-lettered nor
+/// moderated as `failed`; it goes back to the queue, and the next worker recovers it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_the_wait_for_a_missing_row_leaves_the_event_to_the_next_worker() {
+    use serde_json::json;
+    let app = TestApp::prepare().await;
+    let chat = app.create_chat().await;
+    let agent = app.create_agent(&["save_memory"]).await;
+    let leak = result_prefix_leak("Likes tea", "fact", "Noted.");
+    let id: i64 = sqlx::query_scalar("SELECT nextval(pg_get_serial_sequence('messages', 'id'))")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    let event = json!({
+        "event_id": uuid::Uuid::new_v4().to_string(),
+        "type": "message.finalized",
+        "occurred_at": "2026-11-22T04:00:00Z",
+        "message": {"id": id, "chat_id": chat, "agent_id": agent, "role": "assistant",
+                    "content": leak, "tools_used": []}
+    });
+    // The binary waits for a missing row for the default 30 s.
+    let (mut child, addr, log) = app.spawn_binary().await;
+    app.publish_event(&event).await;
+    wait_for(
+        "the worker waits for the row",
+        Duration::from_secs(20),
+        || async {
+            let metrics = http_get(addr, "/metrics").await.map(|(_, b)| b);
+            metrics.is_some_and(|m| {
+                metric_value(
+                    &m,
+                    "toolcall_recovery_transient_errors_total{dependency=\"missing_message\"}",
+                ) >= 1.0
+            })
+        },
+    )
+    .await;
+    signal(&child, "-TERM");
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("exits within the drain timeout")
+        .expect("wait");
+    assert!(status.success(), "exit status {status:?}");
+    wait_for("the log's last line", Duration::from_secs(5), || {
+        std::future::ready(log.lines().iter().any(|l| l.contains("\"stopped\"")))
+    })
+    .await;
+    let text = log.lines().join("\n");
+    assert!(
+        text.contains("stopped waiting for the message row"),
+        "logs: {text}"
+    );
+    let dead = &app.settings.names.dead_letter_queue;
+    assert_eq!(app.queue_len(dead).await, 0, "not dead-lettered");
+    assert_eq!(
+        app.queue_len(&app.moderation_queue).await,
+        0,
+        "no `failed` moderation"
+    );
+    assert_eq!(
+        app.queue_len(&app.settings.names.queue).await,
+        1,
+        "requeued"
+    );
+
+    // The row is committed; the next worker takes the event up and recovers it.
+    sqlx::query(
+        "INSERT INTO messages (id, chat_id, agent_id, role, content) \
+         VALUES ($1, $2, $3, 'assistant', $4)",
+    )
+    .bind(id)
+    .bind(chat)
+    .bind(agent)
+    .bind(&leak)
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    let (mut child, _addr, _log) = app.spawn_binary().await;
+    let (m, _) = app
+        .get_one(&app.moderation_queue, Duration::from_secs(30))
+        .await
+        .expect("moderated after the restart");
+    assert_eq!(m["recovery"]["outcome"], json!("recovered"));
+    assert_eq!(app.message(id).await.0.as_deref(), Some("Noted."));
+    assert!(
+        app.get_one(&app.moderation_queue, Duration::from_secs(1))
+            .await
+            .is_none(),
+        "moderated once"
+    );
+    assert_eq!(app.queue_len(dead).await, 0);
+    signal(&child, "-TERM");
+    assert!(child.wait().await.expect("wait").success());
+    app.cleanup().await;
 }
