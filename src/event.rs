@@ -129,8 +129,8 @@ pub fn decode(body: &[u8], max_bytes: usize) -> Decoded {
         .and_then(Value::as_str)
         .and_then(|s| Uuid::parse_str(s).ok())
         .map(EventId::new);
-    let wire: WireEvent = serde_json::from_value(Value::Object(raw.clone()))
-        .map_err(|e| (Poison::InvalidEvent(e.to_string()), event_id))?;
+    let wire: WireEvent = serde_path_to_error::deserialize(Value::Object(raw.clone()))
+        .map_err(|e| (Poison::InvalidEvent(shape_error(&e)), event_id))?;
     if wire.kind != FINALIZED {
         return Err((Poison::UnknownType(wire.kind), event_id));
     }
@@ -155,6 +155,16 @@ pub fn decode(body: &[u8], max_bytes: usize) -> Decoded {
         },
         raw,
     })
+}
+
+/// What is wrong with a JSON body that is not the event's shape, naming the field:
+/// `message.id: invalid type: string "7", expected i64`, `message: missing field
+/// `chat_id``.
+fn shape_error<E: std::fmt::Display>(e: &serde_path_to_error::Error<E>) -> String {
+    match e.path().to_string() {
+        path if path == "." => e.inner().to_string(),
+        path => format!("{path}: {}", e.inner()),
+    }
 }
 
 #[cfg(test)]
@@ -203,11 +213,37 @@ mod tests {
             "invalid_event"
         );
         assert_eq!(
+            reason(GOOD.replace("\"id\":1,", "").as_bytes()),
+            "invalid_event"
+        );
+        assert_eq!(
             reason(
                 GOOD.replace("message.finalized", "message.deleted")
                     .as_bytes()
             ),
             "unknown_type"
+        );
+    }
+
+    #[test]
+    fn a_field_of_the_wrong_shape_is_named() {
+        let error = |b: String| decode(b.as_bytes(), 1 << 20).unwrap_err().0.to_string();
+        let wrong = error(GOOD.replace("\"id\":1", "\"id\":\"1\""));
+        assert!(
+            wrong.contains("message.id: invalid type: string"),
+            "{wrong}"
+        );
+        let missing = error(GOOD.replace("\"chat_id\":2,", ""));
+        assert!(
+            missing.contains("message: missing field `chat_id`"),
+            "{missing}"
+        );
+        let top = error(GOOD.replace("\"event_id\"", "\"id\""));
+        assert!(top.contains("missing field `event_id`"), "{top}");
+        let tools = error(GOOD.replace("\"tools_used\":[]", "\"tools_used\":[7]"));
+        assert!(
+            tools.contains("message.tools_used[0]: invalid type"),
+            "{tools}"
         );
     }
 

@@ -59,6 +59,11 @@ async fn poison_is_dead_lettered_with_a_reason_and_good_events_still_flow() {
                 Some("00000000-0000-4000-8000-000000000001"),
                 "the event id is carried when there is one"
             );
+            let error = header(&headers, "x-tcr-error").unwrap_or_default();
+            assert!(
+                error.contains("message.id: invalid type: string"),
+                "the field is named: {error}"
+            );
         }
         reasons.push(reason);
     }
