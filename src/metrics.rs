@@ -57,6 +57,8 @@ pub struct Metrics {
     leaked_messages: IntCounterVec,
     leaks: IntCounterVec,
     unrecovered: IntCounterVec,
+    in_flight_bytes: IntGauge,
+    delivery_window: IntGauge,
 }
 
 fn counter_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -263,6 +265,20 @@ impl Metrics {
             transient_errors.with_label_values(&[dependency]);
             recoveries.with_label_values(&[dependency]);
         }
+        let in_flight_bytes = IntGauge::new(
+            "toolcall_recovery_in_flight_bytes",
+            "Bytes of event bodies taken and not yet acked, waiting for the byte budget \
+             (--max-in-flight-bytes) or worked on.",
+        )
+        .unwrap_or_else(|e| unreachable!("{e}"));
+        register(&r, Box::new(in_flight_bytes.clone()));
+        let delivery_window = IntGauge::new(
+            "toolcall_recovery_delivery_window",
+            "Unacked deliveries the broker may push to this worker now (the prefetch, sized \
+             from the bodies seen to fit --max-in-flight-bytes, at most --prefetch).",
+        )
+        .unwrap_or_else(|e| unreachable!("{e}"));
+        register(&r, Box::new(delivery_window.clone()));
         Metrics {
             registry: r,
             events,
@@ -288,6 +304,8 @@ impl Metrics {
             leaked_messages,
             leaks,
             unrecovered,
+            in_flight_bytes,
+            delivery_window,
         }
     }
 
@@ -462,6 +480,16 @@ impl Metrics {
     /// The backfill examined messages up to this id.
     pub fn backfill_progress(&self, last_message_id: i64) {
         self.backfill_progress.set(last_message_id);
+    }
+
+    /// Bytes of deliveries taken (`+`) or finished (`-`).
+    pub fn in_flight_bytes(&self, delta: i64) {
+        self.in_flight_bytes.add(delta);
+    }
+
+    /// The delivery window now.
+    pub fn delivery_window(&self, window: u16) {
+        self.delivery_window.set(i64::from(window));
     }
 
     /// The metrics in the Prometheus text format.

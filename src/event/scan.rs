@@ -38,6 +38,11 @@ pub fn named(body: &[u8]) -> Option<Named> {
     })
 }
 
+/// The event id a body shows (`event_id` at its top level, a readable UUID), if any.
+pub fn event_id(body: &[u8]) -> Option<EventId> {
+    Scan::default().run(body).event_id
+}
+
 /// The key of the member being read, where it matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Key {

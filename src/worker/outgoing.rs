@@ -93,7 +93,7 @@ impl Worker {
         let (content, tools_used) = match self.stored(event.message.id).await {
             Ok(Some(stored)) => stored,
             Ok(None) | Err(_) => (
-                event.message.content.clone(),
+                event.content().map(|c| c.into_owned()),
                 event.message.tools_used.clone(),
             ),
         };

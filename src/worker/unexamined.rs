@@ -18,11 +18,11 @@
 //!
 //! May depend on: the parent `worker`, `event`, `outbound`, `error`, `sqlx`.
 
-use super::{show, Worker};
+use super::{show, Taken, Worker};
 use crate::amqp::Session;
 use crate::error::{Error, Poison};
-use crate::event::{self, Named};
-use crate::ids::{AgentId, ChatId, EventId, MessageId};
+use crate::event::{self, Named, Undecoded};
+use crate::ids::{AgentId, ChatId, MessageId};
 use crate::outbound::{self, StoredMessage};
 use crate::shutdown::Shutdown;
 use lapin::message::Delivery;
@@ -40,14 +40,18 @@ impl Worker {
         &self,
         session: &Session,
         delivery: &Delivery,
-        poison: Poison,
-        event_id: Option<EventId>,
+        undecoded: Undecoded,
         shutdown: &Shutdown,
         started: Instant,
     ) {
+        let Undecoded {
+            poison,
+            event_id,
+            body,
+        } = undecoded;
         let named = poison
             .unexamined_outcome()
-            .and_then(|_| event::named(&delivery.data));
+            .and_then(|_| event::named(&body));
         let event_id = event_id.or(named.and_then(|n| n.event_id));
         let result = match named {
             None => Err(Error::Poison(poison)),
@@ -55,7 +59,7 @@ impl Worker {
                 let ids = (event_id, named.message_id);
                 let moderated = self
                     .with_retries(session, shutdown, ids, || {
-                        self.moderate_unexamined(session, &delivery.data, named, &poison)
+                        self.moderate_unexamined(session, &body, named, &poison)
                     })
                     .await;
                 match moderated {
@@ -68,11 +72,14 @@ impl Worker {
                 }
             }
         };
-        let message_id = named.map(|n| n.message_id);
-        self.finish(
-            session, delivery, result, event_id, message_id, shutdown, started,
-        )
-        .await;
+        let taken = Taken {
+            delivery,
+            body: &body,
+            event_id,
+            message_id: named.map(|n| n.message_id),
+            started,
+        };
+        self.finish(session, taken, result, shutdown).await;
     }
 
     /// One attempt: the message as stored, published for moderation (confirmed; parked in

@@ -562,9 +562,17 @@ impl TestApp {
     /// Starts the real binary; returns the child, its HTTP address (read off its log) and
     /// its log lines so far (stderr, collected as they come).
     pub async fn spawn_binary(&self) -> (tokio::process::Child, SocketAddr, BinaryLog) {
+        self.spawn_binary_with(self.binary_args()).await
+    }
+
+    /// [`TestApp::spawn_binary`] with these arguments.
+    pub async fn spawn_binary_with(
+        &self,
+        args: Vec<String>,
+    ) -> (tokio::process::Child, SocketAddr, BinaryLog) {
         use tokio::io::AsyncBufReadExt;
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolcall-recovery"))
-            .args(self.binary_args())
+            .args(args)
             .env("RUST_LOG", "info")
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())

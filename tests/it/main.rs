@@ -9,6 +9,7 @@ mod harness;
 mod http_limits;
 mod idempotency;
 mod ledger;
+mod memory;
 mod migrations;
 mod models;
 mod poison;

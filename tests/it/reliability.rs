@@ -126,6 +126,7 @@ async fn serve_admin_without_broker(app: &TestApp) -> SocketAddr {
         ))),
         metrics,
         timeout: Duration::from_secs(10),
+        budget: None,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
