@@ -9,7 +9,10 @@
 //! - Pages are read ahead, on a task of their own (`reader`); candidates finish in any
 //!   order (a leak waits for its recovery, the clean ones around it do not), and are
 //!   reported, counted and checkpointed in id order (`window`): a slow recovery holds the
-//!   checkpoint, not the walk.
+//!   checkpoint, not the walk. The loop is a type, `walk::Walk`, its state between turns.
+//! - Progress (the bar, the `backfill progress` log line every 10 s, the
+//!   `toolcall_recovery_backfill_progress` gauge) is shown every `--batch-size` candidates
+//!   and every second, so it moves whatever `--rate`.
 //! - A recover-mode run first revisits messages an observe-mode pass recorded
 //!   ([`revisit`]).
 //! - `--dry-run` runs the same transaction body and rolls it back: it reports exactly what a
@@ -38,10 +41,12 @@ pub mod output;
 pub mod pace;
 mod reader;
 pub mod revisit;
+mod summary;
 pub mod transcripts;
+mod walk;
 mod window;
 
-pub use output::Summary;
+pub use summary::{ModelSummary, Summary};
 
 use crate::error::Error;
 use crate::metrics::Metrics;
@@ -50,29 +55,22 @@ use crate::publish::{PublishTarget, Publisher};
 use crate::recover::committer::Committer;
 use crate::recover::{Mode, Policy};
 use crate::settings::{
-    DatabaseSettings, LogFormat, ModelSettings, PolicySettings, PublishSettings,
+    DatabaseSettings, HttpLimits, ModelSettings, PolicySettings, PublishSettings,
 };
 use crate::shutdown::{self, Shutdown};
 use crate::{http, store};
-use checkpoint::Step;
-use examine::{Examined, Examiner, Passes};
-use futures_util::stream::FuturesUnordered;
-use futures_util::StreamExt;
+use examine::{Examiner, Passes};
 use output::Reporter;
 use reader::{Read, Reader};
 use sqlx::PgPool;
-use std::future::Future;
 use std::io::Write;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
-use toolcall_detect::Detection;
-use window::{Slot, Window};
+use walk::{Walk, Walked, With};
 
 /// `application_name` of the backfill's database connections (tell them apart from the
 /// worker's in `pg_stat_activity`).
@@ -173,10 +171,6 @@ pub struct BackfillArgs {
     /// Serve `/metrics` on this address while running (e.g. `127.0.0.1:9091`).
     #[arg(long)]
     pub metrics_addr: Option<SocketAddr>,
-
-    /// Log format (logs go to stderr; the report to stdout).
-    #[arg(long, env = "TCR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty)]
-    pub log_format: LogFormat,
 }
 
 fn non_negative(s: &str) -> Result<f64, String> {
@@ -262,22 +256,6 @@ pub async fn run_with(
     result
 }
 
-/// Candidates started ahead of the oldest unfinished one, at most. A finished one waits
-/// here (its result, about 150 bytes) until everything before it is done, so output,
-/// summary and checkpoint follow id order while the walk goes on past a slow recovery.
-/// Clean candidates are examined at a few hundred thousand a second, so this is tens of
-/// milliseconds of walk: several recovery transactions.
-const WINDOW: usize = 16_384;
-
-/// Leaks being examined at once, at most: each waits for one of the `--concurrency`
-/// recoveries on a task of its own (a few KiB). Enough to keep the recoveries busy; beyond
-/// it the walk waits, as it does at a full [`WINDOW`].
-const LEAKS_IN_FLIGHT: usize = 128;
-
-/// Candidates started per turn of the walk, and finished examinations taken per turn: a
-/// clean candidate finishes on its first poll, so this bounds how many wait at once.
-const PER_TURN: usize = 256;
-
 async fn serve_metrics(
     addr: Option<SocketAddr>,
     metrics: &Arc<Metrics>,
@@ -298,7 +276,7 @@ async fn serve_metrics(
         // Never fired: the run aborts the task when it ends. Held here, since a dropped
         // trigger means shutdown.
         let (_keep, never) = shutdown::channel();
-        http::serve(listener, app, http::Limits::default(), never).await;
+        http::serve(listener, app, HttpLimits::default(), never).await;
     })))
 }
 
@@ -341,7 +319,8 @@ async fn start_after(args: &BackfillArgs, pool: &PgPool) -> Result<i64, Error> {
     Ok(resume.map_or(floor, |id| id.max(floor)))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The run after its start: the revisit of observed messages (recover mode), the walk,
+/// then what a finished run does, and the summary.
 async fn walk(
     args: &BackfillArgs,
     pool: &PgPool,
@@ -360,28 +339,7 @@ async fn walk(
         after,
         candidates::last_id(pool, until).await?,
     );
-    let model_column = candidates::ModelColumn::find(pool, &args.model_column).await?;
-    let examiner = Arc::new(Examiner {
-        model_column,
-        models: args.models.models.clone(),
-        passes: if args.dry_run {
-            Passes::DryRun(Semaphore::new(args.concurrency.max(1) as usize))
-        } else {
-            let metrics = metrics.clone();
-            Passes::Commit(Committer::start(
-                pool.clone(),
-                args.policy(),
-                args.concurrency.max(1) as usize,
-                args.recoveries_per_commit.max(1) as usize,
-                Arc::new(move |n| metrics.committed(n)),
-            ))
-        },
-        pool: pool.clone(),
-        policy: args.policy(),
-        publisher,
-        metrics: metrics.clone(),
-        stop: stop.clone(),
-    });
+    let examiner = examiner(args, pool, metrics, publisher, stop.clone()).await?;
     let pacer = (args.rate > 0.0).then(|| pace::Pacer::new(args.rate));
     let mut summary = Summary {
         dry_run: args.dry_run,
@@ -389,186 +347,87 @@ async fn walk(
     };
     let floor = args.since_id.map_or(0, |s| s.saturating_sub(1));
     if examiner.policy.mode == Mode::Recover && after > floor {
+        let range = (floor, after.min(until));
+        let concurrency = args.concurrency as usize;
+        let pacer = pacer.as_ref();
         revisit::observed(
             &examiner,
-            pool,
-            (floor, after.min(until)),
-            args.concurrency as usize,
-            pacer.as_ref(),
-            &stop,
+            range,
+            concurrency,
+            pacer,
             &mut summary,
             &mut reporter,
         )
         .await?;
     }
-    let batch = u64::from(args.batch_size);
-    let mut reader = Reader::start(
+    let reader = Reader::start(
         examiner.clone(),
         after,
         until,
         args.limit.unwrap_or(u64::MAX),
-        batch,
+        u64::from(args.batch_size),
     );
-    let save = |step: Step| {
-        let examiner = &examiner;
-        let name = &name;
-        async move {
-            examiner
-                .retrying(|| checkpoint::save(pool, name, step, args.since_id, args.until_id))
-                .await
-        }
+    let with = With {
+        args,
+        examiner: &examiner,
+        metrics,
+        pacer: pacer.as_ref(),
+        checkpoint: &name,
     };
+    let walked = Walk::new(with, stop.clone(), (after, reader), summary, reporter)
+        .run()
+        .await;
+    conclude(args, pool, walked, &stop, started).await
+}
 
-    let mut window = Window::default();
-    let mut running = FuturesUnordered::new();
-    let mut leaks = 0;
-    let mut finished = Vec::with_capacity(PER_TURN);
-    let mut page = Vec::new().into_iter();
-    // The leak taken from the page that waits for its rate slot: the walk paces what costs
-    // the database (recoveries), not rows examined, and takes nothing past a waiting leak,
-    // so candidates still start (and are checkpointed) in id order. A leak that waits has
-    // not been started, and Ctrl-C does not wait for it.
-    let mut waiting: Option<(candidates::Candidate, Detection)> = None;
-    let mut read_all: Option<Read> = None;
-    let mut taking = true;
-    let mut interrupted = false;
-    let mut fatal: Option<Error> = None;
-    let mut tick: Option<Boxed<'_, ()>> = None;
-    let mut paced = pacer.is_none();
-    let mut saving: Option<Boxed<'_, Result<(), Error>>> = None;
-    let mut unsaved = Step {
-        last_message_id: after,
-        examined: 0,
-        changed: 0,
+/// Everything examining a message needs: the dry run's bound or the run's committer.
+async fn examiner(
+    args: &BackfillArgs,
+    pool: &PgPool,
+    metrics: &Arc<Metrics>,
+    publisher: Option<Arc<Publisher>>,
+    stop: Shutdown,
+) -> Result<Arc<Examiner>, Error> {
+    let passes = if args.dry_run {
+        Passes::DryRun(Semaphore::new(args.concurrency.max(1) as usize))
+    } else {
+        let metrics = metrics.clone();
+        Passes::Commit(Committer::start(
+            pool.clone(),
+            args.policy(),
+            args.concurrency.max(1) as usize,
+            args.recoveries_per_commit.max(1) as usize,
+            Arc::new(move |n| metrics.committed(n)),
+        ))
     };
-    let mut unreported = 0u64;
-    let mut stopped = stop.clone();
-    loop {
-        if taking && stop.is_shutdown() {
-            taking = false;
-            interrupted = read_all.is_none() || !page.as_slice().is_empty() || waiting.is_some();
-        }
-        let mut started = 0;
-        while taking
-            && started < PER_TURN
-            && leaks < LEAKS_IN_FLIGHT
-            && window.len() < WINDOW
-            && (waiting.is_some() || !page.as_slice().is_empty())
-        {
-            let (c, detection) = match waiting.take() {
-                Some(leak) => (leak.0, Some(leak.1)),
-                None => {
-                    let Some(c) = page.next() else { break };
-                    let detection = examine::leaks(&c, &examiner.policy.detect);
-                    (c, detection)
-                }
-            };
-            if !paced && detection.is_some() {
-                if let Some(p) = &pacer {
-                    tick.get_or_insert_with(|| Box::pin(p.tick()));
-                }
-                waiting = detection.map(|d| (c, d));
-                break;
-            }
-            if detection.is_some() {
-                paced = pacer.is_none();
-            }
-            started += 1;
-            let (examination, leak) = examine_one(&examiner, window.start(), c, detection);
-            leaks += usize::from(leak);
-            running.push(examination);
-        }
-        let read_to_end = read_all.is_some() && page.as_slice().is_empty() && waiting.is_none();
-        if running.is_empty() && (!taking || read_to_end) {
-            break;
-        }
-        let want_page =
-            taking && read_all.is_none() && page.as_slice().is_empty() && waiting.is_none();
-        // Biased, and the walk's own results last: the others are ready once each, and a
-        // save or a rate tick must not wait behind a stream of clean candidates.
-        tokio::select! {
-            biased;
-            () = stopped.wait(), if taking => {}
-            saved = await_some(&mut saving), if saving.is_some() => {
-                saving = None;
-                if let Err(e) = saved {
-                    taking = false;
-                    keep_first(&mut fatal, e);
-                }
-            }
-            () = await_some(&mut tick), if taking && tick.is_some() => {
-                tick = None;
-                paced = true;
-            }
-            read = reader.pages.recv(), if want_page => match read {
-                Some(Ok(Read::Page(p))) => page = p.into_iter(),
-                Some(Ok(end)) => read_all = Some(end),
-                Some(Err(e)) => {
-                    taking = false;
-                    keep_first(&mut fatal, e);
-                }
-                None => {
-                    taking = false;
-                    keep_first(&mut fatal, Error::Bug("the page reader stopped".into()));
-                }
-            },
-            () = take_finished(&mut running, &mut finished), if !running.is_empty() => {
-                for (seq, leak, result) in finished.drain(..) {
-                    leaks -= usize::from(leak);
-                    match result {
-                        Ok(e) => window.finish(seq, Slot::Done(e)),
-                        Err(e) => {
-                            window.finish(seq, Slot::Failed);
-                            taking = false;
-                            keep_first(&mut fatal, e);
-                        }
-                    }
-                }
-            }
-            else => {
-                keep_first(&mut fatal, Error::Bug("the walk had nothing to wait for".into()));
-                break;
-            }
-        }
-        while let Some(e) = window.pop_done() {
-            summary.add(&e);
-            reporter.message(&e);
-            unsaved.last_message_id = e.message_id;
-            unsaved.examined += 1;
-            unsaved.changed += i64::from(e.changed);
-            unreported += 1;
-        }
-        if unreported >= batch {
-            unreported = 0;
-            metrics.backfill_progress(unsaved.last_message_id);
-            reporter.progress(unsaved.last_message_id, &summary);
-        }
-        if !args.dry_run && saving.is_none() && unsaved.examined as u64 >= batch {
-            saving = Some(Box::pin(save(unsaved)));
-            unsaved.examined = 0;
-            unsaved.changed = 0;
-        }
-    }
-    drop(reader);
-    if let Some(saved) = saving.take() {
-        if let Err(e) = saved.await {
-            keep_first(&mut fatal, e);
-        }
-    }
-    if unsaved.examined > 0 {
-        if !args.dry_run {
-            if let Err(e) = save(unsaved).await {
-                keep_first(&mut fatal, e);
-            }
-        }
-        metrics.backfill_progress(unsaved.last_message_id);
-    }
-    // Past a failed examination: done and reported, but not covered by the checkpoint.
-    for e in window.done_past_failure() {
-        summary.add(&e);
-        reporter.message(&e);
-    }
-    reporter.progress(unsaved.last_message_id, &summary);
+    Ok(Arc::new(Examiner {
+        model_column: candidates::ModelColumn::find(pool, &args.model_column).await?,
+        models: args.models.models.clone(),
+        passes,
+        pool: pool.clone(),
+        policy: args.policy(),
+        publisher,
+        metrics: metrics.clone(),
+        stop,
+    }))
+}
+
+/// How the walk ended, in the summary; a finished run's transcript repair and finished
+/// checkpoint; the summary printed.
+async fn conclude(
+    args: &BackfillArgs,
+    pool: &PgPool,
+    walked: Walked<'_>,
+    stop: &Shutdown,
+    started: Instant,
+) -> Result<Summary, Error> {
+    let Walked {
+        mut summary,
+        mut reporter,
+        fatal,
+        interrupted,
+        read_all,
+    } = walked;
     if fatal.is_none() {
         summary.interrupted = interrupted;
         summary.finished = !interrupted && matches!(read_all, Some(Read::End));
@@ -580,90 +439,12 @@ async fn walk(
         summary.transcripts = Some(repaired);
     }
     if summary.finished && !args.dry_run && summary.examined > 0 {
-        checkpoint::finish(pool, &name).await?;
+        checkpoint::finish(pool, &args.checkpoint_name()).await?;
     }
     summary.elapsed_secs = started.elapsed().as_secs_f64();
     reporter.finish(&summary);
     match fatal {
         Some(e) => Err(e),
         None => Ok(summary),
-    }
-}
-
-/// The first error ends the run and is returned; later ones (the run is draining) are logged.
-fn keep_first(fatal: &mut Option<Error>, e: Error) {
-    match fatal {
-        None => *fatal = Some(e),
-        Some(_) => tracing::error!(error = %e, "backfill: a further error while stopping"),
-    }
-}
-
-/// One candidate's examination, tagged with its place in the [`Window`] and whether it
-/// runs on a task of its own (a leak, by detection).
-///
-/// A leak is examined on a task of its own: its recovery is about ten round trips to the
-/// database, and a task is polled on the runtime thread that receives its I/O, while the
-/// walk is polled wherever its caller runs it (the binary's main thread), where each round
-/// trip would cost two thread wake-ups. The others finish on their first poll, in the walk.
-/// Either way the outcome is `examine`'s; detection here only chooses where it runs.
-///
-/// Boxed here, once: the future is a few KiB (it has room for a recovery), and
-/// `FuturesUnordered` would otherwise copy it into its task several times.
-fn examine_one(
-    examiner: &Arc<Examiner>,
-    seq: u64,
-    c: candidates::Candidate,
-    detection: Option<Detection>,
-) -> (Boxed<'_, Examination>, bool) {
-    let Some(detection) = detection else {
-        return (
-            Box::pin(async move { (seq, false, examiner.examine_detected(c, None).await) }),
-            false,
-        );
-    };
-    let examiner = examiner.clone();
-    let task = tokio::spawn(async move { examiner.examine_detected(c, Some(detection)).await });
-    let examination = Box::pin(async move {
-        let result = task
-            .await
-            .unwrap_or_else(|e| Err(Error::Bug(format!("examining a message: {e}"))));
-        (seq, true, result)
-    });
-    (examination, true)
-}
-
-/// A future of the walk's, boxed.
-type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// A finished examination: its place in the [`Window`], whether it was a leak on a task of
-/// its own, and what came of it.
-type Examination = (u64, bool, Result<Examined, Error>);
-
-/// Waits until an examination has finished, then takes it and the others already finished
-/// (up to [`PER_TURN`]): one wake-up of the walk serves many clean candidates.
-fn take_finished<'a, F: Future>(
-    running: &'a mut FuturesUnordered<F>,
-    into: &'a mut Vec<F::Output>,
-) -> impl Future<Output = ()> + 'a {
-    std::future::poll_fn(move |cx| {
-        while into.len() < PER_TURN {
-            match running.poll_next_unpin(cx) {
-                Poll::Ready(Some(out)) => into.push(out),
-                Poll::Ready(None) | Poll::Pending => break,
-            }
-        }
-        if into.is_empty() {
-            Poll::Pending
-        } else {
-            Poll::Ready(())
-        }
-    })
-}
-
-/// The future in `slot`, awaited (for a `select!` branch enabled only while there is one).
-async fn await_some<F: Future + Unpin>(slot: &mut Option<F>) -> F::Output {
-    match slot {
-        Some(f) => f.await,
-        None => std::future::pending().await,
     }
 }

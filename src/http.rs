@@ -3,11 +3,12 @@
 //! API (`admin`) is merged in by `startup`; [`serve`] serves it all with header-read and
 //! idle timeouts and a connection limit.
 //!
-//! May depend on: `metrics`, `shutdown`, `axum`, `hyper`, `sqlx` (the readiness probe).
+//! May depend on: `metrics`, `settings` (the server's limits), `shutdown`, `axum`, `hyper`,
+//! `sqlx` (the readiness probe).
 
 mod serve;
 
-pub use serve::{serve, Limits};
+pub use serve::serve;
 
 use crate::metrics::Metrics;
 use axum::extract::State;

@@ -32,7 +32,7 @@ use futures_util::TryStreamExt;
 use serde::Serialize;
 use serde_json::{json, Value};
 use sqlx::types::Json;
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 use std::collections::HashMap;
 use toolcall_detect::Family;
 use uuid::Uuid;
@@ -223,6 +223,27 @@ const LIST_ITEMS: &str =
 /// The ledger rows matching `filter`, newest first (by `recoveries.id`), each with its
 /// items. Message content is read only when `show_text` is set.
 pub async fn list(pool: &PgPool, filter: &Filter, show_text: bool) -> Result<Vec<Entry>, Error> {
+    let rows = recoveries(pool, filter, show_text).await?;
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+    let mut items = items_of(pool, &ids, show_text).await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| {
+            let items = items.remove(&row.id).unwrap_or_default();
+            row.into_entry(items)
+        })
+        .collect())
+}
+
+/// The `recoveries` rows matching `filter`, newest first.
+async fn recoveries(
+    pool: &PgPool,
+    filter: &Filter,
+    show_text: bool,
+) -> Result<Vec<RecoveryRow>, Error> {
     let limit = i64::from(filter.limit.clamp(1, MAX_LIMIT));
     let (model_ids, model_none) = match &filter.model {
         Some(m) => (
@@ -231,7 +252,7 @@ pub async fn list(pool: &PgPool, filter: &Filter, show_text: bool) -> Result<Vec
         ),
         None => (None, false),
     };
-    let rows = sqlx::query(LIST_RECOVERIES)
+    Ok(sqlx::query_as(LIST_RECOVERIES)
         .bind(filter.message_id)
         .bind(filter.chat_id)
         .bind(filter.family.map(Family::as_str))
@@ -243,97 +264,136 @@ pub async fn list(pool: &PgPool, filter: &Filter, show_text: bool) -> Result<Vec
         .bind(model_ids)
         .bind(model_none)
         .fetch_all(pool)
-        .await?;
-    let mut entries = Vec::with_capacity(rows.len());
-    let mut summary_bytes = Vec::with_capacity(rows.len());
-    for row in rows {
-        let reverted_at: Option<DateTime<Utc>> = row.try_get("reverted_at")?;
-        summary_bytes.push(row.try_get::<Option<i64>, _>("bytes_removed")?);
-        entries.push(Entry {
-            recovery_id: row.try_get("id")?,
-            created_at: row.try_get("created_at")?,
-            message_id: row.try_get("message_id")?,
-            chat_id: row.try_get("chat_id")?,
-            agent_id: row.try_get("agent_id")?,
-            source: row.try_get("source")?,
-            event_id: row.try_get("event_id")?,
-            mode: row.try_get("mode")?,
-            model: row.try_get("model")?,
-            outcome: row.try_get("outcome")?,
-            families: Vec::new(),
-            bytes_removed: 0,
-            reverted: reverted_at.is_some(),
-            reverted_at,
-            reverted_by: row.try_get("reverted_by")?,
-            revert_summary: row
-                .try_get::<Option<Json<Value>>, _>("revert_summary")?
-                .map(|j| j.0),
-            content_before: row.try_get("content_before")?,
-            content_after: row.try_get("content_after")?,
-            items: Vec::new(),
-        });
-    }
-    if entries.is_empty() {
-        return Ok(entries);
-    }
-    let ids: Vec<i64> = entries.iter().map(|e| e.recovery_id).collect();
-    let position: HashMap<i64, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
-    let items = sqlx::query(LIST_ITEMS)
-        .bind(&ids)
+        .await?)
+}
+
+/// The items of the recoveries `ids`, by recovery, each in the order of its message.
+async fn items_of(
+    pool: &PgPool,
+    ids: &[i64],
+    show_text: bool,
+) -> Result<HashMap<i64, Vec<ItemEntry>>, Error> {
+    let rows: Vec<ItemRow> = sqlx::query_as(LIST_ITEMS)
+        .bind(ids)
         .bind(show_text)
         .fetch_all(pool)
         .await?;
-    for row in items {
-        let recovery_id: i64 = row.try_get("recovery_id")?;
-        let Some(&at) = position.get(&recovery_id) else {
-            continue;
-        };
-        let span_start: i32 = row.try_get("span_start")?;
-        let span_end: i32 = row.try_get("span_end")?;
-        let outcome: String = row.try_get("outcome")?;
-        let removed_bytes = if outcome == Outcome::NeedsReview.as_str() {
-            0
-        } else {
-            (i64::from(span_end) - i64::from(span_start)).max(0)
-        };
-        entries[at].items.push(ItemEntry {
-            leak_index: row.try_get("leak_index")?,
-            item_index: row.try_get("item_index")?,
-            family: row.try_get("family")?,
-            outcome,
-            name: row.try_get("call_name")?,
-            arguments: row
-                .try_get::<Option<Json<Value>>, _>("call_arguments")?
-                .map(|j| j.0),
-            result_object: row
-                .try_get::<Option<Json<Value>>, _>("result_object")?
-                .map(|j| j.0),
-            detail: row.try_get("detail")?,
-            memory_id: row.try_get("memory_id")?,
-            tool_message_id: row.try_get("tool_message_id")?,
-            span_start,
-            span_end,
-            removed_bytes,
-            removed_text: row.try_get("removed_text")?,
-        });
+    let mut items: HashMap<i64, Vec<ItemEntry>> = HashMap::with_capacity(ids.len());
+    for row in rows {
+        items.entry(row.recovery_id).or_default().push(row.into());
     }
-    for (entry, from_summary) in entries.iter_mut().zip(summary_bytes) {
-        for item in &entry.items {
-            if !entry.families.contains(&item.family) {
-                entry.families.push(item.family.clone());
+    Ok(items)
+}
+
+/// A row of [`LIST_RECOVERIES`].
+#[derive(sqlx::FromRow)]
+struct RecoveryRow {
+    id: i64,
+    created_at: DateTime<Utc>,
+    message_id: i64,
+    chat_id: i64,
+    agent_id: Option<i64>,
+    source: String,
+    event_id: Option<Uuid>,
+    mode: String,
+    model: Option<String>,
+    outcome: String,
+    /// From the pass's summary; None for a row without one.
+    bytes_removed: Option<i64>,
+    reverted_at: Option<DateTime<Utc>>,
+    reverted_by: Option<String>,
+    revert_summary: Option<Json<Value>>,
+    content_before: Option<String>,
+    content_after: Option<String>,
+}
+
+impl RecoveryRow {
+    /// The entry of this row with its items: their families, distinct, in item order, and
+    /// the bytes removed (the summary's, else the sum over the leaks: the items of one
+    /// leak share its span).
+    fn into_entry(self, items: Vec<ItemEntry>) -> Entry {
+        let mut families: Vec<String> = Vec::new();
+        for item in &items {
+            if !families.contains(&item.family) {
+                families.push(item.family.clone());
             }
         }
-        entry.bytes_removed = from_summary.unwrap_or_else(|| {
-            let mut leaks: Vec<(i32, i64)> = entry
-                .items
+        let bytes_removed = self.bytes_removed.unwrap_or_else(|| {
+            let mut leaks: Vec<(i32, i64)> = items
                 .iter()
                 .map(|i| (i.leak_index, i.removed_bytes))
                 .collect();
             leaks.dedup_by_key(|(leak, _)| *leak);
             leaks.iter().map(|(_, bytes)| bytes).sum()
         });
+        Entry {
+            recovery_id: self.id,
+            created_at: self.created_at,
+            message_id: self.message_id,
+            chat_id: self.chat_id,
+            agent_id: self.agent_id,
+            source: self.source,
+            event_id: self.event_id,
+            mode: self.mode,
+            model: self.model,
+            outcome: self.outcome,
+            families,
+            bytes_removed,
+            reverted: self.reverted_at.is_some(),
+            reverted_at: self.reverted_at,
+            reverted_by: self.reverted_by,
+            revert_summary: self.revert_summary.map(|j| j.0),
+            content_before: self.content_before,
+            content_after: self.content_after,
+            items,
+        }
     }
-    Ok(entries)
+}
+
+/// A row of [`LIST_ITEMS`].
+#[derive(sqlx::FromRow)]
+struct ItemRow {
+    recovery_id: i64,
+    leak_index: i32,
+    item_index: i32,
+    family: String,
+    outcome: String,
+    call_name: Option<String>,
+    call_arguments: Option<Json<Value>>,
+    result_object: Option<Json<Value>>,
+    detail: Option<String>,
+    memory_id: Option<i64>,
+    tool_message_id: Option<i64>,
+    span_start: i32,
+    span_end: i32,
+    removed_text: Option<String>,
+}
+
+impl From<ItemRow> for ItemEntry {
+    fn from(row: ItemRow) -> Self {
+        // A `needs_review` leak is left in place: nothing of its span was removed.
+        let removed_bytes = if row.outcome == Outcome::NeedsReview.as_str() {
+            0
+        } else {
+            (i64::from(row.span_end) - i64::from(row.span_start)).max(0)
+        };
+        ItemEntry {
+            leak_index: row.leak_index,
+            item_index: row.item_index,
+            family: row.family,
+            outcome: row.outcome,
+            name: row.call_name,
+            arguments: row.call_arguments.map(|j| j.0),
+            result_object: row.result_object.map(|j| j.0),
+            detail: row.detail,
+            memory_id: row.memory_id,
+            tool_message_id: row.tool_message_id,
+            span_start: row.span_start,
+            span_end: row.span_end,
+            removed_bytes,
+            removed_text: row.removed_text,
+        }
+    }
 }
 
 /// The recorded model ids `m` matches. Streamed and filtered as they come, so only the

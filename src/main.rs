@@ -1,14 +1,24 @@
 //! The `toolcall-recovery` binary: parses the command line and hands over to the library.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
+use std::io::Write;
 use std::process::ExitCode;
-use toolcall_recovery::cmd::{index, ledger, revert, scan};
-use toolcall_recovery::settings::{DatabaseSettings, LogFormat, SchemaSettings, Settings};
+use toolcall_recovery::cmd::{dead_letters, demo, index, ledger, revert, scan};
+use toolcall_recovery::settings::{DatabaseSettings, LogSettings, SchemaSettings, Settings};
 use toolcall_recovery::{backfill, shutdown, startup, telemetry};
 
 #[derive(Parser)]
-#[command(name = "toolcall-recovery", version, about)]
+// clap's own `help` subcommand refuses `help --help`; ours (`Command::Help`) takes it.
+#[command(
+    name = "toolcall-recovery",
+    version,
+    about,
+    disable_help_subcommand = true
+)]
 struct Cli {
+    /// How every command logs (`--log-format`, before or after the command).
+    #[command(flatten)]
+    log: LogSettings,
     #[command(subcommand)]
     command: Command,
 }
@@ -41,6 +51,20 @@ enum Command {
     /// calls, bytes removed, observed or reverted. Message content only with
     /// `--show-text`. Reads only; never creates the database.
     Ledger(Box<ledger::LedgerArgs>),
+    /// The dead-letter queue: `list` (nothing leaves the queue), `show ID` (headers and
+    /// body), `replay` (back to the input exchange, confirmed, counted), `purge` (after a
+    /// confirmation).
+    DeadLetters(dead_letters::DeadLettersArgs),
+    /// See it work: seeds a message with a leaked save_memory call on a development
+    /// database, publishes its event, and shows what the running worker made of it (the
+    /// cleaned message, the memory, the ledger row, the moderation message, the metrics).
+    Demo(Box<demo::DemoArgs>),
+    /// Prints this message or the help of the given subcommand(s).
+    Help {
+        /// The subcommand(s), e.g. `dead-letters replay`.
+        #[arg(value_name = "COMMAND")]
+        command: Vec<String>,
+    },
     /// Applies pending migrations of the worker's own tables (ledger, outbox, checkpoints).
     /// Creates nothing of the chat app's, but for development with --create-app-tables.
     Migrate {
@@ -50,14 +74,12 @@ enum Command {
         /// Development provisioning.
         #[command(flatten)]
         schema: SchemaSettings,
-        /// Log format.
-        #[arg(long, env = "TCR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
-        log_format: LogFormat,
     },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    telemetry::init(cli.log.log_format);
     match cli.command {
         Command::Scan(args) => match scan::run(&args, &mut std::io::stdout().lock()) {
             Ok(summary) if summary.unreadable == 0 => ExitCode::SUCCESS,
@@ -67,23 +89,18 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Run(settings) => {
-            telemetry::init(settings.log_format);
-            block_on("run", async move {
-                let running = startup::start(*settings).await?;
-                tokio::spawn(shutdown::on_signals(running.trigger()));
-                running.wait().await
-            })
-        }
+        Command::Run(settings) => block_on("run", async move {
+            let running = startup::start(*settings).await?;
+            tokio::spawn(shutdown::on_signals(running.trigger()));
+            running.wait().await
+        }),
         Command::Backfill(args) => {
-            telemetry::init(args.log_format);
             block_on(
                 "backfill",
                 async move { backfill::run(*args).await.map(|_| ()) },
             )
         }
         Command::Revert(args) => {
-            telemetry::init(args.log_format);
             let mut refused = false;
             let code = block_on("revert", async {
                 let summary = revert::run(&args, &mut std::io::stdout()).await?;
@@ -96,25 +113,19 @@ fn main() -> ExitCode {
                 code
             }
         }
-        Command::Ledger(args) => {
-            telemetry::init(args.log_format);
-            block_on("ledger", async move {
-                let mut out = std::io::BufWriter::new(std::io::stdout());
-                ledger::run(*args, &mut out).await.map(|_| ())
-            })
-        }
-        Command::Migrate {
-            database,
-            schema,
-            log_format,
-        } => {
-            telemetry::init(log_format);
-            block_on("migrate", async move {
-                startup::migrate(&database, schema).await
-            })
-        }
+        Command::Ledger(args) => block_on("ledger", async move {
+            let mut out = std::io::BufWriter::new(std::io::stdout());
+            ledger::run(*args, &mut out).await.map(|_| ())
+        }),
+        Command::Migrate { database, schema } => block_on("migrate", async move {
+            startup::migrate(&database, schema).await
+        }),
+        Command::DeadLetters(args) => dead_letters(&args),
+        Command::Demo(args) => block_on("demo", async move {
+            demo::run(&args, &mut std::io::stdout()).await
+        }),
+        Command::Help { command } => help(&command, &mut std::io::stdout()),
         Command::Index(args) => {
-            telemetry::init(args.log_format);
             let mut usable = true;
             let code = block_on("index", async {
                 usable = index::run(&args, &mut std::io::stdout()).await?;
@@ -127,6 +138,41 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// `dead-letters`: exit 3 when something asked for was not there or a purge not confirmed.
+fn dead_letters(args: &dead_letters::DeadLettersArgs) -> ExitCode {
+    let mut refused = false;
+    let code = block_on("dead-letters", async {
+        let ended = dead_letters::run(args, &mut std::io::stdout()).await?;
+        refused = ended == dead_letters::Ended::Refused;
+        Ok(())
+    });
+    if code == ExitCode::SUCCESS && refused {
+        ExitCode::from(3)
+    } else {
+        code
+    }
+}
+
+/// `help [COMMAND]...`: the long help of the command named, as `COMMAND --help` prints it.
+fn help(path: &[String], out: &mut dyn Write) -> ExitCode {
+    let mut cli = Cli::command();
+    cli.build();
+    let mut command = &mut cli;
+    for name in path {
+        match command.find_subcommand_mut(name) {
+            Some(sub) => command = sub,
+            None => {
+                eprintln!("toolcall-recovery help: no command {name:?}; `toolcall-recovery help` lists them");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    // As `--help` prints it: with a newline at the end, and quietly into a closed pipe.
+    let text = command.render_long_help();
+    let _ = writeln!(out, "{text}");
+    ExitCode::SUCCESS
 }
 
 fn block_on(
@@ -147,5 +193,33 @@ fn block_on(
             eprintln!("toolcall-recovery {what}: {e}");
             ExitCode::from(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn help_takes_help_and_names_subcommands() {
+        let err = Cli::try_parse_from(["toolcall-recovery", "help", "--help"])
+            .err()
+            .map(|e| e.kind());
+        assert_eq!(err, Some(clap::error::ErrorKind::DisplayHelp));
+        let mut out = Vec::new();
+        let replay = ["dead-letters".to_string(), "replay".to_string()];
+        assert_eq!(help(&replay, &mut out), ExitCode::SUCCESS);
+        let text = String::from_utf8_lossy(&out);
+        assert!(
+            text.contains("Usage: toolcall-recovery dead-letters replay"),
+            "{text}"
+        );
+        let unknown = ["no-such-command".to_string()];
+        assert_eq!(help(&unknown, &mut Vec::new()), ExitCode::from(2));
     }
 }

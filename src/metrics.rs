@@ -4,6 +4,9 @@
 //! Each running worker owns its own [`Metrics`] (its own registry), so several workers in
 //! one process (the integration tests) do not mix their counts.
 //!
+//! The definitions (names, help texts, labels) are a table, `table`; this module makes
+//! and records them.
+//!
 //! May depend on: `prometheus`. No I/O.
 
 use prometheus::{
@@ -11,6 +14,9 @@ use prometheus::{
     TextEncoder,
 };
 use std::time::Duration;
+use table::Def;
+
+mod table;
 
 /// The label values shown at 0 from the start ([`Metrics::prime`]).
 pub struct Prime<'a> {
@@ -61,23 +67,42 @@ pub struct Metrics {
     delivery_window: IntGauge,
 }
 
-fn counter_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
-    let c = IntCounterVec::new(Opts::new(name, help), labels)
-        .unwrap_or_else(|e| unreachable!("metric {name} is well-formed: {e}"));
-    register(r, Box::new(c.clone()));
-    c
+/// A metric type made from its definition in the table.
+trait FromDef: prometheus::core::Collector + Clone + 'static {
+    fn from_def(def: &Def) -> prometheus::Result<Self>;
 }
 
-fn gauge_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
-    let g = IntGaugeVec::new(Opts::new(name, help), labels)
-        .unwrap_or_else(|e| unreachable!("metric {name} is well-formed: {e}"));
-    register(r, Box::new(g.clone()));
-    g
+impl FromDef for IntCounterVec {
+    fn from_def(def: &Def) -> prometheus::Result<Self> {
+        IntCounterVec::new(Opts::new(def.name, def.help), def.labels)
+    }
 }
 
-fn register(r: &Registry, c: Box<dyn prometheus::core::Collector>) {
-    // Names are unique constants of this module, so registration cannot collide.
-    let _ = r.register(c);
+impl FromDef for IntGaugeVec {
+    fn from_def(def: &Def) -> prometheus::Result<Self> {
+        IntGaugeVec::new(Opts::new(def.name, def.help), def.labels)
+    }
+}
+
+impl FromDef for IntGauge {
+    fn from_def(def: &Def) -> prometheus::Result<Self> {
+        IntGauge::new(def.name, def.help)
+    }
+}
+
+impl FromDef for Histogram {
+    fn from_def(def: &Def) -> prometheus::Result<Self> {
+        Histogram::with_opts(HistogramOpts::new(def.name, def.help).buckets(def.buckets.to_vec()))
+    }
+}
+
+/// The metric `def` defines, registered in `r`.
+fn register<M: FromDef>(r: &Registry, def: &Def) -> M {
+    let metric = M::from_def(def)
+        .unwrap_or_else(|e| unreachable!("metric {} is well-formed: {e}", def.name));
+    // Names are unique constants of the table, so registration cannot collide.
+    let _ = r.register(Box::new(metric.clone()));
+    metric
 }
 
 impl Default for Metrics {
@@ -87,226 +112,42 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Creates the metrics in a fresh registry.
+    /// Creates the metrics in a fresh registry, from the table.
     pub fn new() -> Self {
         let r = Registry::new();
-        let events = counter_vec(
-            &r,
-            "toolcall_recovery_events_total",
-            "Finalized-message events processed, by event-level outcome and the mode of \
-             the pass (`observe`: the outcome recovery would have had; nothing changed).",
-            &["outcome", "mode"],
-        );
-        let calls = counter_vec(
-            &r,
-            "toolcall_recovery_calls_total",
-            "Leaked calls and result objects handled, by family, tool, outcome and mode \
-             (`observe`: would-be outcome). Tool names not enabled for the agent are \
-             reported as `other`.",
-            &["family", "tool", "outcome", "mode"],
-        );
-        let memories = counter_vec(
-            &r,
-            "toolcall_recovery_memories_created_total",
-            "agent_memories rows created by recovered save_memory calls, by mode \
-             (`observe`: memories that would have been created).",
-            &["mode"],
-        );
-        let published = counter_vec(
-            &r,
-            "toolcall_recovery_messages_published_total",
-            "Messages published and confirmed by the broker, by exchange.",
-            &["exchange"],
-        );
-        let unroutable = counter_vec(
-            &r,
-            "toolcall_recovery_messages_unroutable_total",
-            "Confirmed publishes the broker returned because no queue was bound, by exchange.",
-            &["exchange"],
-        );
-        let outbox_pending = IntGauge::new(
-            "toolcall_recovery_outbox_pending",
-            "Outbox rows (publishes owed by a committed recovery or revert) not yet confirmed \
-             by the broker, as of the relay's last sweep.",
-        )
-        .unwrap_or_else(|e| unreachable!("{e}"));
-        register(&r, Box::new(outbox_pending.clone()));
-        let outbox_relayed = counter_vec(
-            &r,
-            "toolcall_recovery_outbox_relayed_total",
-            "Pending outbox rows the relay tried to send, by result (`sent`, `unroutable`: \
-             no queue bound, kept pending; `failed`: broker error, kept pending).",
-            &["result"],
-        );
-        let dead_lettered = counter_vec(
-            &r,
-            "toolcall_recovery_dead_lettered_total",
-            "Deliveries dead-lettered by the worker, by reason.",
-            &["reason"],
-        );
-        let transient_errors = counter_vec(
-            &r,
-            "toolcall_recovery_transient_errors_total",
-            "Transient failures that were retried, by dependency (database, broker).",
-            &["dependency"],
-        );
-        let duration = Histogram::with_opts(
-            HistogramOpts::new(
-                "toolcall_recovery_processing_duration_seconds",
-                "Time from taking a delivery to acking it.",
-            )
-            .buckets(vec![
-                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-                10.0,
-            ]),
-        )
-        .unwrap_or_else(|e| unreachable!("{e}"));
-        register(&r, Box::new(duration.clone()));
-        let per_commit = Histogram::with_opts(
-            HistogramOpts::new(
-                "toolcall_recovery_recoveries_per_commit",
-                "Leaked messages the worker recovered per database commit (more than 1 when \
-                 leaks queue up for the database: group commit).",
-            )
-            .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]),
-        )
-        .unwrap_or_else(|e| unreachable!("{e}"));
-        register(&r, Box::new(per_commit.clone()));
-        let in_flight = IntGauge::new(
-            "toolcall_recovery_in_flight_deliveries",
-            "Deliveries taken and not yet acked.",
-        )
-        .unwrap_or_else(|e| unreachable!("{e}"));
-        register(&r, Box::new(in_flight.clone()));
-        let recoveries = counter_vec(
-            &r,
-            "toolcall_recovery_connection_recoveries_total",
-            "Connections re-established after a loss, by dependency.",
-            &["dependency"],
-        );
-        let backfill_progress = IntGauge::new(
-            "toolcall_recovery_backfill_progress",
-            "Id of the last message the backfill examined (0 when no backfill ran).",
-        )
-        .unwrap_or_else(|e| unreachable!("{e}"));
-        register(&r, Box::new(backfill_progress.clone()));
-        let broker_consuming = IntGauge::new(
-            "toolcall_recovery_broker_consuming",
-            "1 while a broker session is consuming the input queue, 0 while it is being \
-             re-established (the process is up but takes no deliveries).",
-        )
-        .unwrap_or_else(|e| unreachable!("{e}"));
-        register(&r, Box::new(broker_consuming.clone()));
-        let transcript_index_ready = IntGauge::new(
-            "toolcall_recovery_transcript_index_ready",
-            "1 when the transcript-repair index on the app's messages table is valid, 0 when \
-             it is missing or INVALID: recovery works, but each transcript repair reads the \
-             chat's tool messages (the owner of messages runs `toolcall-recovery index`). \
-             Looked at on start and every 5 minutes.",
-        )
-        .unwrap_or_else(|e| unreachable!("{e}"));
-        register(&r, Box::new(transcript_index_ready.clone()));
-        let reverts = counter_vec(
-            &r,
-            "toolcall_recovery_reverts_total",
-            "Reverts asked through the admin API, by result (reverted, already_reverted, \
-             nothing_to_revert, conflict).",
-            &["result"],
-        );
-        let mode = gauge_vec(
-            &r,
-            "toolcall_recovery_mode",
-            "1 for the configured recovery mode (recover or observe), 0 for the other.",
-            &["mode"],
-        );
-        let family_mode = gauge_vec(
-            &r,
-            "toolcall_recovery_family_mode",
-            "One series per detection family, value 1, labelled with what the policy does \
-             with it: recover, observe, or disabled.",
-            &["family", "mode"],
-        );
-        // Per model (`model` is a bounded label: the configured list + other + unknown).
-        // No `mode` label: a leak is the model's whatever the worker then does with it, so
-        // the rates stay comparable across a switch between observe and recover.
-        let messages_seen = counter_vec(
-            &r,
-            "toolcall_recovery_messages_seen_total",
-            "Finalized-message events the worker processed and acked (clean or not, any \
-             mode), by the model that wrote them: a configured model name, `other` or \
-             `unknown` (no model_id in the event). The denominator of leak rates.",
-            &["model"],
-        );
-        let leaked_messages = counter_vec(
-            &r,
-            "toolcall_recovery_leaked_messages_total",
-            "Finalized messages in which a recovery pass recorded a leak (in both modes), by \
-             model: the numerator of leak rates. Passes that recorded nothing \
-             (already_recovered, no_agent, reverted) do not count.",
-            &["model"],
-        );
-        let leaks = counter_vec(
-            &r,
-            "toolcall_recovery_leaks_total",
-            "Finalized messages in which a recovery pass recorded a leak, by model and leak \
-             family: a message with leaks of two families counts once for each (in both \
-             modes).",
-            &["model", "family"],
-        );
-        let unrecovered = counter_vec(
-            &r,
-            "toolcall_recovery_unrecovered_calls_total",
-            "Leaked calls and result objects recovery could not fix, by model and outcome: \
-             needs_review (left in the message for a person), invalid_args, \
-             tool_not_enabled (observe mode: would-be outcomes).",
-            &["model", "outcome"],
-        );
-        for dependency in ["database", "broker"] {
-            transient_errors.with_label_values(&[dependency]);
-            recoveries.with_label_values(&[dependency]);
-        }
-        let in_flight_bytes = IntGauge::new(
-            "toolcall_recovery_in_flight_bytes",
-            "Bytes of event bodies taken and not yet acked, waiting for the byte budget \
-             (--max-in-flight-bytes) or worked on.",
-        )
-        .unwrap_or_else(|e| unreachable!("{e}"));
-        register(&r, Box::new(in_flight_bytes.clone()));
-        let delivery_window = IntGauge::new(
-            "toolcall_recovery_delivery_window",
-            "Unacked deliveries the broker may push to this worker now (the prefetch, sized \
-             from the bodies seen to fit --max-in-flight-bytes, at most --prefetch).",
-        )
-        .unwrap_or_else(|e| unreachable!("{e}"));
-        register(&r, Box::new(delivery_window.clone()));
-        Metrics {
+        let metrics = Metrics {
+            events: register(&r, &table::EVENTS),
+            calls: register(&r, &table::CALLS),
+            memories: register(&r, &table::MEMORIES),
+            published: register(&r, &table::PUBLISHED),
+            unroutable: register(&r, &table::UNROUTABLE),
+            outbox_pending: register(&r, &table::OUTBOX_PENDING),
+            outbox_relayed: register(&r, &table::OUTBOX_RELAYED),
+            dead_lettered: register(&r, &table::DEAD_LETTERED),
+            transient_errors: register(&r, &table::TRANSIENT_ERRORS),
+            duration: register(&r, &table::DURATION),
+            per_commit: register(&r, &table::PER_COMMIT),
+            in_flight: register(&r, &table::IN_FLIGHT),
+            recoveries: register(&r, &table::RECOVERIES),
+            backfill_progress: register(&r, &table::BACKFILL_PROGRESS),
+            broker_consuming: register(&r, &table::BROKER_CONSUMING),
+            transcript_index_ready: register(&r, &table::TRANSCRIPT_INDEX_READY),
+            reverts: register(&r, &table::REVERTS),
+            mode: register(&r, &table::MODE),
+            family_mode: register(&r, &table::FAMILY_MODE),
+            messages_seen: register(&r, &table::MESSAGES_SEEN),
+            leaked_messages: register(&r, &table::LEAKED_MESSAGES),
+            leaks: register(&r, &table::LEAKS),
+            unrecovered: register(&r, &table::UNRECOVERED),
+            in_flight_bytes: register(&r, &table::IN_FLIGHT_BYTES),
+            delivery_window: register(&r, &table::DELIVERY_WINDOW),
             registry: r,
-            events,
-            calls,
-            memories,
-            published,
-            unroutable,
-            outbox_pending,
-            outbox_relayed,
-            dead_lettered,
-            transient_errors,
-            duration,
-            per_commit,
-            in_flight,
-            recoveries,
-            backfill_progress,
-            broker_consuming,
-            transcript_index_ready,
-            reverts,
-            mode,
-            family_mode,
-            messages_seen,
-            leaked_messages,
-            leaks,
-            unrecovered,
-            in_flight_bytes,
-            delivery_window,
+        };
+        for dependency in ["database", "broker"] {
+            metrics.transient_errors.with_label_values(&[dependency]);
+            metrics.recoveries.with_label_values(&[dependency]);
         }
+        metrics
     }
 
     /// Shows every label value that can occur at 0 from the start, so that `increase()`

@@ -1,8 +1,9 @@
 //! Sending to the broker: one persistent, mandatory publish that waits for the broker's
 //! confirm ([`publish_confirmed`]), used by the worker's session and by the [`Publisher`]
 //! of the backfill, the admin API, `revert` and the outbox [`Relay`]; the counting of what
-//! was published ([`count`]), so every way out of the process is measured the same; and
-//! the send side of the outbox ([`outbox`]: marking rows sent, parking, claiming).
+//! was published ([`count`]), so every way out of the process is measured the same (an
+//! unroutable burst is said once: `unroutable`); and the send side of the outbox
+//! ([`outbox`]: marking rows sent, parking, claiming).
 //!
 //! What is published (the bodies) is `outbound`'s; what a pass owes is written to the
 //! outbox by the recovery transaction itself.
@@ -13,6 +14,7 @@
 pub mod outbox;
 mod publisher;
 mod relay;
+mod unroutable;
 
 pub use publisher::{PublishTarget, PublishedCounts, Publisher};
 pub use relay::Relay;
@@ -98,14 +100,12 @@ impl Exchanges {
     }
 }
 
-/// Counts one confirmed publish to `exchange` (and, returned, as unroutable).
+/// Counts one confirmed publish to `exchange` (and, returned, as unroutable: said once per
+/// burst, see [`unroutable`]).
 pub fn count(metrics: &Metrics, exchange: &str, published: Published) {
     metrics.published(exchange);
     if published == Published::Unroutable {
         metrics.unroutable(exchange);
-        tracing::warn!(
-            exchange,
-            "published message was unroutable: no queue is bound"
-        );
+        unroutable::note(exchange);
     }
 }

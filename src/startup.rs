@@ -104,13 +104,21 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
         Provision::Nothing
     };
     let pool = store::connect(&settings.database, provision).await?;
+    // Check first, create nothing: on a database without the app's tables (or without the
+    // grants on them) `--migrate` must not leave the worker's tables behind before refusing.
+    // Only development provisioning creates the app's tables, so only there do the checks
+    // wait for the migrator.
+    if provision == Provision::Nothing {
+        require_app_side(&pool, &settings.database).await?;
+    }
     if settings.migrate {
         let applied = store::migrate_with(&pool, &store::MIGRATOR, provision).await?;
         tracing::info!(applied = ?applied, "migrations up to date");
     }
     store::ensure_migrated(&pool, false).await?;
-    store::require_app_tables(&pool, &settings.database).await?;
-    store::require_grants(&pool).await?;
+    if provision == Provision::Development {
+        require_app_side(&pool, &settings.database).await?;
+    }
     let metrics = Arc::new(Metrics::new());
     let index = look_at_index(&pool, &metrics, None).await;
     let policy = settings.policy();
@@ -195,6 +203,12 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
         trigger,
         task,
     })
+}
+
+/// The app's tables are there and the worker's role has its grants on them.
+async fn require_app_side(pool: &sqlx::PgPool, database: &DatabaseSettings) -> Result<(), Error> {
+    store::require_app_tables(pool, database).await?;
+    store::require_grants(pool).await
 }
 
 /// How often the worker looks at the transcript-repair index again: a DBA may build it

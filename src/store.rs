@@ -173,8 +173,8 @@ pub async fn missing_app_tables(pool: &PgPool) -> Result<Vec<String>, Error> {
 }
 
 /// Creates the chat app's tables (and the transcript index) for development, when none of
-/// them exists; returns whether it did. Some but not all of them: an error, since that is
-/// somebody's schema, not an empty development database.
+/// them exists, marked as such ([`DEVELOPMENT_MARK`]); returns whether it did. Some but not
+/// all of them: an error, since that is somebody's schema, not an empty development database.
 pub async fn create_app_tables(pool: &PgPool) -> Result<bool, Error> {
     let missing = missing_app_tables(pool).await?;
     if missing.is_empty() {
@@ -187,9 +187,26 @@ pub async fn create_app_tables(pool: &PgPool) -> Result<bool, Error> {
             missing.join(", ")
         )));
     }
-    sqlx::raw_sql(APP_TABLES_SQL).execute(pool).await?;
+    // One simple query, one implicit transaction: the tables and their mark come together.
+    let sql = format!("{APP_TABLES_SQL}\nCOMMENT ON TABLE messages IS '{DEVELOPMENT_MARK}';");
+    sqlx::raw_sql(&sql).execute(pool).await?;
     tracing::info!("created the chat app's tables for development");
     Ok(true)
+}
+
+/// The comment [`create_app_tables`] puts on `messages`: what tells a development database
+/// (tables the worker created) from the app's, for the `demo` command.
+pub const DEVELOPMENT_MARK: &str =
+    "created by toolcall-recovery for development (--create-app-tables)";
+
+/// Whether the app's tables here are the ones [`create_app_tables`] created for development.
+pub async fn is_development_database(pool: &PgPool) -> Result<bool, Error> {
+    Ok(sqlx::query_scalar(
+        "SELECT coalesce(obj_description(to_regclass('messages'), 'pg_class') = $1, false)",
+    )
+    .bind(DEVELOPMENT_MARK)
+    .fetch_one(pool)
+    .await?)
 }
 
 /// Fails, saying which and what to check, when a table of the chat app is missing: the

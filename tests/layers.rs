@@ -100,8 +100,8 @@ const RULES: &[(&str, &[&str], &str)] = &[
     (
         "settings",
         &[
-            "admin", "worker", "backfill", "cmd", "startup", "publish", "amqp", "store", "lapin",
-            "sqlx", "axum",
+            "admin", "worker", "backfill", "cmd", "startup", "publish", "amqp", "store", "http",
+            "lapin", "sqlx", "axum",
         ],
         "every module imports settings; settings imports nothing that imports it",
     ),

@@ -24,7 +24,7 @@ use crate::error::Error;
 use futures_util::TryStreamExt;
 use serde_json::Value;
 use sqlx::types::Json;
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 use std::collections::HashMap;
 
 /// The anchor bytes of every leak marker.
@@ -159,8 +159,9 @@ pub async fn page(
     until: i64,
     limit: i64,
 ) -> Result<Vec<Candidate>, Error> {
-    let mut candidates = Vec::with_capacity(usize::try_from(limit.clamp(0, 10_000)).unwrap_or(0));
-    let mut rows = sqlx::query(&model.page)
+    let mut candidates: Vec<Candidate> =
+        Vec::with_capacity(usize::try_from(limit.clamp(0, 10_000)).unwrap_or(0));
+    let mut rows = sqlx::query_as::<_, PageRow>(&model.page)
         .bind(after)
         .bind(until)
         .bind(ANCHORS[0])
@@ -170,7 +171,7 @@ pub async fn page(
         .fetch(pool);
     let mut bytes = 0;
     while let Some(row) = rows.try_next().await? {
-        let c = candidate(&row)?;
+        let c: Candidate = row.into();
         bytes += c.content.len();
         candidates.push(c);
         if bytes >= PAGE_BYTES {
@@ -199,31 +200,49 @@ pub async fn page(
     Ok(candidates)
 }
 
-pub(super) fn candidate(row: &sqlx::postgres::PgRow) -> Result<Candidate, Error> {
-    // By position, in the order of `PAGE` (the revisit's query has the same first six).
-    let tools_used = row
-        .try_get::<Option<Json<Value>>, _>(4)?
-        .and_then(|json| match json.0 {
-            Value::Array(a) => Some(
-                a.into_iter()
-                    .filter_map(|v| match v {
-                        Value::String(s) => Some(s),
-                        _ => None,
-                    })
-                    .collect(),
-            ),
-            _ => None,
-        })
-        .unwrap_or_default();
-    Ok(Candidate {
-        id: row.try_get(0)?,
-        chat_id: row.try_get(1)?,
-        agent_id: row.try_get(2)?,
-        content: row.try_get(3)?,
-        tools_used,
-        enabled_tools: Vec::new(),
-        model: row.try_get(5)?,
-    })
+/// A row of [`PAGE`], by position (its columns are expressions; the revisit's query has
+/// the same first six).
+#[derive(sqlx::FromRow)]
+pub(super) struct PageRow(
+    /// `id`.
+    i64,
+    /// `chat_id`.
+    i64,
+    /// `agent_id`.
+    Option<i64>,
+    /// `content`.
+    String,
+    /// `tools_used`, NULL when `[]`.
+    Option<Json<Value>>,
+    /// The model column, as text.
+    Option<String>,
+);
+
+impl From<PageRow> for Candidate {
+    fn from(PageRow(id, chat_id, agent_id, content, tools_used, model): PageRow) -> Self {
+        let tools_used = tools_used
+            .and_then(|json| match json.0 {
+                Value::Array(a) => Some(
+                    a.into_iter()
+                        .filter_map(|v| match v {
+                            Value::String(s) => Some(s),
+                            _ => None,
+                        })
+                        .collect(),
+                ),
+                _ => None,
+            })
+            .unwrap_or_default();
+        Candidate {
+            id,
+            chat_id,
+            agent_id,
+            content,
+            tools_used,
+            enabled_tools: Vec::new(),
+            model,
+        }
+    }
 }
 
 /// The highest message id at most `until` (for the progress bar's length), 0 when none.

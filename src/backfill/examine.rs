@@ -12,7 +12,7 @@
 //! `error`, the sibling modules.
 
 use super::candidates::{Candidate, ModelColumn};
-use crate::error::{Error, Poison};
+use crate::error::{Error, ErrorKind, Poison};
 use crate::ids::{MessageId, ModelId};
 use crate::metrics::{Metrics, UNRECOVERED_OUTCOMES};
 use crate::model::Models;
@@ -271,7 +271,13 @@ impl Examiner {
             }
             Err(e) if e.is_transient() => return Err(e),
             Err(e) => {
-                tracing::error!(message_id = c.id, error = %e, "recovery failed; message skipped");
+                // A bug of ours is an ERROR; the message's own fault (data the database
+                // refuses, say) is the message's, as a dead-letter is for the worker.
+                if e.kind() == ErrorKind::Bug {
+                    tracing::error!(message_id = c.id, error = %e, "recovery failed; message skipped");
+                } else {
+                    tracing::warn!(message_id = c.id, error = %e, "recovery failed; message skipped");
+                }
                 let mut failed = Examined::bare(&c, FAILED, self.policy.mode, model);
                 failed.error = Some(e.to_string());
                 return Ok(failed);
@@ -289,7 +295,8 @@ impl Examiner {
                     .retrying(|| publisher.deliver(&self.pool, &report.outbox))
                     .await
                     .inspect_err(|e| {
-                        tracing::error!(message_id = c.id, recovery_id = ?report.recovery_id, error = %e,
+                        // The run ends on it, and says so at ERROR: this is the cause.
+                        tracing::warn!(message_id = c.id, recovery_id = report.recovery_id, error = %e,
                             "recovered; its publishes stay pending in the outbox (a worker's relay sends them)");
                     })?;
             }
@@ -325,12 +332,20 @@ impl Examiner {
         Fut: Future<Output = Result<T, Error>>,
     {
         let stop = self.stop.clone();
+        let mut retries = 0u32;
         f.retry(retry::policy().with_max_times(ATTEMPTS))
             .sleep(retry::sleeper(self.stop.clone()))
             .when(move |e: &Error| e.is_transient() && !stop.is_shutdown())
             .notify(|e: &Error, after| {
                 self.metrics.transient_error(dependency(e));
-                tracing::warn!(error = %e, retry_in = ?after, "transient failure; retrying");
+                // One WARN per fault, not one per retry: the retries after the first are
+                // counted in the metric, and a fault that outlasts them ends the run.
+                retries += 1;
+                if retries == 1 {
+                    tracing::warn!(error = %e, retry_in = ?after, "transient failure; retrying");
+                } else {
+                    tracing::debug!(error = %e, retry_in = ?after, retries, "still failing; retrying");
+                }
             })
             .await
     }

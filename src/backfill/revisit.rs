@@ -6,17 +6,17 @@
 //! whose families are still observed are recognised as already recorded and stay as they
 //! are; the others are recovered. The checkpoint is not involved.
 //!
-//! May depend on: the sibling modules (`candidates`, `examine`, `output`, `pace`), `shutdown`,
-//! `error`, `sqlx`.
+//! May depend on: the sibling modules (`candidates`, `examine`, `output`, `pace`), `error`,
+//! `sqlx`.
 
-use super::candidates::{self, Candidate, ModelColumn};
+use super::candidates::{Candidate, ModelColumn, PageRow};
 use super::examine::Examiner;
-use super::output::{Reporter, Summary};
+use super::output::Reporter;
 use super::pace::Pacer;
+use super::summary::Summary;
 use crate::error::Error;
-use crate::shutdown::Shutdown;
 use futures_util::{stream, StreamExt};
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 
 /// Messages read per page of the revisit.
 const PAGE: i64 = 500;
@@ -40,35 +40,41 @@ async fn observed_page(
     limit: i64,
 ) -> Result<Vec<Candidate>, Error> {
     let sql = OBSERVED.replace("{model}", &model.select("m"));
-    let rows = sqlx::query(&sql)
+    let rows: Vec<ObservedRow> = sqlx::query_as(&sql)
         .bind(after)
         .bind(up_to)
         .bind(limit)
         .fetch_all(pool)
         .await?;
-    rows.iter()
-        .map(|row| {
-            let mut c = candidates::candidate(row)?;
-            c.enabled_tools = row.try_get("enabled_tools")?;
-            Ok(c)
+    Ok(rows
+        .into_iter()
+        .map(|row| Candidate {
+            enabled_tools: row.enabled_tools,
+            ..row.page.into()
         })
-        .collect()
+        .collect())
+}
+
+/// A row of [`OBSERVED`]: the page's columns, and the agent's tools.
+#[derive(sqlx::FromRow)]
+struct ObservedRow {
+    #[sqlx(flatten)]
+    page: PageRow,
+    enabled_tools: Vec<String>,
 }
 
 /// Examines every observed message with `after < id <= up_to`, `concurrency` at a time,
 /// at the run's `--rate` (`pacer`). Stops taking messages on Ctrl-C.
-#[allow(clippy::too_many_arguments)]
 pub async fn observed(
     examiner: &Examiner,
-    pool: &PgPool,
     (mut after, up_to): (i64, i64),
     concurrency: usize,
     pacer: Option<&Pacer>,
-    stop: &Shutdown,
     summary: &mut Summary,
     reporter: &mut Reporter<'_>,
 ) -> Result<(), Error> {
-    while !stop.is_shutdown() {
+    let pool = &examiner.pool;
+    while !examiner.stop.is_shutdown() {
         let page = examiner
             .retrying(|| observed_page(pool, &examiner.model_column, after, up_to, PAGE))
             .await?;
@@ -76,7 +82,7 @@ pub async fn observed(
             return Ok(());
         };
         after = last.id;
-        let mut stopped = stop.clone();
+        let mut stopped = examiner.stop.clone();
         let mut results = stream::iter(page)
             .take_until(Box::pin(async move { stopped.wait().await }))
             .map(|c| async move {

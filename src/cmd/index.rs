@@ -8,7 +8,7 @@
 //! May depend on: `store`, `settings`, `error`.
 
 use crate::error::Error;
-use crate::settings::{DatabaseSettings, LogFormat};
+use crate::settings::DatabaseSettings;
 use crate::store::{self, IndexState};
 use std::io::Write;
 
@@ -29,10 +29,6 @@ pub struct IndexArgs {
     /// build cannot run in a transaction); connects to no database.
     #[arg(long)]
     pub sql: bool,
-
-    /// Log format (logs go to stderr; the result to stdout).
-    #[arg(long, env = "TCR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty)]
-    pub log_format: LogFormat,
 }
 
 /// Does what the flags ask, prints the result; returns whether the index is usable now

@@ -6,7 +6,7 @@
 use crate::error::Error;
 use crate::ledger::{self, render, Filter, ModelFilter, DEFAULT_LIMIT, MAX_LIMIT};
 use crate::recover::{Mode, Outcome};
-use crate::settings::{parse_family, DatabaseSettings, LogFormat, ModelSettings};
+use crate::settings::{parse_family, DatabaseSettings, ModelSettings};
 use crate::store;
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 use sqlx::PgPool;
@@ -75,10 +75,6 @@ pub struct LedgerArgs {
     /// before and after the pass. Without it no message content is printed.
     #[arg(long)]
     pub show_text: bool,
-
-    /// Log format (logs go to stderr; the listing to stdout).
-    #[arg(long, env = "TCR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty)]
-    pub log_format: LogFormat,
 }
 
 impl LedgerArgs {

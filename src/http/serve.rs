@@ -1,12 +1,13 @@
 //! Serving a router on a listener with the limits a port open to a cluster needs, which
 //! `axum::serve` does not set: a client must send its request headers within
-//! [`Limits::header_read`] of connecting (slowloris), a keep-alive connection with no bytes
-//! either way for [`Limits::idle`] is closed, and at most [`Limits::connections`] are open
+//! [`HttpLimits::header_read`] of connecting (slowloris), a keep-alive connection with no bytes
+//! either way for [`HttpLimits::idle`] is closed, and at most [`HttpLimits::connections`] are open
 //! at once (further ones wait in the listen backlog until one closes). HTTP/1.1 only: the
 //! clients are Prometheus, probes and the app's backend.
 //!
-//! May depend on: `shutdown`, `axum`, `hyper`, `hyper-util`, `tokio`.
+//! May depend on: `settings` (the limits), `shutdown`, `axum`, `hyper`, `hyper-util`, `tokio`.
 
+use crate::settings::HttpLimits;
 use crate::shutdown::Shutdown;
 use axum::Router;
 use hyper::server::conn::http1;
@@ -27,33 +28,9 @@ use tokio::time::Instant;
 /// How long stopping waits for requests being answered.
 const DRAIN: Duration = Duration::from_secs(10);
 
-/// The limits of the HTTP server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Connections open at once.
-    pub connections: usize,
-    /// Time a client has to send a request's headers, from connecting (or, on a
-    /// keep-alive connection, from its first byte).
-    pub header_read: Duration,
-    /// Time a connection may stay with no bytes read or written before it is closed (a
-    /// request being answered keeps it: it is closed after the response).
-    pub idle: Duration,
-}
-
-impl Default for Limits {
-    /// The defaults of `run`'s settings.
-    fn default() -> Self {
-        Limits {
-            connections: 256,
-            header_read: Duration::from_secs(10),
-            idle: Duration::from_secs(60),
-        }
-    }
-}
-
 /// Serves `app` until `shutdown`, then stops accepting and lets open connections finish
 /// their request (for a few seconds at most).
-pub async fn serve(listener: TcpListener, app: Router, limits: Limits, mut shutdown: Shutdown) {
+pub async fn serve(listener: TcpListener, app: Router, limits: HttpLimits, mut shutdown: Shutdown) {
     let permits = Arc::new(Semaphore::new(limits.connections.max(1)));
     let mut connections = JoinSet::new();
     loop {
@@ -92,7 +69,12 @@ pub async fn serve(listener: TcpListener, app: Router, limits: Limits, mut shutd
     .await;
 }
 
-async fn serve_connection(stream: TcpStream, app: Router, limits: Limits, mut shutdown: Shutdown) {
+async fn serve_connection(
+    stream: TcpStream,
+    app: Router,
+    limits: HttpLimits,
+    mut shutdown: Shutdown,
+) {
     let started = Instant::now();
     let last = Arc::new(AtomicU64::new(0));
     let io = TokioIo::new(Watched {

@@ -23,7 +23,7 @@ use crate::ids::{AgentId, ChatId, MessageId};
 use serde::Serialize;
 use serde_json::{json, Value};
 use sqlx::types::Json;
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::{PgConnection, PgPool};
 
 const LOCK_MESSAGE: &str =
     "SELECT chat_id, agent_id, content, tools_used FROM messages WHERE id = $1 FOR UPDATE";
@@ -189,93 +189,153 @@ async fn revert_in(
     id: MessageId,
     by: RevertedBy,
 ) -> Result<RevertReport, Error> {
-    let message = sqlx::query(LOCK_MESSAGE)
+    let message: MessageRow = sqlx::query_as(LOCK_MESSAGE)
         .bind(id.get())
         .fetch_optional(&mut *conn)
         .await?
         .ok_or(Poison::MissingMessage(id))?;
-    let content: Option<String> = message.try_get("content")?;
-    let tools_used: Value = message.try_get::<Json<Value>, _>("tools_used")?.0;
-    let mut report = RevertReport {
-        message_id: id,
-        chat_id: ChatId::new(message.try_get("chat_id")?),
-        agent_id: message
-            .try_get::<Option<i64>, _>("agent_id")?
-            .map(AgentId::new),
-        outcome: RevertOutcome::NothingToRevert,
-        reason: None,
-        recovery_id: None,
-        memories: Vec::new(),
-        tool_messages: Vec::new(),
-        dry_run: false,
-        restored: false,
-        content: content.clone(),
-        tools_used: string_entries(&tools_used),
-        outbox: Vec::new(),
-    };
-    let Some(pass) = sqlx::query(LATEST_RECOVERY)
+    let mut report = RevertReport::nothing_yet(id, &message);
+    let pass: Option<PassRow> = sqlx::query_as(LATEST_RECOVERY)
         .bind(id.get())
         .fetch_optional(&mut *conn)
-        .await?
-    else {
+        .await?;
+    let Some(pass) = pass else {
         report.reason = Some(format!("message {id} has no recovery in the ledger"));
         return Ok(report);
     };
-    let recovery_id: i64 = pass.try_get("id")?;
-    report.recovery_id = Some(recovery_id);
-    if pass.try_get::<bool, _>("reverted")? {
-        report.outcome = RevertOutcome::AlreadyReverted;
-        report.restored = content == pass.try_get::<Option<String>, _>("content_before")?
-            && tools_used == pass.try_get::<Json<Value>, _>("tools_used_before")?.0;
-        report.reason = Some(format!(
-            "the recovery of message {id} (ledger row {recovery_id}) is already reverted"
-        ));
+    report.recovery_id = Some(pass.id);
+    if let Some(refused) = refusal(id, &pass, &message)? {
+        report.outcome = refused.outcome;
+        report.restored = refused.restored;
+        report.reason = Some(refused.reason);
         return Ok(report);
     }
-    if ledger::ledger_mode(&pass.try_get::<String, _>("mode")?)? == Mode::Observe {
-        report.reason = Some(format!(
-            "the latest pass on message {id} (ledger row {recovery_id}) only observed; it \
-             changed nothing"
-        ));
-        return Ok(report);
-    }
-    let content_after: Option<String> = pass.try_get("content_after")?;
-    let tools_used_after: Value = pass.try_get::<Json<Value>, _>("tools_used_after")?.0;
-    let changed = if content != content_after {
-        Some("content")
-    } else if tools_used != tools_used_after {
-        Some("tools_used")
-    } else {
-        None
-    };
-    if let Some(what) = changed {
-        report.outcome = RevertOutcome::Conflict;
-        report.reason = Some(format!(
-            "message {id} changed after its recovery (ledger row {recovery_id}): its {what} \
-             is no longer what recovery wrote; nothing was reverted"
-        ));
-        return Ok(report);
-    }
+    delete_created(conn, pass.id, &mut report).await?;
+    restore(conn, id, by, pass, &mut report).await?;
+    Ok(report)
+}
 
-    for item in sqlx::query(ITEMS)
+/// The message row, locked.
+#[derive(sqlx::FromRow)]
+struct MessageRow {
+    chat_id: i64,
+    agent_id: Option<i64>,
+    content: Option<String>,
+    tools_used: Json<Value>,
+}
+
+/// The latest ledger row of the message, locked.
+#[derive(sqlx::FromRow)]
+struct PassRow {
+    id: i64,
+    mode: String,
+    reverted: bool,
+    content_before: Option<String>,
+    content_after: Option<String>,
+    tools_used_before: Json<Value>,
+    tools_used_after: Json<Value>,
+}
+
+/// An item of the pass: the rows it created.
+#[derive(sqlx::FromRow)]
+struct ItemRow {
+    memory_id: Option<i64>,
+    tool_message_id: Option<i64>,
+    tool_call_id: Option<String>,
+    call_arguments: Option<Json<Value>>,
+}
+
+impl RevertReport {
+    /// The report of a revert that has not (yet) changed anything: the message as it is.
+    fn nothing_yet(id: MessageId, message: &MessageRow) -> Self {
+        RevertReport {
+            message_id: id,
+            chat_id: ChatId::new(message.chat_id),
+            agent_id: message.agent_id.map(AgentId::new),
+            outcome: RevertOutcome::NothingToRevert,
+            reason: None,
+            recovery_id: None,
+            memories: Vec::new(),
+            tool_messages: Vec::new(),
+            dry_run: false,
+            restored: false,
+            content: message.content.clone(),
+            tools_used: string_entries(&message.tools_used.0),
+            outbox: Vec::new(),
+        }
+    }
+}
+
+/// Why the latest pass is left as it is.
+struct Refusal {
+    outcome: RevertOutcome,
+    reason: String,
+    /// The message is as a revert left it (for `already_reverted`).
+    restored: bool,
+}
+
+/// Whether the latest pass cannot be undone: a revert did it already, it only observed,
+/// or the message changed after it (restoring would throw that edit away).
+fn refusal(id: MessageId, pass: &PassRow, message: &MessageRow) -> Result<Option<Refusal>, Error> {
+    let row = pass.id;
+    if pass.reverted {
+        return Ok(Some(Refusal {
+            outcome: RevertOutcome::AlreadyReverted,
+            reason: format!("the recovery of message {id} (ledger row {row}) is already reverted"),
+            restored: message.content == pass.content_before
+                && message.tools_used.0 == pass.tools_used_before.0,
+        }));
+    }
+    if ledger::ledger_mode(&pass.mode)? == Mode::Observe {
+        return Ok(Some(Refusal {
+            outcome: RevertOutcome::NothingToRevert,
+            reason: format!(
+                "the latest pass on message {id} (ledger row {row}) only observed; it \
+                 changed nothing"
+            ),
+            restored: false,
+        }));
+    }
+    let changed = if message.content != pass.content_after {
+        "content"
+    } else if message.tools_used.0 != pass.tools_used_after.0 {
+        "tools_used"
+    } else {
+        return Ok(None);
+    };
+    Ok(Some(Refusal {
+        outcome: RevertOutcome::Conflict,
+        reason: format!(
+            "message {id} changed after its recovery (ledger row {row}): its {changed} \
+             is no longer what recovery wrote; nothing was reverted"
+        ),
+        restored: false,
+    }))
+}
+
+/// Deletes the memories and tool messages the pass `recovery_id` created (only what is
+/// still as it wrote it), and says what became of each.
+async fn delete_created(
+    conn: &mut PgConnection,
+    recovery_id: i64,
+    report: &mut RevertReport,
+) -> Result<(), Error> {
+    let items: Vec<ItemRow> = sqlx::query_as(ITEMS)
         .bind(recovery_id)
         .fetch_all(&mut *conn)
-        .await?
-    {
-        if let Some(memory_id) = item.try_get::<Option<i64>, _>("memory_id")? {
-            let written = item
-                .try_get::<Option<Json<Value>>, _>("call_arguments")?
-                .and_then(|a| plan::memory_content(&a.0));
+        .await?;
+    for item in items {
+        if let Some(memory_id) = item.memory_id {
+            let written = item.call_arguments.and_then(|a| plan::memory_content(&a.0));
             report.memories.push(RowFate {
                 id: memory_id,
                 fate: remove_memory(conn, memory_id, written.as_deref()).await?,
             });
         }
-        if let Some(tool_message_id) = item.try_get::<Option<i64>, _>("tool_message_id")? {
-            let tool_call_id: Option<String> = item.try_get("tool_call_id")?;
+        if let Some(tool_message_id) = item.tool_message_id {
             let deleted: Option<i64> = sqlx::query_scalar(DELETE_TOOL_MESSAGE)
                 .bind(tool_message_id)
-                .bind(tool_call_id)
+                .bind(item.tool_call_id)
                 .fetch_optional(&mut *conn)
                 .await?;
             report.tool_messages.push(RowFate {
@@ -284,12 +344,22 @@ async fn revert_in(
             });
         }
     }
-    let content_before: Option<String> = pass.try_get("content_before")?;
-    let tools_used_before: Value = pass.try_get::<Json<Value>, _>("tools_used_before")?.0;
+    Ok(())
+}
+
+/// Puts the message back as it was before the pass and marks the pass reverted, with
+/// what the revert did.
+async fn restore(
+    conn: &mut PgConnection,
+    id: MessageId,
+    by: RevertedBy,
+    pass: PassRow,
+    report: &mut RevertReport,
+) -> Result<(), Error> {
     sqlx::query(RESTORE)
         .bind(id.get())
-        .bind(&content_before)
-        .bind(Json(&tools_used_before))
+        .bind(&pass.content_before)
+        .bind(&pass.tools_used_before)
         .execute(&mut *conn)
         .await?;
     let summary = json!({
@@ -298,16 +368,16 @@ async fn revert_in(
         "tool_messages": report.tool_messages,
     });
     sqlx::query(MARK_REVERTED)
-        .bind(recovery_id)
+        .bind(pass.id)
         .bind(by.label())
         .bind(Json(&summary))
         .execute(&mut *conn)
         .await?;
     report.outcome = RevertOutcome::Reverted;
     report.restored = true;
-    report.content = content_before;
-    report.tools_used = string_entries(&tools_used_before);
-    Ok(report)
+    report.content = pass.content_before;
+    report.tools_used = string_entries(&pass.tools_used_before.0);
+    Ok(())
 }
 
 /// Deletes a memory the recovery created, unless it changed since (then it is the app's).

@@ -40,6 +40,10 @@ pub const LOCK_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a migration that cannot get its lock keeps being tried.
 pub const RETRY_FOR: Duration = Duration::from_secs(300);
 
+/// Whether sqlx's history table is there (found as its unqualified name is, through the
+/// search path).
+const HISTORY_EXISTS: &str = "SELECT to_regclass('_sqlx_migrations') IS NOT NULL";
+
 /// Applies the pending migrations of `migrator` on a session of its own that holds the
 /// migration lock; with [`Provision::Development`], first the app's tables (under the same
 /// lock, so two development setups at once do not both create them). Returns what it
@@ -100,7 +104,14 @@ pub(super) async fn try_lock_polling(
 }
 
 async fn apply_pending(conn: &mut PgConnection, migrator: &Migrator) -> Result<Vec<String>, Error> {
-    conn.ensure_migrations_table().await?;
+    // sqlx's `CREATE TABLE IF NOT EXISTS` makes the server send a notice ("already exists,
+    // skipping") that sqlx logs at INFO: every start would say it. Created only when missing.
+    let exists: bool = sqlx::query_scalar(HISTORY_EXISTS)
+        .fetch_one(&mut *conn)
+        .await?;
+    if !exists {
+        conn.ensure_migrations_table().await?;
+    }
     let applied: HashMap<i64, Vec<u8>> = conn
         .list_applied_migrations()
         .await?

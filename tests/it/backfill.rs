@@ -8,6 +8,7 @@ use crate::harness::*;
 use clap::Parser;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
+use tokio::io::AsyncBufReadExt;
 use toolcall_recovery::backfill::{self, BackfillArgs, Summary};
 use toolcall_recovery::shutdown;
 
@@ -789,4 +790,96 @@ async fn a_real_run_commits_queued_leaks_together_and_each_once() {
     assert_eq!(again.by_outcome.get("recovered"), None);
     assert_eq!(app.count("SELECT count(*) FROM agent_memories").await, 40);
     app.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observe_run_creates_no_memory_and_its_summary_says_so() {
+    let app = TestApp::prepare().await;
+    seed(&app).await;
+    let (summary, text) = run(&app, &["--mode=observe", "--no-publish"]).await;
+    assert_eq!(summary.count("recovered"), 1, "{summary:?}");
+    assert_eq!(app.count("SELECT count(*) FROM agent_memories").await, 0);
+    assert_eq!(summary.memories_created, 0, "{text}");
+    assert_eq!(summary.memories_observed, 1, "{text}");
+    assert!(text.contains("  memories created: 0\n"), "{text}");
+    app.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_moves_with_time_at_a_low_rate() {
+    let app = TestApp::prepare().await;
+    let chat = app.create_chat().await;
+    let agent = app.create_agent(&["save_memory"]).await;
+    // Twelve recoveries at one every two seconds: more than 20 s, far fewer rows than a
+    // batch, so progress shown only by batch would show nothing before the end.
+    let ids = leaks_after(&app, chat, agent, 12).await;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolcall-recovery"))
+        .args([
+            "backfill".to_string(),
+            format!("--database-url={}", app.db_url),
+            "--no-publish".into(),
+            "--rate=0.5".into(),
+            "--batch-size=500".into(),
+            "--metrics-addr=127.0.0.1:0".into(),
+        ])
+        .env("RUST_LOG", "info")
+        .env_remove("TCR_MEMORY_TYPES")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("binary starts");
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = next_json(&mut lines).await;
+        if let Some(addr) = line["addr"].as_str() {
+            break addr.parse::<std::net::SocketAddr>().unwrap();
+        }
+    };
+    let gauge = "toolcall_recovery_backfill_progress";
+    let shown = &std::sync::Mutex::new(0.0);
+    wait_for(
+        "the progress gauge moves",
+        Duration::from_secs(60),
+        || async move {
+            let value = http_get(addr, "/metrics")
+                .await
+                .map_or(0.0, |(_, text)| metric_value(&text, gauge));
+            *shown.lock().unwrap() = value;
+            value > 0.0
+        },
+    )
+    .await;
+    let shown = *shown.lock().unwrap();
+    assert!(
+        shown < *ids.last().unwrap() as f64,
+        "shown before the end of the run: {shown}"
+    );
+    // The log line that says how far it got comes too, while the run goes on.
+    loop {
+        let line = next_json(&mut lines).await;
+        if line["message"] == "backfill progress" {
+            assert!(line["last_id"].as_i64().unwrap() >= ids[0], "{line}");
+            break;
+        }
+    }
+    assert!(child.try_wait().unwrap().is_none(), "still running");
+    crate::process::signal(&child, "-TERM");
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("stops")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    app.cleanup().await;
+}
+
+/// The next line a binary logs (JSON: its stderr is not a terminal).
+async fn next_json<R: tokio::io::AsyncBufRead + Unpin>(lines: &mut tokio::io::Lines<R>) -> Value {
+    let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await;
+    let line = line
+        .expect("a log line")
+        .expect("stderr")
+        .expect("not closed");
+    serde_json::from_str(&line).expect("JSON: stderr is not a terminal")
 }

@@ -19,7 +19,7 @@ async fn terminate_worker_backends(app: &TestApp) -> i64 {
 }
 
 /// Closes this test's worker connections on the broker (found by connection name).
-async fn close_worker_connections(app: &TestApp) -> usize {
+pub async fn close_worker_connections(app: &TestApp) -> usize {
     let name = app.settings.connection_name.clone();
     tokio::task::spawn_blocking(move || {
         let out = std::process::Command::new("rabbitmqctl")

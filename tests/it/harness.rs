@@ -101,7 +101,6 @@ pub fn test_settings(suffix: &str, db_url: &str) -> Settings {
         "--missing-message-retry-secs=1".into(),
         "--outbox-relay-secs=1".into(),
         "--outbox-grace-secs=2".into(),
-        "--log-format=pretty".into(),
     ];
     P::parse_from(args).s
 }

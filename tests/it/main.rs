@@ -3,12 +3,15 @@
 
 mod admin;
 mod backfill;
+mod dead_letters;
+mod demo;
 mod faults;
 mod group_commit;
 mod harness;
 mod http_limits;
 mod idempotency;
 mod ledger;
+mod logs;
 mod memory;
 mod migrations;
 mod models;

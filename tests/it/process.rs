@@ -6,7 +6,7 @@ use crate::harness::*;
 use std::collections::HashSet;
 use std::time::Duration;
 
-fn signal(child: &tokio::process::Child, sig: &str) {
+pub fn signal(child: &tokio::process::Child, sig: &str) {
     let pid = child.id().expect("running");
     let ok = std::process::Command::new("kill")
         .args([sig, &pid.to_string()])

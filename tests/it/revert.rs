@@ -37,25 +37,6 @@ struct Snapshot {
     memories: Vec<Value>,
 }
 
-async fn snapshot(app: &TestApp) -> Snapshot {
-    let rows = |sql: &'static str| {
-        let pool = app.pool.clone();
-        async move {
-            sqlx::query_scalar::<_, sqlx::types::Json<Value>>(sql)
-                .fetch_all(&pool)
-                .await
-                .expect(sql)
-                .into_iter()
-                .map(|j| j.0)
-                .collect::<Vec<Value>>()
-        }
-    };
-    Snapshot {
-        messages: rows("SELECT to_jsonb(m) - 'updated_at' FROM messages m ORDER BY m.id").await,
-        memories: rows("SELECT to_jsonb(a) FROM agent_memories a ORDER BY a.id").await,
-    }
-}
-
 /// Panics with the rows that differ (not two whole tables) when the snapshots differ.
 fn assert_same(before: &Snapshot, after: &Snapshot, what: &str) {
     if before == after {
@@ -85,95 +66,132 @@ fn assert_same(before: &Snapshot, after: &Snapshot, what: &str) {
     panic!("{what}: the database differs:\n{}", diff.join("\n"));
 }
 
-/// THE recovery, as the backfill runs it.
-async fn recover(app: &TestApp, id: i64) -> Report {
-    recover::recover_message(
-        &app.pool,
-        MessageId::new(id),
-        &Policy::default(),
-        Source::Backfill { model: None },
-    )
-    .await
-    .expect("recovery runs")
-}
+/// What these tests do to their database, as methods of the harness's app (as
+/// zero-to-production's `TestApp` has them).
+impl TestApp {
+    /// A fresh database with one chat and one agent that has `tools` enabled.
+    async fn with_agent(tools: &[&str]) -> (TestApp, i64, i64) {
+        let app = TestApp::prepare().await;
+        let chat = app.create_chat().await;
+        let agent = app.create_agent(tools).await;
+        (app, chat, agent)
+    }
 
-async fn revert(app: &TestApp, id: i64) -> RevertReport {
-    revert_message(&app.pool, MessageId::new(id), RevertedBy::Cli, false)
+    /// An assistant message of `agent` in `chat` holding `content` (`tools_used` empty).
+    async fn assistant_message(&self, chat: i64, agent: i64, content: &str) -> i64 {
+        self.create_message(chat, Some(agent), "assistant", Some(content), &[])
+            .await
+    }
+
+    async fn snapshot(&self) -> Snapshot {
+        let rows = |sql: &'static str| {
+            let pool = self.pool.clone();
+            async move {
+                sqlx::query_scalar::<_, sqlx::types::Json<Value>>(sql)
+                    .fetch_all(&pool)
+                    .await
+                    .expect(sql)
+                    .into_iter()
+                    .map(|j| j.0)
+                    .collect::<Vec<Value>>()
+            }
+        };
+        Snapshot {
+            messages: rows("SELECT to_jsonb(m) - 'updated_at' FROM messages m ORDER BY m.id").await,
+            memories: rows("SELECT to_jsonb(a) FROM agent_memories a ORDER BY a.id").await,
+        }
+    }
+
+    /// THE recovery, as the backfill runs it.
+    async fn recover(&self, id: i64) -> Report {
+        recover::recover_message(
+            &self.pool,
+            MessageId::new(id),
+            &Policy::default(),
+            Source::Backfill { model: None },
+        )
         .await
-        .expect("revert runs")
-}
+        .expect("recovery runs")
+    }
 
-async fn ledger_counts(app: &TestApp) -> (i64, i64) {
-    (
-        app.count("SELECT count(*) FROM recoveries").await,
-        app.count("SELECT count(*) FROM recovery_items").await,
-    )
-}
+    async fn revert(&self, id: i64) -> RevertReport {
+        revert_message(&self.pool, MessageId::new(id), RevertedBy::Cli, false)
+            .await
+            .expect("revert runs")
+    }
 
-/// `reverted_at` (as text), `reverted_by`, `revert_summary` of a ledger row.
-async fn revert_marks(app: &TestApp, recovery_id: i64) -> (Option<String>, Option<String>, Value) {
-    let (at, by, summary): (
-        Option<String>,
-        Option<String>,
-        Option<sqlx::types::Json<Value>>,
-    ) = sqlx::query_as(
-        "SELECT reverted_at::text, reverted_by, revert_summary FROM recoveries WHERE id = $1",
-    )
-    .bind(recovery_id)
-    .fetch_one(&app.pool)
-    .await
-    .expect("ledger row");
-    (at, by, summary.map_or(Value::Null, |j| j.0))
-}
+    async fn ledger_counts(&self) -> (i64, i64) {
+        (
+            self.count("SELECT count(*) FROM recoveries").await,
+            self.count("SELECT count(*) FROM recovery_items").await,
+        )
+    }
 
-async fn tool_message_count(app: &TestApp) -> i64 {
-    app.count("SELECT count(*) FROM messages WHERE role = 'tool'")
+    /// `reverted_at` (as text), `reverted_by`, `revert_summary` of a ledger row.
+    async fn revert_marks(&self, recovery_id: i64) -> (Option<String>, Option<String>, Value) {
+        let (at, by, summary): (
+            Option<String>,
+            Option<String>,
+            Option<sqlx::types::Json<Value>>,
+        ) = sqlx::query_as(
+            "SELECT reverted_at::text, reverted_by, revert_summary FROM recoveries WHERE id = $1",
+        )
+        .bind(recovery_id)
+        .fetch_one(&self.pool)
         .await
-}
+        .expect("ledger row");
+        (at, by, summary.map_or(Value::Null, |j| j.0))
+    }
 
-async fn memory_count(app: &TestApp) -> i64 {
-    app.count("SELECT count(*) FROM agent_memories").await
-}
+    async fn tool_message_count(&self) -> i64 {
+        self.count("SELECT count(*) FROM messages WHERE role = 'tool'")
+            .await
+    }
 
-async fn create_memory(app: &TestApp, agent: i64, content: &str, memory_type: &str) -> i64 {
-    sqlx::query_scalar(
-        "INSERT INTO agent_memories (agent_id, content, memory_type) VALUES ($1, $2, $3) \
-         RETURNING id",
-    )
-    .bind(agent)
-    .bind(content)
-    .bind(memory_type)
-    .fetch_one(&app.pool)
-    .await
-    .expect("memory")
-}
+    async fn memory_count(&self) -> i64 {
+        self.count("SELECT count(*) FROM agent_memories").await
+    }
 
-async fn create_tool_message(
-    app: &TestApp,
-    chat: i64,
-    agent: Option<i64>,
-    tool_call_id: &str,
-    tool_name: Option<&str>,
-) -> i64 {
-    sqlx::query_scalar(
-        "INSERT INTO messages (chat_id, agent_id, role, content, tool_call_id, tool_name) \
-         VALUES ($1, $2, 'tool', '{\"success\": true}', $3, $4) RETURNING id",
-    )
-    .bind(chat)
-    .bind(agent)
-    .bind(tool_call_id)
-    .bind(tool_name)
-    .fetch_one(&app.pool)
-    .await
-    .expect("tool message")
-}
-
-async fn exec(app: &TestApp, sql: &str, id: i64) {
-    sqlx::query(sql)
-        .bind(id)
-        .execute(&app.pool)
+    async fn create_memory(&self, agent: i64, content: &str, memory_type: &str) -> i64 {
+        sqlx::query_scalar(
+            "INSERT INTO agent_memories (agent_id, content, memory_type) VALUES ($1, $2, $3) \
+             RETURNING id",
+        )
+        .bind(agent)
+        .bind(content)
+        .bind(memory_type)
+        .fetch_one(&self.pool)
         .await
-        .expect(sql);
+        .expect("memory")
+    }
+
+    async fn create_tool_message(
+        &self,
+        chat: i64,
+        agent: Option<i64>,
+        tool_call_id: &str,
+        tool_name: Option<&str>,
+    ) -> i64 {
+        sqlx::query_scalar(
+            "INSERT INTO messages (chat_id, agent_id, role, content, tool_call_id, tool_name) \
+             VALUES ($1, $2, 'tool', '{\"success\": true}', $3, $4) RETURNING id",
+        )
+        .bind(chat)
+        .bind(agent)
+        .bind(tool_call_id)
+        .bind(tool_name)
+        .fetch_one(&self.pool)
+        .await
+        .expect("tool message")
+    }
+
+    async fn exec(&self, sql: &str, id: i64) {
+        sqlx::query(sql)
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .expect(sql);
+    }
 }
 
 fn fates(f: &[RowFate]) -> Vec<(i64, &'static str)> {
@@ -222,13 +240,29 @@ async fn recover_then_revert_is_the_identity_for_every_outcome() {
     let no_memory = app.create_agent(&["web_search"]).await;
     // Rows the reverts must leave alone: memories (one with the same content a recovery
     // writes), a named tool message, messages of another chat.
-    create_memory(&app, agent, "  Likes tea  ", "preference").await;
-    create_memory(&app, agent, "I lost track of the plan.", "journal").await;
-    create_tool_message(&app, chat, Some(agent), "call_app_1", Some("web_search")).await;
+    app.create_memory(agent, "  Likes tea  ", "preference")
+        .await;
+    app.create_memory(agent, "I lost track of the plan.", "journal")
+        .await;
+    app.create_tool_message(chat, Some(agent), "call_app_1", Some("web_search"))
+        .await;
     app.create_message(other_chat, Some(agent), "user", Some("Hi there "), &[])
         .await;
 
-    let cases = vec![
+    for case in every_outcome(agent, no_memory) {
+        let (id, before, report) = app.recovered_as_the_contract_says(chat, &case).await;
+        let marks = app.reverted_exactly(&case, id, &before, &report).await;
+        let rid = report.recovery_id.expect("a ledger row");
+        app.stays_reverted(&case, id, &before, (rid, &marks)).await;
+        app.an_edited_twin_is_refused(chat, &case).await;
+    }
+    app.cleanup().await;
+}
+
+/// The situations of contract §3 that write something, for an agent with save_memory
+/// (`agent`) and one without (`no_memory`).
+fn every_outcome(agent: i64, no_memory: i64) -> Vec<Case> {
+    vec![
         Case {
             name: "recovered (result_prefix)",
             agent: Some(agent),
@@ -361,11 +395,21 @@ async fn recover_then_revert_is_the_identity_for_every_outcome() {
             tool_messages: 2,
             content_changes: true,
         },
-    ];
+    ]
+}
 
-    for case in cases {
+/// The steps of [`recover_then_revert_is_the_identity_for_every_outcome`], each with its
+/// assertions, for one case.
+impl TestApp {
+    /// Creates the case's message and recovers it: the outcome, content, memories and
+    /// tool messages of the case. Returns the message, the database before, the report.
+    async fn recovered_as_the_contract_says(
+        &self,
+        chat: i64,
+        case: &Case,
+    ) -> (i64, Snapshot, Report) {
         let what = case.name;
-        let id = app
+        let id = self
             .create_message(
                 chat,
                 case.agent,
@@ -374,14 +418,14 @@ async fn recover_then_revert_is_the_identity_for_every_outcome() {
                 case.tools_used,
             )
             .await;
-        let before = snapshot(&app).await;
-        let (mems, tools) = (memory_count(&app).await, tool_message_count(&app).await);
+        let before = self.snapshot().await;
+        let (mems, tools) = (self.memory_count().await, self.tool_message_count().await);
 
-        let report = recover(&app, id).await;
+        let report = self.recover(id).await;
         assert_eq!(report.outcome, case.outcome, "{what}");
         assert_eq!(report.mode, Mode::Recover, "{what}");
-        let rid = report.recovery_id.expect("a ledger row");
-        let (content, tools_used) = app.message(id).await;
+        let _ledger_row = report.recovery_id.expect("a ledger row");
+        let (content, tools_used) = self.message(id).await;
         assert_eq!(
             content.as_deref() != Some(case.content.as_str()),
             case.content_changes,
@@ -396,15 +440,28 @@ async fn recover_then_revert_is_the_identity_for_every_outcome() {
                 "{what}: {tools_used}"
             );
         }
-        assert_eq!(memory_count(&app).await - mems, case.memories, "{what}");
+        assert_eq!(self.memory_count().await - mems, case.memories, "{what}");
         assert_eq!(
-            tool_message_count(&app).await - tools,
+            self.tool_message_count().await - tools,
             case.tool_messages,
             "{what}"
         );
-        let (memory_ids, tool_ids) = created_ids(&report);
+        (id, before, report)
+    }
 
-        let r = revert(&app, id).await;
+    /// Reverts it: every row the pass created deleted, the message byte-identical, the
+    /// database as `before`, the ledger row marked. Returns the marks.
+    async fn reverted_exactly(
+        &self,
+        case: &Case,
+        id: i64,
+        before: &Snapshot,
+        report: &Report,
+    ) -> (Option<String>, Option<String>, Value) {
+        let what = case.name;
+        let rid = report.recovery_id.expect("a ledger row");
+        let (memory_ids, tool_ids) = created_ids(report);
+        let r = self.revert(id).await;
         assert_eq!(r.outcome, RevertOutcome::Reverted, "{what}: {:?}", r.reason);
         assert_eq!(r.recovery_id, Some(rid), "{what}");
         assert!(!r.dry_run);
@@ -421,24 +478,35 @@ async fn recover_then_revert_is_the_identity_for_every_outcome() {
             tool_ids.iter().map(|&i| (i, "deleted")).collect::<Vec<_>>(),
             "{what}"
         );
-        let (content, tools_used) = app.message(id).await;
+        let (content, tools_used) = self.message(id).await;
         assert_eq!(
             content.as_deref(),
             Some(case.content.as_str()),
             "{what}: content byte-identical"
         );
         assert_eq!(tools_used, json!(case.tools_used), "{what}");
-        assert_same(&before, &snapshot(&app).await, what);
-        let marks = revert_marks(&app, rid).await;
+        assert_same(before, &self.snapshot().await, what);
+        let marks = self.revert_marks(rid).await;
         assert!(
             marks.0.is_some() && marks.1.as_deref() == Some("cli"),
             "{what}"
         );
+        marks
+    }
 
+    /// A second revert changes nothing, and no automatic pass recovers it again.
+    async fn stays_reverted(
+        &self,
+        case: &Case,
+        id: i64,
+        before: &Snapshot,
+        (rid, marks): (i64, &(Option<String>, Option<String>, Value)),
+    ) {
+        let what = case.name;
         // Idempotent; and no automatic pass (a redelivered event, the backfill, an
         // observe-mode worker) recovers it again.
-        let counts = ledger_counts(&app).await;
-        let again = revert(&app, id).await;
+        let counts = self.ledger_counts().await;
+        let again = self.revert(id).await;
         assert_eq!(again.outcome, RevertOutcome::AlreadyReverted, "{what}");
         for (policy, source) in [
             (
@@ -458,18 +526,23 @@ async fn recover_then_revert_is_the_identity_for_every_outcome() {
             ),
         ] {
             let pass =
-                recover::recover_message(&app.pool, MessageId::new(id), &policy, source.clone())
+                recover::recover_message(&self.pool, MessageId::new(id), &policy, source.clone())
                     .await
                     .expect("pass runs");
             assert_eq!(pass.outcome, Outcome::Reverted, "{what}: {source:?}");
             assert_eq!(pass.content.as_deref(), Some(case.content.as_str()));
         }
-        assert_same(&before, &snapshot(&app).await, what);
-        assert_eq!(ledger_counts(&app).await, counts, "{what}");
-        assert_eq!(revert_marks(&app, rid).await, marks, "{what}");
+        assert_same(before, &self.snapshot().await, what);
+        assert_eq!(self.ledger_counts().await, counts, "{what}");
+        assert_eq!(self.revert_marks(rid).await, *marks, "{what}");
+    }
 
+    /// The same situation, edited after its recovery: the revert is refused and changes
+    /// nothing.
+    async fn an_edited_twin_is_refused(&self, chat: i64, case: &Case) {
+        let what = case.name;
         // The same situation edited after its recovery: refused, nothing changed.
-        let twin = app
+        let twin = self
             .create_message(
                 chat,
                 case.agent,
@@ -478,49 +551,43 @@ async fn recover_then_revert_is_the_identity_for_every_outcome() {
                 case.tools_used,
             )
             .await;
-        let twin_rid = recover(&app, twin).await.recovery_id.expect("row");
-        exec(
-            &app,
+        let twin_rid = self.recover(twin).await.recovery_id.expect("row");
+        self.exec(
             "UPDATE messages SET content = content || ' (edited)' WHERE id = $1",
             twin,
         )
         .await;
-        let edited = snapshot(&app).await;
-        let r = revert(&app, twin).await;
+        let edited = self.snapshot().await;
+        let r = self.revert(twin).await;
         assert_eq!(r.outcome, RevertOutcome::Conflict, "{what}: edited twin");
-        assert_same(&edited, &snapshot(&app).await, what);
+        assert_same(&edited, &self.snapshot().await, what);
         assert_eq!(
-            revert_marks(&app, twin_rid).await,
+            self.revert_marks(twin_rid).await,
             (None, None, Value::Null),
             "{what}"
         );
     }
-    app.cleanup().await;
 }
 
 /// `tools_used` comes back byte for byte whatever the app stored there, even shapes the
 /// contract does not expect (recovery replaces a non-array with its mark).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_used_of_any_shape_is_restored_exactly() {
-    let app = TestApp::prepare().await;
-    let chat = app.create_chat().await;
-    let agent = app.create_agent(&["save_memory"]).await;
+    let (app, chat, agent) = TestApp::with_agent(&["save_memory"]).await;
     for stored in ["[]", "null", "{}", "[1, {\"a\": [2]}]", "\"save_memory\""] {
         let leak = result_prefix_leak("Keeps bees", "fact", "Buzz.");
-        let id = app
-            .create_message(chat, Some(agent), "assistant", Some(&leak), &[])
-            .await;
+        let id = app.assistant_message(chat, agent, &leak).await;
         sqlx::query("UPDATE messages SET tools_used = $2::jsonb WHERE id = $1")
             .bind(id)
             .bind(stored)
             .execute(&app.pool)
             .await
             .expect("odd tools_used");
-        let before = snapshot(&app).await;
-        let report = recover(&app, id).await;
+        let before = app.snapshot().await;
+        let report = app.recover(id).await;
         assert_eq!(report.outcome, Outcome::Recovered, "{stored}");
-        assert_ne!(before, snapshot(&app).await, "{stored}");
-        let r = revert(&app, id).await;
+        assert_ne!(before, app.snapshot().await, "{stored}");
+        let r = app.revert(id).await;
         assert_eq!(
             r.outcome,
             RevertOutcome::Reverted,
@@ -539,7 +606,7 @@ async fn tools_used_of_any_shape_is_restored_exactly() {
             .await
             .expect("jsonb");
         assert_eq!(text, want, "{stored}");
-        assert_same(&before, &snapshot(&app).await, stored);
+        assert_same(&before, &app.snapshot().await, stored);
     }
     app.cleanup().await;
 }
@@ -713,8 +780,8 @@ async fn recover_then_revert_is_the_identity_on_a_generated_sample() {
     let agent = app.create_agent(&["save_memory", "web_search"]).await;
     let no_memory = app.create_agent(&["web_search"]).await;
     for m in MEMORY {
-        create_memory(&app, agent, m, "fact").await;
-        create_memory(&app, agent, m.trim(), "journal").await;
+        app.create_memory(agent, m, "fact").await;
+        app.create_memory(agent, m.trim(), "journal").await;
     }
     let mut rng = Rng(0x5EED_2026_0008);
     let mut ids = Vec::new();
@@ -735,11 +802,11 @@ async fn recover_then_revert_is_the_identity_on_a_generated_sample() {
             .await;
         ids.push((id, content));
     }
-    let before = snapshot(&app).await;
+    let before = app.snapshot().await;
 
     let mut seen = std::collections::BTreeMap::<&str, usize>::new();
     for (id, content) in &ids {
-        let report = recover(&app, *id).await;
+        let report = app.recover(*id).await;
         assert!(
             !matches!(
                 report.outcome,
@@ -770,7 +837,7 @@ async fn recover_then_revert_is_the_identity_on_a_generated_sample() {
             "sample covers {outcome}: {seen:?}"
         );
     }
-    assert_ne!(before, snapshot(&app).await, "the recoveries changed rows");
+    assert_ne!(before, app.snapshot().await, "the recoveries changed rows");
 
     // Reverted in another order than recovered.
     let mut order: Vec<usize> = (0..ids.len()).collect();
@@ -779,7 +846,7 @@ async fn recover_then_revert_is_the_identity_on_a_generated_sample() {
     }
     for i in order {
         let (id, content) = &ids[i];
-        let r = revert(&app, *id).await;
+        let r = app.revert(*id).await;
         assert_eq!(
             r.outcome,
             RevertOutcome::Reverted,
@@ -788,7 +855,7 @@ async fn recover_then_revert_is_the_identity_on_a_generated_sample() {
         );
         assert_eq!(app.message(*id).await.0.as_deref(), Some(content.as_str()));
     }
-    assert_same(&before, &snapshot(&app).await, "sample");
+    assert_same(&before, &app.snapshot().await, "sample");
     app.cleanup().await;
 }
 
@@ -797,9 +864,7 @@ async fn recover_then_revert_is_the_identity_on_a_generated_sample() {
 /// named after the revert; everything else is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transcript_repair_of_other_tool_messages_is_kept_after_revert() {
-    let app = TestApp::prepare().await;
-    let chat = app.create_chat().await;
-    let agent = app.create_agent(&["save_memory"]).await;
+    let (app, chat, agent) = TestApp::with_agent(&["save_memory"]).await;
     sqlx::query(
         "INSERT INTO messages (chat_id, agent_id, role, content, tool_calls) \
          VALUES ($1, $2, 'assistant', '', $3)",
@@ -812,17 +877,19 @@ async fn transcript_repair_of_other_tool_messages_is_kept_after_revert() {
     .execute(&app.pool)
     .await
     .unwrap();
-    let named = create_tool_message(&app, chat, None, "call_1", Some("")).await;
-    let orphan = create_tool_message(&app, chat, None, "call_missing", None).await;
-    let leak = result_prefix_leak("repair me", "fact", "Reply.");
-    let id = app
-        .create_message(chat, Some(agent), "assistant", Some(&leak), &[])
+    let named = app
+        .create_tool_message(chat, None, "call_1", Some(""))
         .await;
-    let mut before = snapshot(&app).await;
+    let orphan = app
+        .create_tool_message(chat, None, "call_missing", None)
+        .await;
+    let leak = result_prefix_leak("repair me", "fact", "Reply.");
+    let id = app.assistant_message(chat, agent, &leak).await;
+    let mut before = app.snapshot().await;
 
-    let report = recover(&app, id).await;
+    let report = app.recover(id).await;
     assert_eq!(report.outcome, Outcome::Recovered);
-    let r = revert(&app, id).await;
+    let r = app.revert(id).await;
     assert_eq!(r.outcome, RevertOutcome::Reverted);
     assert_eq!(app.message(id).await.0, Some(leak));
     for row in &mut before.messages {
@@ -834,7 +901,7 @@ async fn transcript_repair_of_other_tool_messages_is_kept_after_revert() {
     }
     assert_same(
         &before,
-        &snapshot(&app).await,
+        &app.snapshot().await,
         "everything but the repaired names is back",
     );
     app.cleanup().await;
@@ -844,35 +911,31 @@ async fn transcript_repair_of_other_tool_messages_is_kept_after_revert() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_revert_is_a_no_op_and_ledger_rows_are_kept() {
-    let app = TestApp::prepare().await;
-    let chat = app.create_chat().await;
-    let agent = app.create_agent(&["save_memory"]).await;
+    let (app, chat, agent) = TestApp::with_agent(&["save_memory"]).await;
     let leak = result_prefix_leak("Prefers tea", "preference", "Tea it is.");
-    let id = app
-        .create_message(chat, Some(agent), "assistant", Some(&leak), &[])
-        .await;
-    let original = snapshot(&app).await;
-    let report = recover(&app, id).await;
+    let id = app.assistant_message(chat, agent, &leak).await;
+    let original = app.snapshot().await;
+    let report = app.recover(id).await;
     let rid = report.recovery_id.expect("ledger row");
     let (memory_ids, tool_ids) = created_ids(&report);
-    let counts = ledger_counts(&app).await;
+    let counts = app.ledger_counts().await;
     assert_eq!(counts, (1, 1));
 
     // A dry run says what it would do and writes nothing.
-    let recovered = snapshot(&app).await;
+    let recovered = app.snapshot().await;
     let dry = revert_message(&app.pool, MessageId::new(id), RevertedBy::Cli, true)
         .await
         .expect("dry revert");
     assert!(dry.dry_run);
     assert_eq!(dry.outcome, RevertOutcome::Reverted);
     assert_eq!(fates(&dry.memories), vec![(memory_ids[0], "deleted")]);
-    assert_same(&recovered, &snapshot(&app).await, "dry run");
-    assert_eq!(revert_marks(&app, rid).await, (None, None, Value::Null));
+    assert_same(&recovered, &app.snapshot().await, "dry run");
+    assert_eq!(app.revert_marks(rid).await, (None, None, Value::Null));
 
-    let first = revert(&app, id).await;
+    let first = app.revert(id).await;
     assert_eq!(first.outcome, RevertOutcome::Reverted);
-    assert_same(&original, &snapshot(&app).await, "first revert");
-    let marks = revert_marks(&app, rid).await;
+    assert_same(&original, &app.snapshot().await, "first revert");
+    let marks = app.revert_marks(rid).await;
     assert!(marks.0.is_some(), "reverted_at set");
     assert_eq!(marks.1.as_deref(), Some("cli"));
     assert_eq!(
@@ -887,7 +950,7 @@ async fn a_second_revert_is_a_no_op_and_ledger_rows_are_kept() {
         "revert_summary: {}",
         marks.2
     );
-    assert_eq!(ledger_counts(&app).await, counts, "ledger rows are kept");
+    assert_eq!(app.ledger_counts().await, counts, "ledger rows are kept");
 
     for by in [RevertedBy::Cli, RevertedBy::Admin] {
         for dry_run in [false, true] {
@@ -904,13 +967,9 @@ async fn a_second_revert_is_a_no_op_and_ledger_rows_are_kept() {
             assert_eq!(again.content.as_deref(), Some(leak.as_str()));
         }
     }
-    assert_same(&original, &snapshot(&app).await, "second revert");
-    assert_eq!(
-        revert_marks(&app, rid).await,
-        marks,
-        "the mark is not redone"
-    );
-    assert_eq!(ledger_counts(&app).await, counts);
+    assert_same(&original, &app.snapshot().await, "second revert");
+    assert_eq!(app.revert_marks(rid).await, marks, "the mark is not redone");
+    assert_eq!(app.ledger_counts().await, counts);
     app.cleanup().await;
 }
 
@@ -918,15 +977,11 @@ async fn a_second_revert_is_a_no_op_and_ledger_rows_are_kept() {
 /// revert racing a redelivered event ends the same whichever goes first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_reverts_and_passes_revert_exactly_once() {
-    let app = TestApp::prepare().await;
-    let chat = app.create_chat().await;
-    let agent = app.create_agent(&["save_memory"]).await;
+    let (app, chat, agent) = TestApp::with_agent(&["save_memory"]).await;
     let leak = result_prefix_leak("Racing", "fact", "Go.");
-    let id = app
-        .create_message(chat, Some(agent), "assistant", Some(&leak), &[])
-        .await;
-    let original = snapshot(&app).await;
-    recover(&app, id).await;
+    let id = app.assistant_message(chat, agent, &leak).await;
+    let original = app.snapshot().await;
+    app.recover(id).await;
 
     let reverts: Vec<_> = (0..8)
         .map(|_| {
@@ -954,7 +1009,7 @@ async fn racing_reverts_and_passes_revert_exactly_once() {
             .all(|o| matches!(o, RevertOutcome::Reverted | RevertOutcome::AlreadyReverted)),
         "{outcomes:?}"
     );
-    assert_same(&original, &snapshot(&app).await, "racing reverts");
+    assert_same(&original, &app.snapshot().await, "racing reverts");
 
     // Recovered again by the admin, then a revert and a redelivered event at once.
     let pass = recover::recover_message(
@@ -981,14 +1036,14 @@ async fn racing_reverts_and_passes_revert_exactly_once() {
         .expect("event pass")
         .outcome
     });
-    let r = revert(&app, id).await;
+    let r = app.revert(id).await;
     let event = event.await.expect("task");
     assert_eq!(r.outcome, RevertOutcome::Reverted);
     assert!(
         matches!(event, Outcome::AlreadyRecovered | Outcome::Reverted),
         "{event:?}"
     );
-    assert_same(&original, &snapshot(&app).await, "revert racing an event");
+    assert_same(&original, &app.snapshot().await, "revert racing an event");
     assert_eq!(
         app.count("SELECT count(*) FROM recoveries WHERE reverted_at IS NOT NULL")
             .await,
@@ -1001,15 +1056,10 @@ async fn racing_reverts_and_passes_revert_exactly_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_changed_since_recovery_or_never_recovered_is_refused() {
-    let app = TestApp::prepare().await;
-    let chat = app.create_chat().await;
-    let agent = app.create_agent(&["save_memory"]).await;
+    let (app, chat, agent) = TestApp::with_agent(&["save_memory"]).await;
     let msg = |content: String| {
         let app = &app;
-        async move {
-            app.create_message(chat, Some(agent), "assistant", Some(&content), &[])
-                .await
-        }
+        async move { app.assistant_message(chat, agent, &content).await }
     };
     let edited = msg(result_prefix_leak("Likes jazz", "preference", "Jazz!")).await;
     let retagged = msg(result_prefix_leak("Likes blues", "preference", "Blues!")).await;
@@ -1017,9 +1067,9 @@ async fn a_message_changed_since_recovery_or_never_recovered_is_refused() {
     let untouched = msg(result_prefix_leak("Never processed", "fact", "Hm.")).await;
     let observed = msg(result_prefix_leak("Only observed", "fact", "Seen.")).await;
 
-    let rid_edited = recover(&app, edited).await.recovery_id.expect("row");
-    let rid_retagged = recover(&app, retagged).await.recovery_id.expect("row");
-    assert_eq!(recover(&app, clean).await.outcome, Outcome::Clean);
+    let rid_edited = app.recover(edited).await.recovery_id.expect("row");
+    let rid_retagged = app.recover(retagged).await.recovery_id.expect("row");
+    assert_eq!(app.recover(clean).await.outcome, Outcome::Clean);
     let observe = recover::recover_message(
         &app.pool,
         MessageId::new(observed),
@@ -1032,26 +1082,24 @@ async fn a_message_changed_since_recovery_or_never_recovered_is_refused() {
     let rid_observed = observe.recovery_id.expect("observe row");
 
     // The app edits after recovery: the content, or tools_used.
-    exec(
-        &app,
+    app.exec(
         "UPDATE messages SET content = content || ' (edited)' WHERE id = $1",
         edited,
     )
     .await;
-    exec(
-        &app,
+    app.exec(
         "UPDATE messages SET tools_used = tools_used || '[\"web_search\"]' WHERE id = $1",
         retagged,
     )
     .await;
-    let counts = ledger_counts(&app).await;
-    let before = snapshot(&app).await;
+    let counts = app.ledger_counts().await;
+    let before = app.snapshot().await;
 
     for (id, rid, what) in [
         (edited, rid_edited, "content"),
         (retagged, rid_retagged, "tools_used"),
     ] {
-        let r = revert(&app, id).await;
+        let r = app.revert(id).await;
         assert_eq!(r.outcome, RevertOutcome::Conflict, "{what}");
         assert!(
             r.reason.as_deref().is_some_and(|s| s.contains(what)),
@@ -1059,23 +1107,23 @@ async fn a_message_changed_since_recovery_or_never_recovered_is_refused() {
             r.reason
         );
         assert!(r.memories.is_empty() && r.tool_messages.is_empty());
-        assert_eq!(revert_marks(&app, rid).await, (None, None, Value::Null));
+        assert_eq!(app.revert_marks(rid).await, (None, None, Value::Null));
     }
     for (id, what) in [
         (clean, "clean"),
         (untouched, "never recovered"),
         (observed, "only observed"),
     ] {
-        let r = revert(&app, id).await;
+        let r = app.revert(id).await;
         assert_eq!(r.outcome, RevertOutcome::NothingToRevert, "{what}");
         assert!(r.reason.as_deref().is_some_and(|s| !s.is_empty()), "{what}");
     }
     assert_eq!(
-        revert_marks(&app, rid_observed).await,
+        app.revert_marks(rid_observed).await,
         (None, None, Value::Null)
     );
-    assert_same(&before, &snapshot(&app).await, "refusals change nothing");
-    assert_eq!(ledger_counts(&app).await, counts);
+    assert_same(&before, &app.snapshot().await, "refusals change nothing");
+    assert_eq!(app.ledger_counts().await, counts);
 
     let missing = revert_message(&app.pool, MessageId::new(i64::MAX), RevertedBy::Cli, false)
         .await
@@ -1086,16 +1134,12 @@ async fn a_message_changed_since_recovery_or_never_recovered_is_refused() {
     );
 
     // The refusal is about the current state: once the app undoes its edit, it reverts.
-    exec(
-        &app,
+    app.exec(
         "UPDATE messages SET tools_used = '[\"save_memory (recovered)\"]' WHERE id = $1",
         retagged,
     )
     .await;
-    assert_eq!(
-        revert(&app, retagged).await.outcome,
-        RevertOutcome::Reverted
-    );
+    assert_eq!(app.revert(retagged).await.outcome, RevertOutcome::Reverted);
     assert_eq!(
         app.message(retagged).await.0,
         Some(result_prefix_leak("Likes blues", "preference", "Blues!"))
@@ -1107,32 +1151,28 @@ async fn a_message_changed_since_recovery_or_never_recovered_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn edited_memories_are_kept_and_nothing_recovery_did_not_create_is_deleted() {
-    let app = TestApp::prepare().await;
-    let chat = app.create_chat().await;
-    let agent = app.create_agent(&["save_memory"]).await;
+    let (app, chat, agent) = TestApp::with_agent(&["save_memory"]).await;
     let content = format!(
         "{}{}{} All three noted.",
         save_memory_call("alpha ", "fact"),
         save_memory_call("beta", "fact"),
         save_memory_call("gamma", "fact"),
     );
-    let id = app
-        .create_message(chat, Some(agent), "assistant", Some(&content), &[])
-        .await;
+    let id = app.assistant_message(chat, agent, &content).await;
     // Look-alikes recovery did not create: a memory of the same agent with the content
     // a recovered call writes, a tool message of the chat with the tool_call_id the
     // first recovered call gets.
-    let twin_memory = create_memory(&app, agent, "gamma", "fact").await;
-    let twin_tool = create_tool_message(
-        &app,
-        chat,
-        Some(agent),
-        &format!("tcr-{id}-1"),
-        Some("save_memory"),
-    )
-    .await;
+    let twin_memory = app.create_memory(agent, "gamma", "fact").await;
+    let twin_tool = app
+        .create_tool_message(
+            chat,
+            Some(agent),
+            &format!("tcr-{id}-1"),
+            Some("save_memory"),
+        )
+        .await;
 
-    let report = recover(&app, id).await;
+    let report = app.recover(id).await;
     assert_eq!(report.outcome, Outcome::Recovered);
     let (memories, tools) = created_ids(&report);
     assert_eq!((memories.len(), tools.len()), (3, 3), "{:?}", report.calls);
@@ -1144,15 +1184,12 @@ async fn edited_memories_are_kept_and_nothing_recovery_did_not_create_is_deleted
     .execute(&app.pool)
     .await
     .unwrap();
-    exec(
-        &app,
-        "DELETE FROM agent_memories WHERE id = $1",
-        memories[1],
-    )
-    .await;
-    exec(&app, "DELETE FROM messages WHERE id = $1", tools[2]).await;
+    app.exec("DELETE FROM agent_memories WHERE id = $1", memories[1])
+        .await;
+    app.exec("DELETE FROM messages WHERE id = $1", tools[2])
+        .await;
 
-    let r = revert(&app, id).await;
+    let r = app.revert(id).await;
     assert_eq!(r.outcome, RevertOutcome::Reverted, "{:?}", r.reason);
     assert_eq!(
         fates(&r.memories),
@@ -1189,7 +1226,7 @@ async fn edited_memories_are_kept_and_nothing_recovery_did_not_create_is_deleted
             .await
             .unwrap();
     assert_eq!(tool_left, vec![twin_tool]);
-    let (_, _, summary) = revert_marks(&app, report.recovery_id.expect("row")).await;
+    let (_, _, summary) = app.revert_marks(report.recovery_id.expect("row")).await;
     assert!(
         summary.to_string().contains("kept_edited"),
         "the ledger reports the kept memory: {summary}"
@@ -1208,9 +1245,7 @@ async fn a_reverted_message_is_recovered_again_only_by_an_explicit_admin_recover
     let chat = app.create_chat().await;
     let agent = app.create_agent(&["save_memory"]).await;
     let leak = result_prefix_leak("Allergic to peanuts", "fact", "I'll keep that in mind.");
-    let id = app
-        .create_message(chat, Some(agent), "assistant", Some(&leak), &[])
-        .await;
+    let id = app.assistant_message(chat, agent, &leak).await;
     let event = app.event_for(id).await;
     app.publish_event(&event).await;
     let (first, _) = app
@@ -1218,12 +1253,12 @@ async fn a_reverted_message_is_recovered_again_only_by_an_explicit_admin_recover
         .await
         .expect("moderation message");
     assert_eq!(first["recovery"]["outcome"], json!("recovered"));
-    assert_eq!(memory_count(&app).await, 1);
+    assert_eq!(app.memory_count().await, 1);
 
-    let r = revert(&app, id).await;
+    let r = app.revert(id).await;
     assert_eq!(r.outcome, RevertOutcome::Reverted);
-    let reverted = snapshot(&app).await;
-    let counts = ledger_counts(&app).await;
+    let reverted = app.snapshot().await;
+    let counts = app.ledger_counts().await;
 
     // The original event, delivered again.
     app.publish_event(&event).await;
@@ -1240,14 +1275,14 @@ async fn a_reverted_message_is_recovered_again_only_by_an_explicit_admin_recover
             .await,
         1.0
     );
-    assert_same(&reverted, &snapshot(&app).await, "after the redelivery");
-    assert_eq!(ledger_counts(&app).await, counts);
+    assert_same(&reverted, &app.snapshot().await, "after the redelivery");
+    assert_eq!(app.ledger_counts().await, counts);
 
     // A recover-mode backfill leaves it reverted too, and publishes nothing for it.
     let (summary, _) = crate::backfill::run(&app, &[]).await;
     assert_eq!(summary.count("reverted"), 1, "{summary:?}");
-    assert_same(&reverted, &snapshot(&app).await, "after the backfill");
-    assert_eq!(ledger_counts(&app).await, counts);
+    assert_same(&reverted, &app.snapshot().await, "after the backfill");
+    assert_eq!(app.ledger_counts().await, counts);
     assert_eq!(app.queue_len(&app.moderation_queue).await, 0);
 
     // Only the admin's explicit recover works on it again.
@@ -1264,9 +1299,9 @@ async fn a_reverted_message_is_recovered_again_only_by_an_explicit_admin_recover
         app.message(id).await.0.as_deref(),
         Some("I'll keep that in mind.")
     );
-    assert_eq!(memory_count(&app).await, 1);
+    assert_eq!(app.memory_count().await, 1);
     assert_eq!(
-        ledger_counts(&app).await.0,
+        app.ledger_counts().await.0,
         counts.0 + 1,
         "a new ledger row"
     );
@@ -1294,15 +1329,11 @@ fn bearer() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revert_and_ledger_need_the_token() {
-    let app = TestApp::prepare().await;
-    let chat = app.create_chat().await;
-    let agent = app.create_agent(&["save_memory"]).await;
+    let (app, chat, agent) = TestApp::with_agent(&["save_memory"]).await;
     let leak = result_prefix_leak("Secret", "fact", "Okay.");
-    let id = app
-        .create_message(chat, Some(agent), "assistant", Some(&leak), &[])
-        .await;
-    recover(&app, id).await;
-    let recovered = snapshot(&app).await;
+    let id = app.assistant_message(chat, agent, &leak).await;
+    app.recover(id).await;
+    let recovered = app.snapshot().await;
     let paths = [
         ("POST", format!("/v1/messages/{id}/revert")),
         ("POST", format!("/v1/messages/{id}/revert?dry_run=true")),
@@ -1335,7 +1366,7 @@ async fn revert_and_ledger_need_the_token() {
             );
         }
     }
-    assert_same(&recovered, &snapshot(&app).await, "unauthorized requests");
+    assert_same(&recovered, &app.snapshot().await, "unauthorized requests");
     assert_eq!(
         app.count("SELECT count(*) FROM recoveries WHERE reverted_at IS NOT NULL")
             .await,
@@ -1356,27 +1387,22 @@ async fn admin_revert_restores_publishes_refuses_and_counts() {
     let chat = app.create_chat().await;
     let agent = app.create_agent(&["save_memory"]).await;
     let leak = result_prefix_leak("Likes tea", "preference", &format!("Noted! {PRIVATE}"));
-    let a = app
-        .create_message(chat, Some(agent), "assistant", Some(&leak), &[])
-        .await;
+    let a = app.assistant_message(chat, agent, &leak).await;
     let edited_leak = result_prefix_leak("Likes coffee", "preference", "Coffee!");
-    let edited = app
-        .create_message(chat, Some(agent), "assistant", Some(&edited_leak), &[])
-        .await;
+    let edited = app.assistant_message(chat, agent, &edited_leak).await;
     let clean = app
         .create_message(chat, Some(agent), "assistant", Some("Plain answer."), &[])
         .await;
-    let report = recover(&app, a).await;
+    let report = app.recover(a).await;
     let rid = report.recovery_id.expect("row");
     let (memory_ids, _) = created_ids(&report);
-    recover(&app, edited).await;
-    exec(
-        &app,
+    app.recover(edited).await;
+    app.exec(
         "UPDATE messages SET content = 'Coffee! (edited)' WHERE id = $1",
         edited,
     )
     .await;
-    let recovered = snapshot(&app).await;
+    let recovered = app.snapshot().await;
     let revert_path = |id: i64| format!("/v1/messages/{id}/revert");
 
     // Dry run: says what it would do, writes nothing, publishes nothing.
@@ -1394,8 +1420,8 @@ async fn admin_revert_restores_publishes_refuses_and_counts() {
         body["memories"],
         json!([{"id": memory_ids[0], "fate": "deleted"}])
     );
-    assert_same(&recovered, &snapshot(&app).await, "dry run");
-    assert_eq!(revert_marks(&app, rid).await, (None, None, Value::Null));
+    assert_same(&recovered, &app.snapshot().await, "dry run");
+    assert_eq!(app.revert_marks(rid).await, (None, None, Value::Null));
     assert_eq!(app.queue_len(&app.moderation_queue).await, 0);
 
     // A mistyped or badly valued dry_run is refused with a JSON error, never taken for a
@@ -1406,7 +1432,7 @@ async fn admin_revert_restores_publishes_refuses_and_counts() {
         assert_eq!(status, 400, "{query}: {body}");
         assert_eq!(body["error"]["code"], json!("invalid_query"), "{body}");
     }
-    assert_same(&recovered, &snapshot(&app).await, "refused queries");
+    assert_same(&recovered, &app.snapshot().await, "refused queries");
     assert_eq!(app.queue_len(&app.moderation_queue).await, 0);
 
     // 200: reverted, exactly one moderation message with the restored text.
@@ -1417,7 +1443,7 @@ async fn admin_revert_restores_publishes_refuses_and_counts() {
     assert_eq!(body["recovery_id"], json!(rid));
     assert_eq!(body["dry_run"], json!(false));
     assert_eq!(app.message(a).await, (Some(leak.clone()), json!([])));
-    assert_eq!(revert_marks(&app, rid).await.1.as_deref(), Some("admin"));
+    assert_eq!(app.revert_marks(rid).await.1.as_deref(), Some("admin"));
     let (m, _) = app
         .get_one(&app.moderation_queue, T)
         .await
@@ -1432,16 +1458,16 @@ async fn admin_revert_restores_publishes_refuses_and_counts() {
     // 200 again: already reverted, nothing changed; the restored message was confirmed
     // the first time (its outbox row is sent), so nothing is published twice. (A publish
     // that was lost is sent when asked again: `asking_again_publishes_a_revert_whose_publish_was_lost`.)
-    let after = snapshot(&app).await;
+    let after = app.snapshot().await;
     let (status, body) = request(addr, "POST", &revert_path(a), auth).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["outcome"], json!("already_reverted"));
     assert_eq!(body["published"]["moderation"], json!(0), "{body}");
-    assert_same(&after, &snapshot(&app).await, "second revert");
+    assert_same(&after, &app.snapshot().await, "second revert");
     assert_eq!(app.queue_len(&app.moderation_queue).await, 0);
 
     // 409s and 404.
-    let before_refusals = snapshot(&app).await;
+    let before_refusals = app.snapshot().await;
     for (id, code) in [(clean, "nothing_to_revert"), (edited, "conflict")] {
         let (status, body) = request(addr, "POST", &revert_path(id), auth).await;
         assert_eq!(status, 409, "{body}");
@@ -1453,7 +1479,7 @@ async fn admin_revert_restores_publishes_refuses_and_counts() {
             "{body}"
         );
     }
-    assert_same(&before_refusals, &snapshot(&app).await, "refusals");
+    assert_same(&before_refusals, &app.snapshot().await, "refusals");
     let (status, body) = request(addr, "POST", &revert_path(i64::MAX), auth).await;
     assert_eq!(
         (status, body["error"]["code"].clone()),
@@ -1556,9 +1582,7 @@ async fn cli(app: &TestApp, extra: &[&str]) -> Cli {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_reverts_dry_runs_and_refuses() {
-    let app = TestApp::prepare().await;
-    let chat = app.create_chat().await;
-    let agent = app.create_agent(&["save_memory", "web_search"]).await;
+    let (app, chat, agent) = TestApp::with_agent(&["save_memory", "web_search"]).await;
     let mut leaks = Vec::new();
     let mut ids = Vec::new();
     for (i, memory) in ["Likes tea", "Hates rain", "Speaks Welsh", "Has a cat"]
@@ -1566,16 +1590,13 @@ async fn the_binary_reverts_dry_runs_and_refuses() {
         .enumerate()
     {
         let leak = result_prefix_leak(memory, "fact", &format!("Reply {i} ✓"));
-        let id = app
-            .create_message(chat, Some(agent), "assistant", Some(&leak), &[])
-            .await;
-        assert_eq!(recover(&app, id).await.outcome, Outcome::Recovered);
+        let id = app.assistant_message(chat, agent, &leak).await;
+        assert_eq!(app.recover(id).await.outcome, Outcome::Recovered);
         leaks.push(leak);
         ids.push(id);
     }
     let (a, b, c, d) = (ids[0], ids[1], ids[2], ids[3]);
-    exec(
-        &app,
+    app.exec(
         "UPDATE messages SET content = 'Reply 3, edited' WHERE id = $1",
         d,
     )
@@ -1587,11 +1608,11 @@ async fn the_binary_reverts_dry_runs_and_refuses() {
     };
 
     // --dry-run: exit 0, nothing written, nothing published.
-    let before = snapshot(&app).await;
+    let before = app.snapshot().await;
     let out = cli(&app, &["--dry-run", "--message", &a_s]).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(out.stdout.contains("would revert"), "{}", out.stdout);
-    assert_same(&before, &snapshot(&app).await, "dry run");
+    assert_same(&before, &app.snapshot().await, "dry run");
     assert_eq!(reverted().await, 0);
     assert_eq!(app.queue_len(&app.moderation_queue).await, 0);
 
@@ -1611,15 +1632,15 @@ async fn the_binary_reverts_dry_runs_and_refuses() {
         .fetch_one(&app.pool)
         .await
         .unwrap();
-    assert_eq!(revert_marks(&app, rid_a).await.1.as_deref(), Some("cli"));
+    assert_eq!(app.revert_marks(rid_a).await.1.as_deref(), Some("cli"));
 
     // Again: exit 0, already reverted, nothing changed; the restored message was confirmed
     // the first time, so it is not published twice.
-    let after_a = snapshot(&app).await;
+    let after_a = app.snapshot().await;
     let out = cli(&app, &["--message", &a_s]).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(out.stdout.contains("already_reverted"), "{}", out.stdout);
-    assert_same(&after_a, &snapshot(&app).await, "second run");
+    assert_same(&after_a, &app.snapshot().await, "second run");
     assert_eq!(app.queue_len(&app.moderation_queue).await, 0);
 
     // A conflict: exit 3, unchanged.
@@ -1690,15 +1711,11 @@ async fn the_binary_reverts_dry_runs_and_refuses() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_changes_nothing_when_the_broker_is_unreachable() {
-    let app = TestApp::prepare().await;
-    let chat = app.create_chat().await;
-    let agent = app.create_agent(&["save_memory"]).await;
+    let (app, chat, agent) = TestApp::with_agent(&["save_memory"]).await;
     let leak = result_prefix_leak("Likes tea", "fact", "Okay.");
-    let id = app
-        .create_message(chat, Some(agent), "assistant", Some(&leak), &[])
-        .await;
-    recover(&app, id).await;
-    let before = snapshot(&app).await;
+    let id = app.assistant_message(chat, agent, &leak).await;
+    app.recover(id).await;
+    let before = app.snapshot().await;
     let out = cli(
         &app,
         &[
@@ -1709,7 +1726,7 @@ async fn the_binary_changes_nothing_when_the_broker_is_unreachable() {
     )
     .await;
     assert_eq!(out.code, Some(1), "{}\n{}", out.stdout, out.stderr);
-    assert_same(&before, &snapshot(&app).await, "unreachable broker");
+    assert_same(&before, &app.snapshot().await, "unreachable broker");
     assert_eq!(
         app.count("SELECT count(*) FROM recoveries WHERE reverted_at IS NOT NULL")
             .await,
@@ -1723,14 +1740,10 @@ async fn the_binary_changes_nothing_when_the_broker_is_unreachable() {
 /// not once the message changed after the revert.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn asking_again_publishes_a_revert_whose_publish_was_lost() {
-    let app = TestApp::prepare().await;
-    let chat = app.create_chat().await;
-    let agent = app.create_agent(&["save_memory"]).await;
+    let (app, chat, agent) = TestApp::with_agent(&["save_memory"]).await;
     let leak = result_prefix_leak("Likes tea", "fact", "Okay.");
-    let id = app
-        .create_message(chat, Some(agent), "assistant", Some(&leak), &[])
-        .await;
-    recover(&app, id).await;
+    let id = app.assistant_message(chat, agent, &leak).await;
+    app.recover(id).await;
     let id_s = id.to_string();
     let out = cli(&app, &["--message", &id_s, "--no-publish"]).await;
     assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);

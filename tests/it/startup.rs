@@ -127,6 +127,13 @@ async fn a_database_without_the_apps_tables_is_refused() {
         assert!(!table_exists(&pool, table).await, "{table} created");
     }
     assert!(err.contains("DATABASE_URL"), "{err}");
+    // Checked first, created nothing: not even the worker's own tables (issue #24).
+    for table in ["_sqlx_migrations", "recoveries", "outbox"] {
+        assert!(
+            !table_exists(&pool, table).await,
+            "{table} created before refusing"
+        );
+    }
     // `migrate` alone creates the worker's own tables and nothing of the app's.
     let out = cli(&["migrate", &format!("--database-url={PG_BASE}/{name}")]).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
