@@ -216,7 +216,11 @@ pub fn decode(body: Vec<u8>, max_bytes: usize) -> Result<FinalizedEvent, Undecod
         Err(e) => return refuse(Poison::InvalidUtf8(e.utf8_error()), None, e.into_bytes()),
     };
     match read(&body) {
-        Ok(parts) => Ok(parts.into_event(body)),
+        Ok(mut event) => {
+            // The places `read` took point into this body.
+            event.body = body;
+            Ok(event)
+        }
         Err(poison) => {
             let event_id = scan::event_id(body.as_bytes());
             refuse(poison, event_id, body.into_bytes())
@@ -224,36 +228,9 @@ pub fn decode(body: Vec<u8>, max_bytes: usize) -> Result<FinalizedEvent, Undecod
     }
 }
 
-/// What [`read`] takes from a body, as places in it.
-struct Parts {
-    event_id: EventId,
-    occurred_at: DateTime<FixedOffset>,
-    message: EventMessage,
-    content: Option<Range<usize>>,
-    occurred_at_text: Text,
-    model_id_text: Option<Option<Text>>,
-    extra: Vec<Member>,
-    message_extra: Vec<Member>,
-}
-
-impl Parts {
-    fn into_event(self, body: String) -> FinalizedEvent {
-        FinalizedEvent {
-            event_id: self.event_id,
-            occurred_at: self.occurred_at,
-            message: self.message,
-            body,
-            content: self.content,
-            occurred_at_text: self.occurred_at_text,
-            model_id_text: self.model_id_text,
-            extra: self.extra,
-            message_extra: self.message_extra,
-        }
-    }
-}
-
-/// Reads the event out of `body`, in one pass.
-fn read(body: &str) -> Result<Parts, Poison> {
+/// Reads the event out of `body`, in one pass: everything but the body itself, which
+/// the caller puts in (the places point into it).
+fn read(body: &str) -> Result<FinalizedEvent, Poison> {
     let wire: WireEvent = serde_json::from_str(body).map_err(|e| {
         if e.is_data() {
             Poison::InvalidEvent(named_error(body))
@@ -267,7 +244,8 @@ fn read(body: &str) -> Result<Parts, Poison> {
     let occurred_at = DateTime::parse_from_rfc3339(&wire.occurred_at)
         .map_err(|e| Poison::InvalidEvent(format!("occurred_at is not RFC 3339: {e}")))?;
     let m = wire.message;
-    Ok(Parts {
+    Ok(FinalizedEvent {
+        body: String::new(),
         event_id: EventId::new(wire.event_id),
         occurred_at,
         message: EventMessage {

@@ -1,21 +1,28 @@
-//! The pipeline, one delivery at a time (up to `--prefetch` in flight):
+//! The pipeline, one delivery at a time, several at once:
 //!
-//! delivery -> [`event::decode`] -> detect on the event's content -> (leak?)
-//! THE recovery pass, group-committed by [`recover::committer`] (it writes what the pass
-//! owes to the outbox in the same transaction) ->
-//! publish the forwarded calls and the moderation message, each confirmed -> ack.
+//! delivery -> its share of the byte budget -> [`event::decode`] -> detect on the event's
+//! content -> (leak?) THE recovery pass, group-committed by [`recover::committer`] (it
+//! writes what the pass owes to the outbox in the same transaction) -> publish the
+//! forwarded calls and the moderation message, each confirmed -> ack.
+//!
+//! How many at once: the broker pushes a window of deliveries sized from the bodies seen
+//! so that they fit the byte budget (`--max-in-flight-bytes`) beside what is held, at most
+//! `--prefetch` (`worker/window.rs`, applied in `worker/consume.rs`), and each delivery
+//! holds a share of the budget the size of its body while it is worked on
+//! ([`crate::budget`]).
 //!
 //! A clean message costs a decode and a detection scan: no database work, and no place in
 //! the committers' queue (recoveries go to one of `--concurrency` committers, which put up
 //! to `--recoveries-per-commit` of them in one transaction: `recover::committer`), so a
 //! database outage holds up only the leaks. Poison (and our own bugs) are published to the
-//! dead-letter exchange with the reason in `x-tcr-reason`, then acked; a decoded event whose recovery failed for good is
-//! first published for moderation as it is stored (`recovery.outcome = "failed"`), and so is
-//! the message an event that cannot be examined names (`oversized`, `unreadable`:
-//! `worker/unexamined.rs`), so every finalized message reaches moderation. Transient failures are retried in-process with
-//! backoff, without acking or requeueing; when the broker session breaks, unacked
-//! deliveries are left to the broker to redeliver and a new session is built. Nothing is
-//! acked that was not done.
+//! dead-letter exchange with the reason in `x-tcr-reason`, then acked; a decoded event
+//! whose recovery failed for good is first published for moderation as it is stored
+//! (`recovery.outcome = "failed"`), and so is the message an event that cannot be examined
+//! names (`oversized`, `unreadable`: `worker/unexamined.rs`), so every finalized message
+//! reaches moderation. Transient failures are retried in-process with backoff, without
+//! acking or requeueing; when the broker session breaks, unacked deliveries are left to
+//! the broker to redeliver and a new session is built; a wait that shutdown stops leaves
+//! its delivery unacked for the next worker. Nothing is acked that was not done.
 //!
 //! Every processed event is counted by the model that wrote it (`model`: a label of the
 //! configured list, computed with a few slices of the id, no allocation), on ack, like the
@@ -23,8 +30,8 @@
 //! calls are.
 //!
 //! May depend on: everything below it (`event`, `ids`, `model`, `recover`, `outbound`,
-//! `publish`, `amqp`, `metrics`, `retry`, `shutdown`, `settings`, `error`); nothing depends
-//! on it but `startup`.
+//! `publish`, `amqp`, `budget`, `metrics`, `retry`, `shutdown`, `settings`, `error`);
+//! nothing depends on it but `startup`.
 
 mod consume;
 mod dead_letter;

@@ -16,22 +16,16 @@
 //! other (`--missing-message-retry-secs`); once the window runs out the delivery is
 //! dead-lettered only.
 //!
-//! May depend on: the parent `worker`, `event`, `outbound`, `error`, `sqlx`.
+//! May depend on: the parent `worker`, `amqp`, `event`, `outbound`, `shutdown`, `error`.
 
 use super::{show, Taken, Worker};
 use crate::amqp::Session;
 use crate::error::{Error, Poison};
 use crate::event::{self, Named, Undecoded};
-use crate::ids::{AgentId, ChatId, MessageId};
-use crate::outbound::{self, StoredMessage};
+use crate::outbound;
 use crate::shutdown::Shutdown;
 use lapin::message::Delivery;
-use sqlx::Row;
 use std::time::Instant;
-
-/// The message as stored (no lock: it is read, not changed).
-const STORED_MESSAGE: &str = "SELECT chat_id, agent_id, role, content, tools_used, updated_at \
-     FROM messages WHERE id = $1";
 
 impl Worker {
     /// Moderates the message a body that did not decode names (when the reason leaves it
@@ -102,24 +96,5 @@ impl Worker {
             tracing::info!(message_id = %named.message_id, outcome, "moderating the message of an event that was not examined, as stored");
         }
         self.send_direct(session, named.message_id, owed).await
-    }
-
-    async fn stored_message(&self, id: MessageId) -> Result<Option<StoredMessage>, Error> {
-        let Some(row) = sqlx::query(STORED_MESSAGE)
-            .bind(id.get())
-            .fetch_optional(&self.pool)
-            .await?
-        else {
-            return Ok(None);
-        };
-        let tools_used: sqlx::types::Json<serde_json::Value> = row.try_get("tools_used")?;
-        Ok(Some(StoredMessage {
-            chat_id: ChatId::new(row.try_get("chat_id")?),
-            agent_id: row.try_get::<Option<i64>, _>("agent_id")?.map(AgentId::new),
-            role: row.try_get("role")?,
-            content: row.try_get("content")?,
-            tools_used: super::outgoing::string_entries(&tools_used.0),
-            updated_at: row.try_get("updated_at")?,
-        }))
     }
 }

@@ -16,6 +16,23 @@ pub fn signal(child: &tokio::process::Child, sig: &str) {
     assert!(ok, "kill {sig} {pid}");
 }
 
+/// Sends SIGTERM, waits for exit 0 within the drain timeout and for the last log line;
+/// returns the log.
+async fn terminate(child: &mut tokio::process::Child, log: &BinaryLog) -> String {
+    signal(child, "-TERM");
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("exits within the drain timeout")
+        .expect("wait");
+    assert!(status.success(), "exit status {status:?}");
+    // The reader may still be draining the pipe after exit.
+    wait_for("the log's last line", Duration::from_secs(5), || {
+        std::future::ready(log.lines().iter().any(|l| l.contains("\"stopped\"")))
+    })
+    .await;
+    log.lines().join("\n")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_drains_in_flight_work_and_exits_zero() {
     let mut app = TestApp::prepare().await;
@@ -29,18 +46,7 @@ async fn sigterm_drains_in_flight_work_and_exits_zero() {
     let mut seen = HashSet::new();
     app.wait_moderation_ids(&mut sink, &mut seen, 20, Duration::from_secs(30))
         .await;
-    signal(&child, "-TERM");
-    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
-        .await
-        .expect("exits within the drain timeout")
-        .expect("wait");
-    assert!(status.success(), "exit status {status:?}");
-    // The reader may still be draining the pipe after exit.
-    wait_for("the log's last line", Duration::from_secs(5), || {
-        std::future::ready(log.lines().iter().any(|l| l.contains("\"stopped\"")))
-    })
-    .await;
-    let text = log.lines().join("\n");
+    let text = terminate(&mut child, &log).await;
     assert!(text.contains("SIGTERM received"), "logs: {text}");
     assert!(
         text.contains("draining in-flight deliveries"),
@@ -130,23 +136,10 @@ fn extra_forwarded(n: usize) -> i64 {
 async fn sigterm_during_the_wait_for_a_missing_row_leaves_the_event_to_the_next_worker() {
     use serde_json::json;
     let app = TestApp::prepare().await;
-    let chat = app.create_chat().await;
-    let agent = app.create_agent(&["save_memory"]).await;
-    let leak = result_prefix_leak("Likes tea", "fact", "Noted.");
-    let id: i64 = sqlx::query_scalar("SELECT nextval(pg_get_serial_sequence('messages', 'id'))")
-        .fetch_one(&app.pool)
-        .await
-        .unwrap();
-    let event = json!({
-        "event_id": uuid::Uuid::new_v4().to_string(),
-        "type": "message.finalized",
-        "occurred_at": "2026-11-22T04:00:00Z",
-        "message": {"id": id, "chat_id": chat, "agent_id": agent, "role": "assistant",
-                    "content": leak, "tools_used": []}
-    });
+    let pending = app.pending_leak().await;
     // The binary waits for a missing row for the default 30 s.
     let (mut child, addr, log) = app.spawn_binary().await;
-    app.publish_event(&event).await;
+    app.publish_event(&pending.event).await;
     wait_for(
         "the worker waits for the row",
         Duration::from_secs(20),
@@ -161,17 +154,7 @@ async fn sigterm_during_the_wait_for_a_missing_row_leaves_the_event_to_the_next_
         },
     )
     .await;
-    signal(&child, "-TERM");
-    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
-        .await
-        .expect("exits within the drain timeout")
-        .expect("wait");
-    assert!(status.success(), "exit status {status:?}");
-    wait_for("the log's last line", Duration::from_secs(5), || {
-        std::future::ready(log.lines().iter().any(|l| l.contains("\"stopped\"")))
-    })
-    .await;
-    let text = log.lines().join("\n");
+    let text = terminate(&mut child, &log).await;
     assert!(
         text.contains("stopped waiting for the message row"),
         "logs: {text}"
@@ -183,31 +166,23 @@ async fn sigterm_during_the_wait_for_a_missing_row_leaves_the_event_to_the_next_
         0,
         "no `failed` moderation"
     );
-    assert_eq!(
-        app.queue_len(&app.settings.names.queue).await,
-        1,
-        "requeued"
-    );
+    // The broker returns the delivery once it has seen the connection close.
+    wait_for(
+        "the event back in the queue",
+        Duration::from_secs(10),
+        || async { app.queue_len(&app.settings.names.queue).await == 1 },
+    )
+    .await;
 
     // The row is committed; the next worker takes the event up and recovers it.
-    sqlx::query(
-        "INSERT INTO messages (id, chat_id, agent_id, role, content) \
-         VALUES ($1, $2, $3, 'assistant', $4)",
-    )
-    .bind(id)
-    .bind(chat)
-    .bind(agent)
-    .bind(&leak)
-    .execute(&app.pool)
-    .await
-    .unwrap();
+    pending.commit(&app).await;
     let (mut child, _addr, _log) = app.spawn_binary().await;
     let (m, _) = app
         .get_one(&app.moderation_queue, Duration::from_secs(30))
         .await
         .expect("moderated after the restart");
     assert_eq!(m["recovery"]["outcome"], json!("recovered"));
-    assert_eq!(app.message(id).await.0.as_deref(), Some("Noted."));
+    assert_eq!(app.message(pending.id).await.0.as_deref(), Some("Noted."));
     assert!(
         app.get_one(&app.moderation_queue, Duration::from_secs(1))
             .await
