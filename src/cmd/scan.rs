@@ -1,7 +1,8 @@
 //! `scan`: detection alone, offline. Reads messages from files or stdin, runs
-//! [`toolcall_detect::detect`] on each and writes one JSON line per message, or, with
-//! `--stats`, one summary of the whole input (messages, leaks by family, what recovery would
-//! decide, by outcome). Needs no database and no broker; operators use it to try the
+//! [`toolcall_detect::detect`] on each and writes one JSON line per message (with
+//! `--explain`, how detection got there: which detectors looked at which spans and why each
+//! declined), or, with `--stats`, one summary of the whole input (messages, leaks by family,
+//! what recovery would decide, by outcome). Needs no database and no broker; operators use it to try the
 //! detector on exported messages, to see exactly what the worker would cut, and to measure
 //! the leak rate of their history before deploying. Like the worker, it never takes a
 //! message whose `role` is not `assistant` for a leak.
@@ -14,7 +15,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
-use toolcall_detect::{detect, Config, Detection, Input};
+use toolcall_detect::{detect, detect_traced, Config, Detection, Input, Note, Trace, Verdict};
 
 /// Flags of `scan`.
 #[derive(Debug, Args)]
@@ -40,6 +41,12 @@ pub struct ScanArgs {
     /// outcome and by call outcome, for an agent with the given tools).
     #[arg(long)]
     pub stats: bool,
+
+    /// Add to each message's line how detection got there: the detectors the prefilter ran
+    /// (and their markers), and every span they looked at with what became of it (taken,
+    /// declined and why, dropped and why). For finding out why a leak was missed.
+    #[arg(long, conflicts_with = "stats")]
+    pub explain: bool,
 }
 
 /// Counts of one scan.
@@ -206,18 +213,20 @@ impl Scanner<'_> {
         self.summary.messages += 1;
         // Only an assistant's message can hold a leak (as in the worker); no role given
         // means an assistant's (plain-text input, exports of replies).
-        let d = if role.is_none_or(|r| r == "assistant") {
-            detect(
-                &Input {
-                    content,
-                    tools_used,
-                    enabled_tools,
-                },
-                &self.config,
-            )
-        } else {
-            self.summary.not_assistant += 1;
-            Detection::default()
+        let mut explain = Explain::default();
+        let assistant = role.is_none_or(|r| r == "assistant");
+        let input = Input {
+            content,
+            tools_used,
+            enabled_tools,
+        };
+        let d = match (assistant, self.args.explain) {
+            (true, false) => detect(&input, &self.config),
+            (true, true) => detect_traced(&input, &self.config, &mut explain),
+            (false, _) => {
+                self.summary.not_assistant += 1;
+                Detection::default()
+            }
         };
         self.count(&d, enabled_tools);
         if self.args.stats || (d.is_clean() && self.args.leaks_only) {
@@ -238,11 +247,87 @@ impl Scanner<'_> {
             })).collect::<Vec<_>>(),
             "cleaned": d.cleaned,
         });
-        if let (Some(id), Some(obj)) = (id, record.as_object_mut()) {
-            obj.insert("id".to_string(), id);
+        if let Some(obj) = record.as_object_mut() {
+            if let Some(id) = id {
+                obj.insert("id".to_string(), id);
+            }
+            if self.args.explain {
+                obj.insert("explain".to_string(), explain.to_json(content, assistant));
+            }
         }
         serde_json::to_writer(&mut *self.out, &record)?;
         self.out.write_all(b"\n")
+    }
+}
+
+/// What detection did with one message, collected for `--explain`.
+#[derive(Default)]
+struct Explain {
+    detectors: Vec<(&'static str, &'static [&'static str])>,
+    notes: Vec<Note>,
+}
+
+impl Trace for Explain {
+    fn prefilter(&mut self, detectors: &[(&'static str, &'static [&'static str])]) {
+        self.detectors = detectors.to_vec();
+    }
+
+    fn note(&mut self, note: Note) {
+        self.notes.push(note);
+    }
+}
+
+/// Longest excerpt of a span printed.
+const EXCERPT: usize = 160;
+
+impl Explain {
+    fn to_json(&self, content: &str, assistant: bool) -> Value {
+        if !assistant {
+            return json!({"why": "only an assistant's message can hold a leak"});
+        }
+        if self.detectors.is_empty() {
+            return json!({
+                "detectors": [],
+                "why": "no marker of any format in the text: clean after one scan",
+            });
+        }
+        let detectors: Vec<Value> = self
+            .detectors
+            .iter()
+            .map(|(name, markers)| json!({"detector": name, "markers": markers}))
+            .collect();
+        let steps: Vec<Value> = self
+            .notes
+            .iter()
+            .map(|n| {
+                let mut step = json!({"detector": n.detector, "family": n.family});
+                if let Some(obj) = step.as_object_mut() {
+                    if n.span.end > 0 {
+                        let text: String = content
+                            .get(n.span.start..)
+                            .unwrap_or_default()
+                            .chars()
+                            .take(EXCERPT.max(n.span.len().min(EXCERPT)))
+                            .collect();
+                        obj.insert(
+                            "span".into(),
+                            json!({"start": n.span.start, "end": n.span.end}),
+                        );
+                        obj.insert("at".into(), Value::String(text));
+                    }
+                    let (verdict, detail) = match &n.verdict {
+                        Verdict::Taken(calls) => ("taken", json!(calls)),
+                        Verdict::Declined(why) => ("declined", json!(why)),
+                        Verdict::Dropped(why) => ("dropped", json!(why)),
+                    };
+                    obj.insert("verdict".into(), json!(verdict));
+                    let key = if verdict == "taken" { "calls" } else { "why" };
+                    obj.insert(key.into(), detail);
+                }
+                step
+            })
+            .collect();
+        json!({"detectors": detectors, "steps": steps})
     }
 }
 
@@ -279,6 +364,7 @@ mod tests {
             },
             leaks_only: false,
             stats: false,
+            explain: false,
         }
     }
 
@@ -369,6 +455,39 @@ mod tests {
         assert_eq!(v[0]["clean"], true);
         assert_eq!(v[1]["clean"], true);
         assert_eq!(v[2]["families"][0], "hermes");
+    }
+
+    #[test]
+    fn explain_says_why_a_leak_was_missed() {
+        let body = concat!(
+            r#"{"id": 1, "content": "Done.\nget_weather(city=\"Paris\")", "enabled_tools": ["search"]}"#,
+            "\n",
+            r#"{"id": 2, "content": "Just prose."}"#,
+            "\n",
+            r#"{"id": 3, "content": "<tool_call>{\"name\": \"search\", \"arguments\": {}}</tool_call>"}"#,
+            "\n",
+        );
+        let f = temp_file("explain.jsonl", body.as_bytes());
+        let mut a = args(vec![f], true);
+        a.explain = true;
+        let mut out = Vec::new();
+        run(&a, &mut out).unwrap();
+        let v = lines(&out);
+        // A bare call of a tool the agent does not have: the detector ran and says so.
+        assert_eq!(v[0]["clean"], true);
+        let steps = v[0]["explain"]["steps"].as_array().unwrap();
+        assert!(
+            steps.iter().any(|s| s["verdict"] == "declined"
+                && s["why"].as_str().unwrap().contains("`get_weather`")),
+            "{steps:?}"
+        );
+        // No marker at all: the prefilter alone decided.
+        assert_eq!(v[1]["explain"]["detectors"], json!([]));
+        // A leak taken, with its calls.
+        let steps = v[2]["explain"]["steps"].as_array().unwrap();
+        assert!(steps
+            .iter()
+            .any(|s| s["verdict"] == "taken" && s["calls"][0]["name"] == "search"));
     }
 
     #[test]

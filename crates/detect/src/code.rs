@@ -76,9 +76,7 @@ fn fenced_blocks(bytes: &[u8]) -> Vec<Range<usize>> {
         if let Some((ch, len, rest)) = fence_marker(line) {
             match open {
                 None => open = Some((line_start, ch, len)),
-                Some((start, och, olen))
-                    if ch == och && len >= olen && rest.iter().all(u8::is_ascii_whitespace) =>
-                {
+                Some((start, och, olen)) if ch == och && len >= olen && closes(rest) => {
                     out.push(start..line_end);
                     open = None;
                 }
@@ -91,6 +89,14 @@ fn fenced_blocks(bytes: &[u8]) -> Vec<Range<usize>> {
         out.push(start..bytes.len());
     }
     out
+}
+
+/// Whether what follows a fence's closing run lets it close: nothing but whitespace, or a
+/// control token glued to it (DeepSeek V3 writes ```` ```<｜tool▁call▁end｜> ````).
+fn closes(rest: &[u8]) -> bool {
+    rest.iter().all(u8::is_ascii_whitespace)
+        || rest.starts_with("<｜".as_bytes())
+        || rest.starts_with(b"<|")
 }
 
 /// `(fence char, run length, rest of line)` when the line opens with a fence.

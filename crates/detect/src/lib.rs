@@ -8,8 +8,9 @@
 //!
 //! How a message is examined:
 //! 1. [`prefilter`]: one pass over the bytes looking for the few literal markers any leak
-//!    must contain (`<tool_call`, `[TOOL_CALLS]`, a leading `{`, ...). A message without
-//!    one is clean, and costs that scan and nothing else.
+//!    must contain (`<tool_call`, `[TOOL_CALLS]`, a leading `{`, a name before a `{`, ...),
+//!    and a look at the ends of the text for bare calls. A message without one is clean, and
+//!    costs that scan and nothing else.
 //! 2. [`code`]: where a marker is, fenced and inline code regions and closed reasoning
 //!    blocks are mapped once, because markup inside code is an example and markup inside
 //!    `<think>` is the model thinking, never a leak.
@@ -19,7 +20,11 @@
 //!    markup that parses completely into a call (or a result object of a known shape);
 //!    anything else is prose and stays.
 //! 4. The leaks are ordered, overlaps dropped, each leak extended over the end-of-turn tokens
-//!    right after it, and the cleaned text built by cutting exactly the leaked spans out.
+//!    and the fake tool results right after it, and the cleaned text built by cutting
+//!    exactly the leaked spans out.
+//!
+//! [`detect_traced`] does the same and tells a [`Trace`] every step (`scan --explain`);
+//! [`detect`] is it with [`NoTrace`], whose steps compile away.
 //!
 //! Linear time: every family looks at a bounded number of candidates
 //! ([`families::MAX_CANDIDATES`]) and parses each at most once; JSON nesting is bounded
@@ -33,9 +38,11 @@ pub mod families;
 pub mod grammar;
 pub mod json5;
 pub mod prefilter;
+pub mod trace;
 pub mod types;
 
 pub use config::Config;
+pub use trace::{NoTrace, Note, Trace, Verdict};
 pub use types::{Call, Detection, Family, Leak, ResultKind, ResultObject};
 
 /// One message as detection sees it.
@@ -60,6 +67,10 @@ pub struct Ctx<'a> {
     pub reasoning: &'a code::Reasoning,
     /// Set when a family looked at the enabled tools: the verdict then depends on them.
     asked_tools: Cell<bool>,
+    /// What the detectors say they declined (`scan --explain`); records nothing normally.
+    notes: trace::Notes,
+    /// The detector running (its name and family), for its notes.
+    current: Cell<(&'static str, Family)>,
 }
 
 impl<'a> Ctx<'a> {
@@ -76,6 +87,8 @@ impl<'a> Ctx<'a> {
             code,
             reasoning,
             asked_tools: Cell::new(false),
+            notes: trace::Notes::default(),
+            current: Cell::new(("detect", Family::ResultPrefix)),
         }
     }
 
@@ -84,7 +97,19 @@ impl<'a> Ctx<'a> {
     /// tools the agent really has.
     pub fn tool_enabled(&self, name: &str) -> bool {
         self.asked_tools.set(true);
-        self.enabled_tools.iter().any(|t| t == name)
+        let enabled = self.enabled_tools.iter().any(|t| t == name);
+        if !enabled {
+            self.declined(0..0, || {
+                format!("a call of `{name}`, a tool the agent has not enabled")
+            });
+        }
+        enabled
+    }
+
+    /// Notes (for `scan --explain`) that the running detector declined `span`; `why` is
+    /// built only when a trace asked for notes.
+    pub fn declined(&self, span: std::ops::Range<usize>, why: impl FnOnce() -> String) {
+        self.notes.declined(self.current.get(), span, why);
     }
 
     /// The agent's enabled tools (recorded as consulted, like [`Ctx::tool_enabled`]).
@@ -95,12 +120,22 @@ impl<'a> Ctx<'a> {
 
     /// Whether byte `pos` lies inside fenced or inline code.
     pub fn in_code(&self, pos: usize) -> bool {
-        self.code.contains(pos)
+        let code = self.code.contains(pos);
+        if code {
+            self.declined(pos..pos, || "markup inside code is an example".into());
+        }
+        code
     }
 
     /// Whether byte `pos` lies inside a closed reasoning block.
     pub fn in_reasoning(&self, pos: usize) -> bool {
-        self.reasoning.contains(pos)
+        let reasoning = self.reasoning.contains(pos);
+        if reasoning {
+            self.declined(pos..pos, || {
+                "markup inside closed reasoning (<think>) is never touched".into()
+            });
+        }
+        reasoning
     }
 
     /// Whether markup at `pos` is quoted (in code or in reasoning) rather than made: no
@@ -112,14 +147,31 @@ impl<'a> Ctx<'a> {
 
 /// Examines one message. Never panics; runs in time linear in the content's length.
 pub fn detect(input: &Input<'_>, config: &Config) -> Detection {
+    detect_traced(input, config, &mut NoTrace)
+}
+
+/// [`detect`], telling `trace` what it did (`scan --explain`). With [`NoTrace`] (what
+/// `detect` passes) every step of the trace compiles away.
+pub fn detect_traced<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T) -> Detection {
     let text = input.content;
     let seen = prefilter::scan_detectors(text);
+    if T::ENABLED {
+        let ran: Vec<(&'static str, &'static [&'static str])> = seen
+            .iter()
+            .filter_map(|i| families::detectors().get(i))
+            .map(|d| (d.name(), d.triggers()))
+            .collect();
+        trace.prefilter(&ran);
+    }
     if seen.is_empty() {
         return Detection::default();
     }
     let code = code::CodeRegions::find(text);
     let reasoning = code::Reasoning::find(text);
-    let ctx = Ctx::new(config, input.enabled_tools, &code, &reasoning);
+    let mut ctx = Ctx::new(config, input.enabled_tools, &code, &reasoning);
+    if T::ENABLED {
+        ctx.notes = trace::Notes::new(true);
+    }
     let mut leaks = Vec::new();
     // Disabled families run too: their spans must still shadow what overlaps them, so
     // that switching a family off only ever removes its own leaks from the result and
@@ -127,17 +179,43 @@ pub fn detect(input: &Input<'_>, config: &Config) -> Detection {
     // Only the detectors whose own markers are in the text run: a message pays for
     // the formats it may hold, not for every format of a family it triggers.
     for det in seen.iter().filter_map(|i| families::detectors().get(i)) {
+        ctx.current.set((det.name(), det.family()));
         det.find(text, &ctx, &mut leaks);
     }
-    leaks.retain(|l| {
-        l.span.start < l.span.end
-            && text.is_char_boundary(l.span.start)
-            && text.is_char_boundary(l.span.end)
-            && !reasoning.contains(l.span.start)
-            && (families::allowed_in_code(l.family) || !code.contains(l.span.start))
-    });
-    let mut leaks = drop_overlaps(leaks);
+    if T::ENABLED {
+        for note in ctx.notes.take() {
+            trace.note(note);
+        }
+    }
+    let mut kept = Vec::with_capacity(leaks.len());
+    for l in leaks {
+        match dropped(text, &l, &code, &reasoning) {
+            None => kept.push(l),
+            Some(why) if T::ENABLED => trace.note(dropped_note(&l, why)),
+            Some(_) => {}
+        }
+    }
+    let (mut leaks, overlapped) = drop_overlaps(kept);
+    if T::ENABLED {
+        for l in &overlapped {
+            trace.note(dropped_note(l, "it overlaps a leak that starts before it"));
+        }
+    }
     take_trailing_tokens(text, &mut leaks);
+    if T::ENABLED {
+        for l in &leaks {
+            let note = match config.family_enabled(l.family) {
+                true => Note {
+                    detector: "detect",
+                    family: l.family,
+                    span: l.span.clone(),
+                    verdict: Verdict::Taken(l.calls.clone()),
+                },
+                false => dropped_note(l, "its family is switched off"),
+            };
+            trace.note(note);
+        }
+    }
     leaks.retain(|l| config.family_enabled(l.family));
     let depends_on_tools = ctx.asked_tools.get();
     if leaks.is_empty() {
@@ -156,10 +234,41 @@ pub fn detect(input: &Input<'_>, config: &Config) -> Detection {
     }
 }
 
+/// Why the driver drops a leak a detector read, if it does: it lies in reasoning or (for
+/// a family whose markup is not itself code) in code, or its span is not on characters.
+fn dropped(
+    text: &str,
+    l: &Leak,
+    code: &code::CodeRegions,
+    reasoning: &code::Reasoning,
+) -> Option<&'static str> {
+    if l.span.start >= l.span.end
+        || !text.is_char_boundary(l.span.start)
+        || !text.is_char_boundary(l.span.end)
+    {
+        Some("its span is empty or cuts a character")
+    } else if reasoning.contains(l.span.start) {
+        Some("it starts inside closed reasoning (<think>)")
+    } else if !families::allowed_in_code(l.family) && code.contains(l.span.start) {
+        Some("it starts inside code")
+    } else {
+        None
+    }
+}
+
+fn dropped_note(l: &Leak, why: &str) -> Note {
+    Note {
+        detector: "detect",
+        family: l.family,
+        span: l.span.clone(),
+        verdict: Verdict::Dropped(why.to_string()),
+    }
+}
+
 /// Orders leaks by position and keeps, of overlapping ones, the one that starts first
 /// (the longer one when they start together): a family parser may claim markup that a
-/// more general one also matches.
-fn drop_overlaps(mut leaks: Vec<Leak>) -> Vec<Leak> {
+/// more general one also matches. Returns the kept leaks and the dropped ones.
+fn drop_overlaps(mut leaks: Vec<Leak>) -> (Vec<Leak>, Vec<Leak>) {
     leaks.sort_by(|a, b| {
         a.span
             .start
@@ -167,22 +276,26 @@ fn drop_overlaps(mut leaks: Vec<Leak>) -> Vec<Leak> {
             .then(b.span.end.cmp(&a.span.end))
     });
     let mut out: Vec<Leak> = Vec::with_capacity(leaks.len());
+    let mut overlapped = Vec::new();
     for leak in leaks {
         match out.last() {
-            Some(prev) if leak.span.start < prev.span.end => {}
+            Some(prev) if leak.span.start < prev.span.end => overlapped.push(leak),
             _ => out.push(leak),
         }
     }
-    out
+    (out, overlapped)
 }
 
 /// Extends every leak over the end-of-turn tokens right after it (`<|eot_id|>`, `</s>`,
 /// ...): they close the model's markup, and left alone they would show the user half of a
-/// control sequence. A token already inside the next leak stays with that one.
+/// control sequence. A fake tool result the model wrote right after its call
+/// (`<tool_response>..</tool_response>`, see `families::util::RESULT_FRAMES`) goes with the
+/// call the same way. What is already inside the next leak stays with that one.
 fn take_trailing_tokens(text: &str, leaks: &mut [Leak]) {
+    let mut trailer = families::util::Trailer::new(text);
     for i in 0..leaks.len() {
         let limit = leaks.get(i + 1).map_or(text.len(), |n| n.span.start);
-        let end = families::util::with_trailing(text, leaks[i].span.end, &[]);
+        let end = trailer.extend(leaks[i].span.end);
         if end <= limit {
             leaks[i].span.end = end;
         }

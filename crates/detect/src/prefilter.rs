@@ -10,7 +10,7 @@
 //!
 //! May depend on: `crate::families` (the registry), `crate::types`. Nothing else.
 
-use crate::families::{detectors, Probe};
+use crate::families::{detectors, LinesCheck, Probe};
 use crate::types::Family;
 use std::sync::OnceLock;
 
@@ -94,18 +94,38 @@ struct Tables {
     /// Per anchor byte, the families whose marker is that byte alone, and the probe that
     /// confirms it (at most one per byte; checked by a test).
     bare: [Option<(Probe, DetectorSet)>; 3],
+    /// Per anchor byte, the bytes after it that a bare anchor's probe is asked about: what
+    /// may follow the anchor in the markup it confirms (a name after `<` and `[`, also a
+    /// space after `[`, an object's start after `{`).
+    bare_next: [[bool; 256]; 3],
     /// Per anchor byte, markers that end with it (`functools[`): compared at every hit,
     /// before the second-byte reject.
     ending: [Vec<Anchored>; 3],
     /// Per anchor byte, whether any marker may go on with this byte: the one-load reject
-    /// of most hits. A bare anchor's probe wants an identifier after it (a Python call),
-    /// so for it only letters, `_` and whitespace pass.
+    /// of most hits. A bare anchor's probe wants a name or an object's start after it, so
+    /// for it only letters (of any script: a UTF-8 lead byte), `_`, quotes, `}` and
+    /// whitespace pass.
     second: [[bool; 256]; 3],
     /// Markers with no anchor byte (only ```` ```json ````): searched whole, and only in a
     /// text that holds a `{`, since a JSON fence leak needs an object.
-    unanchored: Vec<(&'static str, DetectorSet)>,
+    unanchored: Vec<(memchr::memmem::Finder<'static>, DetectorSet)>,
     /// Families per first non-whitespace byte.
     at_start: Vec<(u8, DetectorSet)>,
+    /// The check for markup with no anchor byte, run once per message (at most one
+    /// detector has one; checked by a test).
+    lines: Option<(LinesCheck, DetectorSet)>,
+}
+
+/// Whether byte `next` may follow a bare `anchor` in the markup its probe confirms: a name
+/// (a letter of any script, `_`) after `<`; a name or a space after `[`; an object's start
+/// (a double quote, a Gemini key, `}`, a space) after `{`.
+fn bare_next(anchor: u8, next: u8) -> bool {
+    let name = next.is_ascii_alphabetic() || next == b'_' || next >= 0xC2;
+    match anchor {
+        b'<' => name,
+        b'[' => name || next.is_ascii_whitespace(),
+        _ => name || next.is_ascii_whitespace() || matches!(next, b'"' | b'}'),
+    }
 }
 
 /// Adds a marker, or its families to the same marker of another family.
@@ -124,10 +144,12 @@ fn tables() -> &'static Tables {
         let mut t = Tables {
             by_next: std::array::from_fn(|_| (0..256).map(|_| Vec::new()).collect()),
             bare: Default::default(),
+            bare_next: [[false; 256]; 3],
             ending: Default::default(),
             second: [[false; 256]; 3],
             unanchored: Vec::new(),
             at_start: Vec::new(),
+            lines: None,
         };
         for (index, det) in detectors().iter().enumerate() {
             let fam = DetectorSet(1u64 << index);
@@ -150,11 +172,9 @@ fn tables() -> &'static Tables {
                             None if i > 0 => add(&mut t.ending[slot], m),
                             None => {
                                 for b in 0..=255u8 {
-                                    if b.is_ascii_alphabetic()
-                                        || b == b'_'
-                                        || b.is_ascii_whitespace()
-                                    {
+                                    if bare_next(bytes[i], b) {
                                         t.second[slot][usize::from(b)] = true;
+                                        t.bare_next[slot][usize::from(b)] = true;
                                     }
                                 }
                                 if let Some(p) = m.probe {
@@ -163,11 +183,17 @@ fn tables() -> &'static Tables {
                             }
                         }
                     }
-                    None => t.unanchored.push((trigger, fam)),
+                    // Built once: a finder built per search cost a tenth of the scan.
+                    None => t
+                        .unanchored
+                        .push((memchr::memmem::Finder::new(trigger.as_bytes()), fam)),
                 }
             }
             for &b in det.at_start() {
                 t.at_start.push((b, fam));
+            }
+            if let Some(check) = det.lines() {
+                t.lines = Some((check, fam));
             }
         }
         t
@@ -190,7 +216,14 @@ pub fn scan_detectors(text: &str) -> DetectorSet {
     let t = tables();
     let bytes = text.as_bytes();
     let mut seen = DetectorSet::default();
-    if let Some(&first) = text.trim_start().as_bytes().first() {
+    // The first byte after leading whitespace (ASCII whitespace skipped as bytes; anything
+    // else is the first byte, as `trim_start` would leave it for the markers below).
+    let lead = bytes.iter().position(|b| !b.is_ascii_whitespace());
+    let first = match lead.map(|i| bytes[i]) {
+        Some(b) if b >= 0x80 => text.trim_start().as_bytes().first().copied(),
+        b => b,
+    };
+    if let Some(first) = first {
         for &(b, fams) in &t.at_start {
             if b == first {
                 seen.0 |= fams.0;
@@ -219,7 +252,7 @@ pub fn scan_detectors(text: &str) -> DetectorSet {
             continue;
         }
         if let Some((probe, fams)) = t.bare[slot] {
-            if probe(bytes, pos) {
+            if t.bare_next[slot][usize::from(n)] && probe(bytes, pos) {
                 seen.0 |= fams.0;
             }
         }
@@ -231,16 +264,28 @@ pub fn scan_detectors(text: &str) -> DetectorSet {
         }
         let (head, rest) = bytes.split_at(pos);
         for m in by_next {
+            // The third byte first: most markers sharing two bytes differ there, and a
+            // one-byte compare saves the call a slice comparison makes.
+            if m.from.get(2).is_some_and(|b| rest.get(2) != Some(b)) {
+                continue;
+            }
             if rest.starts_with(m.from) && head.ends_with(m.before) {
                 seen.0 |= m.detectors.0;
             }
         }
     }
     if saw_brace {
-        for &(trigger, fams) in &t.unanchored {
-            if memchr::memmem::find(bytes, trigger.as_bytes()).is_some() {
+        for (finder, fams) in &t.unanchored {
+            if finder.find(bytes).is_some() {
                 seen.0 |= fams.0;
             }
+        }
+    }
+    // Markup with no anchor byte is looked for at the ends of the text, after the scan:
+    // it has just brought them into the cache.
+    if let Some((check, fams)) = t.lines {
+        if seen.0 & fams.0 == 0 && check(text) {
+            seen.0 |= fams.0;
         }
     }
     seen
@@ -270,6 +315,11 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn at_most_one_detector_checks_lines() {
+        assert!(detectors().iter().filter(|d| d.lines().is_some()).count() <= 1);
     }
 
     #[test]

@@ -76,6 +76,10 @@ families! {
     SolarOpen2 => "solar_open2",
     K2Horizon => "k2_horizon",
     Gigachat35 => "gigachat35",
+    // Formats added with issue #20.
+    Lmstudio => "lmstudio",
+    Gemini => "gemini",
+    ClineXml => "cline_xml",
 }
 
 impl std::fmt::Display for Family {

@@ -1,7 +1,8 @@
 //! Properties of `detect` over generated inputs: it never panics, text without any leak
 //! marker is never touched, a leak in front of ordinary text cleans to that text, a leak
 //! of any format between lines of text cleans to exactly those lines with none of its
-//! control tokens left, and switching families off only ever removes their own leaks.
+//! control tokens left, switching families off only ever removes their own leaks, and a
+//! verdict that did not ask for the tools holds whatever the tools are.
 
 use proptest::prelude::*;
 use toolcall_detect::{detect, Config, Family, Input};
@@ -18,9 +19,15 @@ fn run(text: &str, enabled: &[String]) -> toolcall_detect::Detection {
 }
 
 fn enabled() -> Vec<String> {
-    ["save_memory", "get_weather", "search"]
-        .map(String::from)
-        .to_vec()
+    [
+        "save_memory",
+        "get_weather",
+        "search",
+        "read_file",
+        "查询订单",
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 /// Fragments of every family's markup, so random concatenations reach deep into parsers.
@@ -90,6 +97,44 @@ const FRAGMENTS: &[&str] = &[
     "🎉",
     " ",
     "text",
+    // Issue #20: stripped and respelled tokens, bare forms, named elements.
+    "functions.get_weather:0",
+    "get_weather",
+    "search",
+    "(",
+    ")",
+    "=",
+    "\"Paris\"",
+    "default_api:",
+    "call:",
+    "<ctrl46>",
+    "<ctrl45>",
+    "<read_file>",
+    "<path>",
+    "</path>",
+    "</read_file>",
+    "[TOOL_REQUEST]",
+    "[END_TOOL_REQUEST]",
+    "[tool_call: ",
+    " for ",
+    "to=functions.search",
+    "json",
+    "assistant",
+    "commentary",
+    "analysis",
+    "{tool => \"search\", args => {",
+    "--q \"v\"",
+    "[TOOL_CALL]",
+    "[/TOOL_CALL]",
+    "查询订单",
+    "<|tool▁sep|>",
+    "<｜tool_calls_begin｜>",
+    "<｜DSML｜invoke name=\"search\">",
+    "</｜DSML｜invoke>",
+    "<tool_response>",
+    "</tool_response>",
+    "function",
+    "```json\n",
 ];
 
 fn markup_soup() -> impl Strategy<Value = String> {
@@ -198,6 +243,21 @@ proptest! {
         prop_assert!(!d.is_clean(), "not detected: {}", message);
         let want = format!("{before}{after}");
         prop_assert_eq!(d.cleaned.as_deref(), Some(want.trim()));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    /// The worker calls a message clean from the event alone when detection with no tools is
+    /// clean and says it did not ask for them: then no tool list may find a leak in it (a
+    /// name-anchored format must ask for the tools wherever a candidate stands).
+    #[test]
+    fn a_verdict_that_did_not_ask_for_tools_holds_with_them(text in markup_soup()) {
+        let none = run(&text, &[]);
+        if none.is_clean() && !none.depends_on_tools {
+            prop_assert!(run(&text, &enabled()).is_clean(), "{:?}", text);
+        }
     }
 }
 

@@ -1,12 +1,12 @@
 //! Runs every detection vector in `tests/data/*.jsonl` (see its README): tier-1 families
 //! must all pass; tier-2 families must pass except for listed known gaps.
 
-// The test reads its vector files; the crate's clippy.toml bans I/O for detection itself.
-#![allow(clippy::disallowed_methods)]
+#[path = "support/vectors.rs"]
+mod support;
 
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use support::{load, vectors, Vector};
 use toolcall_detect::{detect, Config, Input};
 
 const TIER1: &[&str] = &[
@@ -27,88 +27,6 @@ const TIER1: &[&str] = &[
     "llama3_function_tag",
     "negative",
 ];
-
-struct Vector {
-    file: String,
-    id: String,
-    family: String,
-    text: String,
-    tools_used: Vec<String>,
-    enabled_tools: Vec<String>,
-    expected_calls: Vec<(String, Value)>,
-    expected_text: String,
-}
-
-fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
-}
-
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn load(prefix: &str) -> Vec<(String, Value)> {
-    let mut out = Vec::new();
-    let mut files: Vec<_> = std::fs::read_dir(data_dir())
-        .expect("tests/data exists")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            name.ends_with(".jsonl") && name.starts_with(prefix)
-        })
-        .collect();
-    files.sort();
-    for path in files {
-        let file = path.file_name().unwrap().to_string_lossy().to_string();
-        let body = std::fs::read_to_string(&path).expect("readable vector file");
-        for (n, line) in body
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty())
-        {
-            let v: Value = serde_json::from_str(line)
-                .unwrap_or_else(|e| panic!("{file}:{}: not JSON: {e}", n + 1));
-            out.push((file.clone(), v));
-        }
-    }
-    out
-}
-
-fn vectors() -> Vec<Vector> {
-    load("")
-        .into_iter()
-        .filter(|(f, _)| !f.starts_with("known_gaps"))
-        .map(|(file, v)| Vector {
-            file,
-            id: v["id"].as_str().expect("id").to_string(),
-            family: v["family"].as_str().expect("family").to_string(),
-            text: v["text"].as_str().expect("text").to_string(),
-            tools_used: strings(&v["tools_used"]),
-            enabled_tools: strings(&v["enabled_tools"]),
-            expected_calls: v["expected_calls"]
-                .as_array()
-                .expect("expected_calls")
-                .iter()
-                .map(|c| {
-                    (
-                        c["name"].as_str().expect("name").to_string(),
-                        c["arguments"].clone(),
-                    )
-                })
-                .collect(),
-            expected_text: v["expected_text"]
-                .as_str()
-                .expect("expected_text")
-                .to_string(),
-        })
-        .collect()
-}
 
 /// `None` when the vector passes, else what differed.
 fn check(v: &Vector) -> Option<String> {

@@ -123,13 +123,16 @@ pub(super) fn deepseek_call(
     limit: Option<usize>,
     _: &Ctx<'_>,
 ) -> Option<(Vec<Call>, usize)> {
-    const SEP: &str = "<｜tool▁sep｜>";
     let l = limit?;
     let body = text.get(pos..l)?;
-    let sep = body.find(SEP)?;
+    let seps = deepseek_seps();
+    let (sep, sep_len) = seps
+        .iter()
+        .filter_map(|s| body.find(s).map(|i| (i, s.len())))
+        .min()?;
     let head = body.get(..sep)?.trim();
-    let tail = body.get(sep + SEP.len()..)?;
-    if tail.contains(SEP) || !is_tool_name(head) {
+    let tail = body.get(sep + sep_len..)?;
+    if seps.iter().any(|s| tail.contains(s)) || !is_tool_name(head) {
         return None;
     }
     let v3 = tail.split_once('\n').and_then(|(name, rest)| {
@@ -151,6 +154,12 @@ pub(super) fn deepseek_call(
         }],
         l,
     ))
+}
+
+/// DeepSeek's `<｜tool▁sep｜>` in every spelling its row allows.
+fn deepseek_seps() -> &'static [&'static str] {
+    static SEPS: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    SEPS.get_or_init(|| super::rows::spellings("<｜tool▁sep｜>", super::engine::Spell::Bars))
 }
 
 /// Kimi-K2's `functions.NAME:0 <|tool_call_argument_begin|>{..}`. A bare counter `0`
@@ -308,4 +317,137 @@ pub(super) fn python_tag_call(
         arguments: json!({ "code": code.trim() }),
     };
     Some((vec![call], eom))
+}
+
+/// `{tool => "NAME", args => {--key "value" ...}}`: a hash in Perl's spelling (MiniMax models
+/// write it in `[TOOL_CALL]`). Values are JSON strings or bare scalars; extra closing braces
+/// before the call's closer are tolerated (models write `}}}`).
+pub(super) fn hash_call(
+    text: &str,
+    pos: usize,
+    limit: Option<usize>,
+    _: &Ctx<'_>,
+) -> Option<(Vec<Call>, usize)> {
+    let l = limit?;
+    let scope = text.get(..l)?;
+    let mut i = eat(scope, skip_ws(scope, pos), "{")?;
+    i = eat(scope, skip_ws(scope, i), "tool")?;
+    i = eat(scope, skip_ws(scope, i), "=>")?;
+    let (name, after) = match json::value_at(scope, skip_ws(scope, i))? {
+        (Value::String(n), e) => (n, e),
+        _ => return None,
+    };
+    if !is_tool_name(&name) {
+        return None;
+    }
+    i = eat(scope, skip_ws(scope, after), ",")?;
+    i = eat(scope, skip_ws(scope, i), "args")?;
+    i = eat(scope, skip_ws(scope, i), "=>")?;
+    i = eat(scope, skip_ws(scope, i), "{")?;
+    let mut args = serde_json::Map::new();
+    loop {
+        i = skip_ws(scope, i);
+        if let Some(after) = eat(scope, i, "}") {
+            i = after;
+            break;
+        }
+        i = eat(scope, i, "--")?;
+        let key_len = scope
+            .get(i..)?
+            .bytes()
+            .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+            .count();
+        let key = scope.get(i..i + key_len)?;
+        if key.is_empty() {
+            return None;
+        }
+        let v = skip_ws(scope, i + key_len);
+        let (value, end) = match scope.as_bytes().get(v)? {
+            b'"' => json::value_at(scope, v)?,
+            _ => {
+                let len = scope
+                    .get(v..)?
+                    .find(|c: char| c.is_whitespace() || c == '}')
+                    .unwrap_or(0);
+                let raw = scope.get(v..v + len)?;
+                (crate::grammar::typed_param(raw), v + len)
+            }
+        };
+        if end == v {
+            return None;
+        }
+        args.insert(key.to_string(), value);
+        i = end;
+    }
+    // The hash's own brace, and any extra a model wrote.
+    let rest = scope.get(i..)?;
+    if !rest.trim_start().starts_with('}') || !rest.trim().chars().all(|c| c == '}') {
+        return None;
+    }
+    let call = Call {
+        name,
+        arguments: Value::Object(args),
+    };
+    Some((vec![call], l))
+}
+
+/// Gemini CLI's `[tool_call: NAME for PARAM 'value' and PARAM2 'value2']`. The form without a
+/// parameter's name (`for 'node server.js'`) names no argument and stays text.
+pub(super) fn tool_call_for(
+    text: &str,
+    pos: usize,
+    _: Option<usize>,
+    _: &Ctx<'_>,
+) -> Option<(Vec<Call>, usize)> {
+    let mut i = eat(text, skip_ws(text, pos), "[tool_call:")?;
+    i = skip_ws(text, i);
+    let name_len = text
+        .get(i..)?
+        .char_indices()
+        .find(|&(_, c)| !(crate::grammar::is_ident_char(c) || c == '-'))
+        .map(|(n, _)| n)?;
+    let name = text.get(i..i + name_len)?;
+    if !is_tool_name(name) {
+        return None;
+    }
+    i += name_len;
+    let mut joiner = " for ";
+    let mut args = serde_json::Map::new();
+    loop {
+        let rest = text.get(i..)?;
+        if let Some(r) = rest.trim_start().strip_prefix(']') {
+            if args.is_empty() {
+                return None;
+            }
+            let end = text.len() - r.len();
+            let call = Call {
+                name: name.to_string(),
+                arguments: Value::Object(args),
+            };
+            return Some((vec![call], end));
+        }
+        i = eat(text, i, joiner)?;
+        joiner = " and ";
+        let key_len = text
+            .get(i..)?
+            .bytes()
+            .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+            .count();
+        let key = text.get(i..i + key_len)?;
+        if key.is_empty() {
+            return None;
+        }
+        i = skip_ws(text, i + key_len);
+        let q = *text.as_bytes().get(i)?;
+        if q != b'\'' && q != b'"' {
+            return None;
+        }
+        let close = find_bounded(text, if q == b'"' { "\"" } else { "'" }, i + 1, i + 4096)?;
+        let value = text.get(i + 1..close)?;
+        if value.contains('\n') {
+            return None;
+        }
+        args.insert(key.to_string(), Value::String(value.to_string()));
+        i = close + 1;
+    }
 }

@@ -10,15 +10,21 @@
 //!   stopped, or anywhere, where the format's closer is optional), and an opening token that
 //!   may be missing (servers strip special tokens): then the orphan closer goes too;
 //! - the control tokens that end the model's turn right after the markup, which go with it;
-//! - whether the calls must name tools the agent has enabled (a weak marker).
+//! - whether the calls must name tools the agent has enabled (a weak marker);
+//! - tokens spelled another way (`super::rows` derives the spellings a row allows);
+//! - a call whose opener was stripped, found from a token inside it (Kimi's
+//!   `<|tool_call_argument_begin|>`, GLM's `<arg_key>`): the name before that token starts
+//!   the call, and it needs its orphan closer (or the end of the text) like any bare call.
 //!
 //! A row of the table says which of these its format has; the grammar reads the calls.
 //!
-//! May depend on: `super::bodies`, `super::util`, `crate::grammar`, `crate::types`,
-//! `crate::Ctx`. No I/O.
+//! May depend on: `super::bodies`, `super::rows`, `super::util`, `crate::grammar`,
+//! `crate::types`, `crate::Ctx`. No I/O.
 
 use super::bodies::{parse, Closers, Grammar};
+use super::rows::Row;
 use super::util::{merge, with_trailing};
+use crate::grammar::is_ident_char;
 use crate::grammar::text::{eat_any, preceded_by, rest_is_blank, skip_ws, AnyFinder};
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
@@ -50,6 +56,17 @@ pub enum Tools {
     /// A call without arguments must name an enabled tool (`<tool_call>word</tool_call>`
     /// is too little markup); one with arguments need not.
     ArgsOrEnabled,
+}
+
+/// How else a format's tokens may be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spell {
+    /// Only as written in the table.
+    Exact,
+    /// DeepSeek-style tokens (`<｜tool▁sep｜>`): the full-width bar `｜` also as ASCII `|` or
+    /// doubled `｜｜`, and `▁` also as `_` or a space (what decoders and copy-paste make of
+    /// them).
+    Bars,
 }
 
 /// One leak format: tokens around one of the kit's grammars.
@@ -89,6 +106,14 @@ pub struct Format {
     pub tools: Tools,
     /// Tokens after the markup that belong to it, besides [`super::util::END_OF_TURN`].
     pub trailing: &'static [&'static str],
+    /// How else the tokens may be spelled.
+    pub spell: Spell,
+    /// Tokens that stand right after a call's name inside its body (`<arg_key>`,
+    /// `<|tool_call_argument_begin|>`): where the call's opener was stripped, the name before
+    /// one of them starts a bare call.
+    pub inner: &'static [&'static str],
+    /// Other formats' openers: a bare call right after one of them belongs to that format.
+    pub foreign: &'static [&'static str],
 }
 
 impl Format {
@@ -111,6 +136,9 @@ impl Format {
             grammar,
             tools: Tools::Any,
             trailing: &[],
+            spell: Spell::Exact,
+            inner: &[],
+            foreign: &[],
         }
     }
 }
@@ -123,14 +151,17 @@ enum Outcome {
     Skip,
 }
 
-/// Appends the leaks of `f` found in `text`.
-pub fn find(f: &Format, text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
+/// Appends the leaks of `r` found in `text`.
+pub fn find(r: &Row, text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
+    let present = r.present(text);
+    let r: &Row = &present;
+    let f = r.format;
     let mut entries: Vec<&'static str> = Vec::new();
-    entries.extend(f.section_open);
+    entries.extend(&r.section_open);
     if f.section_open.is_empty() || f.section_open_optional {
-        entries.extend(f.call_open);
+        entries.extend(&r.call_open);
     }
-    entries.extend(f.bare_call);
+    entries.extend(&r.bare_call);
     let mut finder = AnyFinder::new(text, &entries);
     let mut closers = Closers::new(text);
     let mut blocks: Vec<(Range<usize>, Vec<Call>)> = Vec::new();
@@ -140,48 +171,172 @@ pub fn find(f: &Format, text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             break;
         };
         from = pos + len.max(1);
-        if ctx.quoted(pos) || inside_failed_section(f, text, pos) {
+        if ctx.quoted(pos) {
             continue;
         }
-        if let Outcome::Block(span, calls) = block(f, text, pos, ctx, &mut closers) {
-            from = span.end.max(from);
-            blocks.push((span, calls));
+        if inside_failed_section(r, text, pos) {
+            ctx.declined(pos..pos + len, || {
+                "a call of a section that did not parse".into()
+            });
+            continue;
         }
+        let opener = eat_any(text, pos, &r.section_open).is_some()
+            || eat_any(text, pos, &r.call_open).is_some();
+        if !opener && opened_before(r, text, pos) {
+            continue;
+        }
+        match block(r, text, pos, false, ctx, &mut closers) {
+            Outcome::Block(span, calls) => {
+                from = span.end.max(from);
+                blocks.push((span, calls));
+            }
+            Outcome::Skip => ctx.declined(pos..pos + len, || {
+                "no complete call follows (arguments that do not parse, a closer missing with \
+                 text after it, or a tool the agent has not enabled)"
+                    .into()
+            }),
+        }
+    }
+    if !r.inner.is_empty() {
+        find_bare(r, text, ctx, &mut closers, &mut blocks);
     }
     merge(text, f.family, blocks, out);
 }
 
+/// Calls whose opener is missing, found from a token inside them: the name before the
+/// token starts the call. A token inside a block already found is part of that block.
+fn find_bare(
+    r: &Row,
+    text: &str,
+    ctx: &Ctx<'_>,
+    cl: &mut Closers<'_>,
+    blocks: &mut Vec<(Range<usize>, Vec<Call>)>,
+) {
+    let mut finder = AnyFinder::new(text, &r.inner);
+    let mut from = 0;
+    for _ in 0..MAX_CANDIDATES {
+        let Some((pos, len)) = finder.find(from) else {
+            break;
+        };
+        from = pos + len.max(1);
+        if ctx.quoted(pos) || blocks.iter().any(|(s, _)| s.contains(&pos)) {
+            continue;
+        }
+        let Some(start) = name_start_before(text, pos) else {
+            continue;
+        };
+        if blocks.iter().any(|(s, _)| s.contains(&start))
+            || opened_before(r, text, start)
+            || !at_boundary(text, start)
+        {
+            continue;
+        }
+        if let Outcome::Block(span, calls) = block(r, text, start, true, ctx, cl) {
+            from = span.end.max(from);
+            blocks.push((span, calls));
+        }
+    }
+}
+
+/// Whether an opener stands right before `pos`: a bare call there is part of that opener's
+/// block (which did not parse, or is read from the opener), or another format's.
+fn opened_before(r: &Row, text: &str, pos: usize) -> bool {
+    r.section_open
+        .iter()
+        .chain(&r.call_open)
+        .chain(&r.foreign)
+        .any(|t| preceded_by(text, pos, t).is_some())
+}
+
+/// Whether a bare call starting at `pos` starts where markup can: at the start of the text
+/// or a line, or after the end of a sentence, a tag or other markup (glued to it or not).
+/// A name in the middle of a sentence (`about it<arg_key>`) is a word.
+fn at_boundary(text: &str, pos: usize) -> bool {
+    let head = text.get(..pos).unwrap_or_default();
+    match head.trim_end_matches([' ', '\t']).chars().next_back() {
+        None => true,
+        Some(c) => matches!(
+            c,
+            '\n' | '\r' | '.' | '!' | '?' | ':' | ';' | '>' | ')' | ']' | '}'
+        ),
+    }
+}
+
+/// How far back a call's name (with its namespace and counter) may start before the token
+/// that follows it.
+const MAX_NAME: usize = 160;
+
+/// Where the call name that ends (whitespace allowed) right before `pos` starts: letters,
+/// digits, `_` and `-` of any script, with Kimi's `functions.` namespace before it and its
+/// `:N` counter after it.
+pub fn name_start_before(text: &str, pos: usize) -> Option<usize> {
+    let head = text.get(..pos)?;
+    let head = head.trim_end_matches([' ', '\t', '\n', '\r']);
+    let mut i = head.len();
+    let digits = head.bytes().rev().take_while(u8::is_ascii_digit).count();
+    if digits > 0 && head.as_bytes().get(i - digits - 1) == Some(&b':') {
+        i -= digits + 1;
+    }
+    let name_end = i;
+    let floor = name_end.saturating_sub(MAX_NAME);
+    for (at, c) in head.get(..name_end)?.char_indices().rev() {
+        if at < floor || !(is_ident_char(c) || c == '-') {
+            break;
+        }
+        i = at;
+    }
+    if i == name_end {
+        return None;
+    }
+    Some(match head.get(..i)?.strip_suffix("functions.") {
+        Some(rest) => rest.len(),
+        None => i,
+    })
+}
+
 /// Whether a call opener at `pos` belongs to a section (or a run of calls) that did not
 /// parse: a call of a broken section is not a leak of its own.
-fn inside_failed_section(f: &Format, text: &str, pos: usize) -> bool {
-    !f.section_open.is_empty()
-        && eat_any(text, pos, f.section_open).is_none()
-        && f.section_open
+fn inside_failed_section(r: &Row, text: &str, pos: usize) -> bool {
+    !r.section_open.is_empty()
+        && eat_any(text, pos, &r.section_open).is_none()
+        && r.section_open
             .iter()
-            .chain(f.call_close)
+            .chain(&r.call_close)
             .any(|t| preceded_by(text, pos, t).is_some())
 }
 
-/// Parses the block starting at `start`, where one of the format's entry literals is.
-fn block(f: &Format, text: &str, start: usize, ctx: &Ctx<'_>, cl: &mut Closers<'_>) -> Outcome {
+/// Parses the block starting at `start`, where one of the format's entry literals is (or,
+/// `bare`, the name of a call whose opener is missing: then only for enabled tools).
+fn block(
+    r: &Row,
+    text: &str,
+    start: usize,
+    bare: bool,
+    ctx: &Ctx<'_>,
+    cl: &mut Closers<'_>,
+) -> Outcome {
+    let f = r.format;
     let mut pos = start;
-    let in_section = match eat_any(text, pos, f.section_open) {
+    let in_section = match eat_any(text, pos, &r.section_open) {
         Some(after) => {
             pos = after;
             true
         }
         None => false,
     };
-    if in_section && f.noise > 0 && !f.call_open.is_empty() {
-        pos = skip_noise(text, pos, f);
+    if in_section && f.noise > 0 && !r.call_open.is_empty() {
+        pos = skip_noise(text, pos, r);
     }
     let mut calls = Vec::new();
     let mut end = pos;
     // A call may start without its opener as the first of a section whose opener stands
     // for both, or right after a separator (`{..};{..}` after one `<|python_tag|>`).
-    let mut bare_ok = in_section && f.section_open_optional;
-    while let Some((mut cs, call_end)) = one_call(f, text, end, bare_ok, ctx, cl) {
+    let mut bare_ok = bare || (in_section && f.section_open_optional);
+    while let Some((mut cs, call_end)) = one_call(r, text, end, bare_ok, ctx, cl) {
+        // A call found from its inner token lost the opener that made it unambiguous: like
+        // every weak marker it counts only for the agent's own tools.
         let allowed = match f.tools {
+            _ if bare => cs.iter().all(|c| ctx.tool_enabled(&c.name)),
             Tools::Any => true,
             Tools::Enabled => cs.iter().all(|c| ctx.tool_enabled(&c.name)),
             Tools::ArgsOrEnabled => cs.iter().all(|c| {
@@ -194,10 +349,10 @@ fn block(f: &Format, text: &str, start: usize, ctx: &Ctx<'_>, cl: &mut Closers<'
         calls.append(&mut cs);
         end = call_end;
         let q = skip_ws(text, end);
-        match eat_any(text, q, f.sep) {
+        match eat_any(text, q, &r.sep) {
             Some(after) => {
                 // The separator belongs to the block only if a call follows it.
-                match one_call(f, text, after, true, ctx, cl) {
+                match one_call(r, text, after, true, ctx, cl) {
                     Some(_) => {
                         end = after;
                         bare_ok = true;
@@ -208,15 +363,16 @@ fn block(f: &Format, text: &str, start: usize, ctx: &Ctx<'_>, cl: &mut Closers<'
             }
             None => bare_ok = false,
         }
-        if !next_call_starts(f, text, skip_ws(text, end)) {
+        if !next_call_starts(r, text, skip_ws(text, end)) {
             break;
         }
     }
-    if calls.is_empty() {
+    // A call of the section that does not parse spoils the section.
+    if calls.is_empty() || (in_section && next_call_starts(r, text, skip_ws(text, end))) {
         return Outcome::Skip;
     }
     let q = skip_ws(text, end);
-    match eat_any(text, q, f.section_close) {
+    match eat_any(text, q, &r.section_close) {
         Some(after) if in_section || f.section_open_optional => end = after,
         _ if in_section => {
             let ok = match f.section_close_missing {
@@ -230,55 +386,56 @@ fn block(f: &Format, text: &str, start: usize, ctx: &Ctx<'_>, cl: &mut Closers<'
         }
         _ => {}
     }
-    Outcome::Block(start..with_trailing(text, end, f.trailing), calls)
+    Outcome::Block(start..with_trailing(text, end, &r.trailing), calls)
 }
 
 /// Skips plain text (no special token) between a section's opener and its first call.
-fn skip_noise(text: &str, pos: usize, f: &Format) -> usize {
-    let limit = pos.saturating_add(f.noise).min(text.len());
-    match AnyFinder::new(text, f.call_open).find(pos) {
+fn skip_noise(text: &str, pos: usize, r: &Row) -> usize {
+    let limit = pos.saturating_add(r.format.noise).min(text.len());
+    match AnyFinder::new(text, &r.call_open).find(pos) {
         Some((p, _)) if p <= limit && text.get(pos..p).is_some_and(|n| !n.contains("<|")) => p,
         _ => pos,
     }
 }
 
 /// Whether another call of the block starts at `q`.
-fn next_call_starts(f: &Format, text: &str, q: usize) -> bool {
-    if f.call_open.is_empty() {
+fn next_call_starts(r: &Row, text: &str, q: usize) -> bool {
+    if r.call_open.is_empty() {
         // Bare calls follow each other only where the grammar reads several in one body;
         // a second body right after the first (`{..} {..}`) is read by the grammar.
         return false;
     }
-    eat_any(text, q, f.call_open).is_some() || eat_any(text, q, f.bare_call).is_some()
+    eat_any(text, q, &r.call_open).is_some() || eat_any(text, q, &r.bare_call).is_some()
 }
 
 /// One call at `pos` (leading whitespace allowed): its calls and the offset past it,
 /// its closer included.
 fn one_call(
-    f: &Format,
+    r: &Row,
     text: &str,
     pos: usize,
     bare_ok: bool,
     ctx: &Ctx<'_>,
     cl: &mut Closers<'_>,
 ) -> Option<(Vec<Call>, usize)> {
+    let f = r.format;
     let q = skip_ws(text, pos);
-    let (body, opened) = match eat_any(text, q, f.call_open) {
+    let (body, opened) = match eat_any(text, q, &r.call_open) {
         Some(after) => (after, true),
-        None if f.call_open.is_empty() => (q, false),
-        None if eat_any(text, q, f.bare_call).is_some() => (q, false),
+        None if r.call_open.is_empty() => (q, false),
+        None if eat_any(text, q, &r.bare_call).is_some() => (q, false),
         None if bare_ok => (q, false),
         None => return None,
     };
-    let close = if f.call_close.is_empty() {
+    let close = if r.call_close.is_empty() {
         // Without per-call tokens the section's closer bounds the body.
-        cl.find(f.section_close, body)
+        cl.find(&r.section_close, body)
     } else {
-        cl.find(f.call_close, body)
+        cl.find(&r.call_close, body)
     };
     let limit = close.map(|(c, _)| c);
-    let (calls, body_end) = parse(&f.grammar, text, body, limit, ctx, cl)?;
-    if f.call_close.is_empty() {
+    let (calls, body_end) = parse(r.grammar, text, body, limit, ctx, cl)?;
+    if r.call_close.is_empty() {
         return Some((calls, body_end));
     }
     let after = skip_ws(text, body_end);

@@ -84,6 +84,12 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     for (m, call) in messages.iter().zip(calls) {
         match call {
             Some((c, end)) => pieces.push((m.header.start..end, vec![c])),
+            // A tool's message (`<|start|>functions.NAME to=assistant..`) in the model's own
+            // output is a result it made up: it goes whole, with the call it answers.
+            None if is_tool_result(text.get(m.header.clone()).unwrap_or_default()) => {
+                let end = m.term.as_ref().map_or(m.body.end, |t| t.end);
+                pieces.push((m.header.start..end, Vec::new()));
+            }
             None => {
                 pieces.push((m.header.clone(), Vec::new()));
                 if let Some(t) = &m.term {
@@ -177,10 +183,38 @@ fn header_start(text: &str, boundary: usize, pos: usize, first: bool) -> usize {
     // `<|start|>assistant` being already written) may stand before the first token.
     let ok = is_header(gap) && (!first || boundary > 0 || gap.contains("to="));
     if ok {
-        boundary
-    } else {
-        pos
+        return boundary;
     }
+    // A recipient glued to the end of a sentence (`Checking.to=functions.f<|channel|>..`):
+    // the header starts at `to=`.
+    match gap.rfind("to=") {
+        Some(i)
+            if is_header(&gap[i..])
+                && gap[..i]
+                    .chars()
+                    .next_back()
+                    .is_none_or(|c| c.is_whitespace() || matches!(c, '.' | '!' | '?' | ':')) =>
+        {
+            boundary + i
+        }
+        _ => pos,
+    }
+}
+
+/// Whether a message header is a tool's: its author a tool (`functions.NAME`, `browser.x`,
+/// `python`) writing to the assistant.
+fn is_tool_result(header: &str) -> bool {
+    let h = header
+        .trim_start()
+        .strip_prefix(START)
+        .unwrap_or(header)
+        .trim_start();
+    let author = h
+        .split(|c: char| c.is_whitespace() || c == '<')
+        .next()
+        .unwrap_or("");
+    recipient(h).as_deref() == Some("assistant")
+        && !matches!(author, "assistant" | "user" | "system" | "developer" | "")
 }
 
 /// Whether `gap` holds nothing but header words.
@@ -198,6 +232,133 @@ fn recipient(header: &str) -> Option<String> {
         .unwrap_or(rest.len());
     let r = rest.get(..end)?;
     (!r.is_empty()).then(|| r.to_string())
+}
+
+/// Channel words of a header.
+const CHANNELS: &[&str] = &["commentary", "analysis", "final"];
+
+/// Harmony with its special tokens stripped (a server decoded with `skip_special_tokens`):
+/// `assistantcommentary to=functions.NAME json{..}`. For the `{` at `brace`: where the
+/// header's residue starts (its role and channel words, glued or not) and the readings of the
+/// tool's name (a glued `json` or channel word may end the recipient: `NAMEjson`). Only the
+/// `functions.` namespace: a built-in's arguments are not JSON-marked.
+pub(crate) fn stripped(text: &str, brace: usize) -> Option<(usize, Vec<(usize, &str)>)> {
+    let mut floor = brace.saturating_sub(256);
+    while !text.is_char_boundary(floor) {
+        floor += 1;
+    }
+    let head = text.get(floor..brace)?;
+    let to = floor + head.rfind("to=functions.")?;
+    let name_at = to + "to=functions.".len();
+    let rest = text.get(name_at..brace)?;
+    let name_len = rest
+        .char_indices()
+        .find(|(_, c)| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')))
+        .map_or(rest.len(), |(i, _)| i);
+    let gap = rest.get(name_len..)?;
+    if !gap.split_whitespace().all(header_words_only) {
+        return None;
+    }
+    let mut name = rest.get(..name_len)?;
+    let mut names = vec![(0, name)];
+    while let Some(shorter) = ["json", "code"]
+        .iter()
+        .chain(CHANNELS)
+        .find_map(|w| name.strip_suffix(w))
+    {
+        name = shorter;
+        names.push((0, name));
+    }
+    // Before `to=`: the channel word, then the role, each glued or spaced.
+    let mut start = to;
+    let mut before = text.get(..start)?.trim_end_matches([' ', '\t']);
+    if let Some(b) = CHANNELS.iter().find_map(|w| before.strip_suffix(w)) {
+        before = b.trim_end_matches([' ', '\t']);
+        start = before.len();
+    }
+    if let Some(b) = before.strip_suffix("assistant") {
+        start = b.len();
+    }
+    let lead = text.get(..start)?.trim_end_matches([' ', '\t']);
+    let attached = start < to || lead.is_empty() || lead.ends_with('\n');
+    attached.then_some((start, names))
+}
+
+/// Whether `word` is header words run together (`commentary`, `json`, `assistantfinal`).
+fn header_words_only(word: &str) -> bool {
+    let mut w = word;
+    while !w.is_empty() {
+        match HEADER_WORDS.iter().find(|h| w.starts_with(**h)) {
+            Some(h) => w = &w[h.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+/// Whether header words (a role or a channel, glued or not) follow `end`: the next message
+/// of a stripped Harmony output.
+pub(crate) fn header_follows(text: &str, end: usize) -> bool {
+    let rest = text.get(end..).unwrap_or_default().trim_start();
+    rest.starts_with("assistant") || CHANNELS.iter().any(|w| rest.starts_with(w))
+}
+
+/// In a stripped Harmony output that held a call (`calls`: the spans of its calls): the
+/// header words the stripping glued to the text, which go too. A channel word opening a line
+/// glued to what follows (`analysisWe need..`, `finalThe answer`), every role and channel
+/// pair (`assistantfinal`), and the header words glued right after a call's arguments
+/// (`}assistant`, `}commentary`).
+pub(crate) fn stripped_frame_words(text: &str, calls: &[Range<usize>]) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let first = text.len() - text.trim_start().len();
+    let mut line = first;
+    for _ in 0..MAX_TOKENS {
+        let rest = text.get(line..).unwrap_or_default();
+        if let Some(w) = CHANNELS.iter().find(|w| rest.starts_with(**w)) {
+            // The output's first channel is glued to whatever its body starts with; on a
+            // later line only to a new sentence (a word may start with `final`).
+            let next = rest[w.len()..].chars().next();
+            let glued = |c: char| !(c == ' ' || c == '\t') && (line == first || !c.is_lowercase());
+            if next.is_none_or(glued) {
+                out.push(line..line + w.len());
+            }
+        }
+        match memchr::memchr(b'\n', rest.as_bytes()) {
+            Some(i) => line += i + 1,
+            None => break,
+        }
+    }
+    for w in CHANNELS {
+        let pair = format!("assistant{w}");
+        let mut from = 0;
+        for _ in 0..super::MAX_CANDIDATES {
+            let Some(i) = text.get(from..).and_then(|r| r.find(&pair)) else {
+                break;
+            };
+            // `to=assistantcommentary` is a tool's header, not a frame of the reply.
+            if !text.get(..from + i).is_some_and(|h| h.ends_with("to=")) {
+                out.push(from + i..from + i + pair.len());
+            }
+            from += i + pair.len();
+        }
+    }
+    for call in calls {
+        let mut at = call.end;
+        loop {
+            let rest = text.get(at..).unwrap_or_default();
+            let Some(w) = std::iter::once(&"assistant")
+                .chain(CHANNELS)
+                .find(|w| rest.starts_with(**w))
+            else {
+                break;
+            };
+            out.push(at..at + w.len());
+            at += w.len();
+        }
+    }
+    out.sort_by_key(|r| (r.start, r.end));
+    out.dedup_by(|b, a| b.start < a.end);
+    out
 }
 
 /// The call a message makes, if it is one and its body is complete, and where the call's

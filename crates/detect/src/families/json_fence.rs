@@ -40,9 +40,11 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             .get(p..)
             .map_or(0, |r| r.iter().take_while(|&&b| b == b'`').count());
         from = p + ticks;
-        // The backticks open the line (after at most three spaces).
+        // The backticks open the line (after at most three spaces, or Command R's `Action:`
+        // label, which goes with the fence).
         let indent = text.get(line_start..p).unwrap_or("x");
-        if indent.len() > 3 || !indent.bytes().all(|b| b == b' ') {
+        let action = indent.trim() == "Action:";
+        if !action && (indent.len() > 3 || !indent.bytes().all(|b| b == b' ')) {
             continue;
         }
         let open_end = text
@@ -64,12 +66,6 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             continue;
         }
         let body = text.get(open_end..close_start).unwrap_or_default();
-        let Some(calls) = parse_body(body) else {
-            continue;
-        };
-        if calls.is_empty() || !calls.iter().all(|c| ctx.tool_enabled(&c.name)) {
-            continue;
-        }
         let span_end = if bytes.get(close_end) == Some(&b'\n') {
             close_end + 1
         } else if bytes.get(close_end..close_end + 2) == Some(b"\r\n") {
@@ -77,14 +73,57 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         } else {
             close_end
         };
+        let (family, start, calls) = match parse_body(body) {
+            Some(calls) => (Family::JsonFence, with_label(text, line_start), calls),
+            None => match named_fence(text, line_start, body) {
+                Some(found) => found,
+                None => continue,
+            },
+        };
+        if calls.is_empty() || !calls.iter().all(|c| ctx.tool_enabled(&c.name)) {
+            continue;
+        }
         out.push(Leak {
-            family: Family::JsonFence,
-            span: with_label(text, line_start)..span_end,
+            family,
+            span: start..span_end,
             calls,
             results: Vec::new(),
         });
         from = span_end;
     }
+}
+
+/// A fence holding a bare arguments object under a line that ends with the tool's name:
+/// DeepSeek V3's `function<｜tool▁sep｜>NAME\n```json\n{..}\n```` once its special tokens
+/// are stripped (`functionNAME`, reported as `deepseek`), or the name alone on its line.
+/// The name must stand apart from the text before it (a line, or glued to a sentence's end).
+fn named_fence(text: &str, line_start: usize, body: &str) -> Option<(Family, usize, Vec<Call>)> {
+    // The name line first (a few bytes), the body's JSON only under one.
+    let before = text.get(..line_start)?.strip_suffix('\n')?;
+    let before = before.strip_suffix('\r').unwrap_or(before);
+    let run = before
+        .char_indices()
+        .rev()
+        .take_while(|(_, c)| c.is_alphanumeric() || matches!(c, '_' | '-'))
+        .last()
+        .map(|(i, _)| i)?;
+    let word = before.get(run..)?;
+    let (family, name) = match word.strip_prefix("function") {
+        Some(n) if !n.is_empty() => (Family::Deepseek, n),
+        _ => (Family::JsonFence, word),
+    };
+    if !is_tool_name(name) || !super::named::stands_before(text, run) {
+        return None;
+    }
+    let args = json_whole(body).filter(Value::is_object)?;
+    if is_schema(&args) {
+        return None;
+    }
+    let call = Call {
+        name: name.to_string(),
+        arguments: args,
+    };
+    Some((family, run, vec![call]))
 }
 
 /// RWKV puts a `**Tool Call:**` line above each fence (vLLM's rwkv parser): the label is
@@ -148,8 +187,9 @@ fn parse_body(body: &str) -> Option<Vec<Call>> {
     }
 }
 
-/// One call in a fence: `{"name", "arguments"}` exactly, `{"tool", "parameters"}`, or the
-/// OpenAI shape `{"id", "type": "function", "function": {"name", "arguments"}}`.
+/// One call in a fence: `{"name", "arguments"}` exactly, `{"tool", "parameters"}` (or Command
+/// R's `{"tool_name", "parameters"}`), or the OpenAI shape `{"id", "type": "function",
+/// "function": {"name", "arguments"}}`.
 fn fence_call(v: &Value) -> Option<Call> {
     let obj = v.as_object()?;
     let call = if let Some(f) = obj.get("function") {
@@ -158,8 +198,17 @@ fn fence_call(v: &Value) -> Option<Call> {
             return None;
         }
         strict_call(f)?
-    } else if let Some(tool) = obj.get("tool") {
-        const KEYS: &[&str] = &["tool", "parameters", "arguments", "reasoning", "thought"];
+    } else if let Some(tool) = obj.get("tool").or_else(|| obj.get("tool_name")) {
+        // `tool_name` is Command R's `Action:` block spelling.
+        const KEYS: &[&str] = &[
+            "tool",
+            "tool_name",
+            "tool_call_id",
+            "parameters",
+            "arguments",
+            "reasoning",
+            "thought",
+        ];
         if obj.keys().any(|k| !KEYS.contains(&k.as_str())) {
             return None;
         }

@@ -11,6 +11,7 @@
 
 use super::util::with_trailing;
 use super::util::{calls_of, json_value_at, skip_ws, strict_call};
+use crate::grammar::json::{call_of, Keys};
 use crate::grammar::text::eat;
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
@@ -22,8 +23,13 @@ pub(crate) const TRIGGERS: &[&str] = &[
     "{\n\"name\"",
     "{\n  \"name\"",
     "{\n    \"name\"",
+    "{\n      \"name\"",
+    "{\n        \"name\"",
     "{\"arguments\"",
     "{\"parameters\"",
+    // The flat `{"type": "function", "name": .., "parameters": ..}` Llama 3.x writes.
+    "{\"type\"",
+    "{ \"type\"",
 ];
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = b"{";
@@ -69,7 +75,8 @@ fn is_candidate(text: &str, pos: usize) -> bool {
     let rest = text.get(q..).unwrap_or_default();
     if !(rest.starts_with("\"name\"")
         || rest.starts_with("\"arguments\"")
-        || rest.starts_with("\"parameters\""))
+        || rest.starts_with("\"parameters\"")
+        || rest.starts_with("\"type\""))
     {
         return false;
     }
@@ -119,6 +126,11 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             continue;
         }
         let Some((call, mut end)) = call_at(text, ctx, p) else {
+            if let Some(leak) = hermes_without_opener(text, ctx, p) {
+                from = leak.span.end;
+                out.push(leak);
+                continue;
+            }
             // Not a call: skip the whole object so nothing nested in it is a candidate.
             from = skip_braces(text, p).unwrap_or(p + 1);
             continue;
@@ -142,11 +154,14 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
                 None => break,
             }
         }
-        // A Hermes closer right after the object: the `<tool_call>` opener was stripped
-        // (servers drop special tokens); the closer goes with the call, and the markup is
-        // Hermes'.
-        let (family, end) = match eat(text, skip_ws(text, end), HERMES_CLOSE) {
-            Some(after) => (Family::Hermes, after),
+        // A closer right after the object: the opener was stripped (servers drop special
+        // tokens); the closer goes with the call, and the markup is its format's.
+        let q = skip_ws(text, end);
+        let (family, end) = match ORPHAN_CLOSERS
+            .iter()
+            .find_map(|(c, f)| eat(text, q, c).map(|a| (*f, a)))
+        {
+            Some((f, after)) => (f, after),
             None => (Family::Llama3Json, end),
         };
         out.push(Leak {
@@ -161,6 +176,29 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
 
 const HERMES_CLOSE: &str = "</tool_call>";
 
+/// Closers whose openers servers strip, and the format they say the call is in.
+const ORPHAN_CLOSERS: &[(&str, Family)] = &[
+    (HERMES_CLOSE, Family::Hermes),
+    ("[END_TOOL_REQUEST]", Family::Lmstudio),
+];
+
+/// A Hermes call whose `<tool_call>` was stripped and whose object is not a strict call
+/// (a display name, string arguments, bookkeeping keys): the orphan `</tool_call>` after it
+/// says it is Hermes' markup, read as Hermes reads it, for an enabled tool.
+fn hermes_without_opener(text: &str, ctx: &Ctx<'_>, p: usize) -> Option<Leak> {
+    // The closer first (a brace count), the parse only where it stands.
+    eat(text, skip_ws(text, skip_braces(text, p)?), HERMES_CLOSE)?;
+    let (v, end) = json_value_at(text, p)?;
+    let after = eat(text, skip_ws(text, end), HERMES_CLOSE)?;
+    let call = call_of(&v, Keys::Loose)?;
+    ctx.tool_enabled(&call.name).then(|| Leak {
+        family: Family::Hermes,
+        span: p..with_trailing(text, after, &[]),
+        calls: vec![call],
+        results: Vec::new(),
+    })
+}
+
 /// The `[` right before the `{` at `p` (whitespace between), when the object starts like a
 /// call: an array of calls is read from there.
 fn array_before(text: &str, p: usize) -> Option<usize> {
@@ -171,20 +209,24 @@ fn array_before(text: &str, p: usize) -> Option<usize> {
     .then_some(b)
 }
 
-/// A JSON array of calls at `p` on lines of its own (`[{"name": .., "arguments": ..}]`),
-/// every call for an enabled tool. Inline after a label (`Data: [..]`) it is data.
+/// A JSON array of calls at `p` standing apart (`[{"name": .., "arguments": ..}]`), every
+/// call for an enabled tool: on lines of its own, or as a sentence of its own (after a
+/// sentence's end, glued or not, before a new one). Inline after a label (`Data: [..]`) or
+/// inside a sentence it is data. Mistral's `[/TOOL_CALLS]` after it goes with it (its
+/// `[TOOL_CALLS]` was stripped).
 fn array_at(text: &str, ctx: &Ctx<'_>, p: usize) -> Option<Leak> {
-    let line_start = text
-        .get(..p)
-        .is_some_and(|b| b.trim_end_matches([' ', '\t']).ends_with('\n') || b.trim().is_empty());
-    if !line_start || ctx.quoted(p) {
+    let head = text.get(..p)?.trim_end_matches([' ', '\t']);
+    let apart =
+        head.is_empty() || head.ends_with(['\n', '.', '!', '?', '>']) || head.trim().is_empty();
+    if !apart || ctx.quoted(p) {
         return None;
     }
     let (v, end) = json_value_at(text, p)?;
     let calls = calls_of(&v, false)?;
-    let end = with_trailing(text, end, &[]);
+    let end = with_trailing(text, end, &["[/TOOL_CALLS]"]);
     let line_end = text.get(end..).is_some_and(|r| {
-        r.trim_start_matches([' ', '\t']).starts_with('\n') || r.trim().is_empty()
+        let r = r.trim_start_matches([' ', '\t']);
+        r.starts_with('\n') || r.is_empty() || r.starts_with(char::is_uppercase)
     });
     (line_end && calls.iter().all(|c| ctx.tool_enabled(&c.name))).then(|| Leak {
         family: Family::Llama3Json,

@@ -31,7 +31,7 @@ pub(crate) const AT_START: &[u8] = &[];
 const NS: &str = "]<]minimax[>[";
 
 /// M2's values stay the strings written.
-const M2: InvokeSyntax = InvokeSyntax {
+pub(super) const M2: InvokeSyntax = InvokeSyntax {
     values: ValueMode::Raw,
     ..INVOKE
 };

@@ -105,19 +105,38 @@ fn after_token(text: &str, at: usize) -> Option<(Vec<Call>, usize)> {
 
 /// `name[ARGS]{json}` without a `[TOOL_CALLS]` token; `p` is where `[ARGS]` is.
 fn bare_args(text: &str, p: usize) -> Option<(Range<usize>, Vec<Call>)> {
-    let before = text.get(..p)?;
-    let len = before
+    let mut before = text.get(..p)?;
+    // `NAME[CALL_ID]id[ARGS]`: the name stands before the call id.
+    let id: usize = before
         .bytes()
         .rev()
-        .take(129)
-        .take_while(|&b| is_name_byte(b))
+        .take(64)
+        .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
         .count();
-    let start = p - len;
-    let name = text.get(start..p)?;
+    if let Some(b) = before[..before.len() - id].strip_suffix(CALL_ID) {
+        before = b;
+    }
+    let p_name = before.len();
+    let len: usize = before
+        .chars()
+        .rev()
+        .take(129)
+        .take_while(|&c| is_name_char(c))
+        .map(char::len_utf8)
+        .sum();
+    let mut start = p_name - len;
+    let mut name = text.get(start..p_name)?;
+    // Glued to a sentence (`Checking.NAME[ARGS]`): the name is the word after the dot.
+    if let Some((sentence, last)) = name.rsplit_once('.') {
+        if !last.is_empty() {
+            start += sentence.len() + 1;
+            name = last;
+        }
+    }
     let starts_like_name = name
-        .bytes()
+        .chars()
         .next()
-        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_');
+        .is_some_and(|c| c.is_alphabetic() || c == '_');
     if !starts_like_name || !is_tool_name(name) {
         return None;
     }
@@ -141,12 +160,16 @@ fn args_object(text: &str, name: &str, at: usize) -> Option<(Vec<Call>, usize)> 
     })
 }
 
-fn is_name_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')
+fn is_name_char(c: char) -> bool {
+    c.is_alphanumeric() || matches!(c, '_' | '-' | '.')
 }
 
 fn name_len(s: &str) -> usize {
-    s.bytes().take(129).take_while(|&b| is_name_byte(b)).count()
+    s.chars()
+        .take(129)
+        .take_while(|&c| is_name_char(c))
+        .map(char::len_utf8)
+        .sum()
 }
 
 #[cfg(test)]

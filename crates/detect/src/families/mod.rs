@@ -18,6 +18,7 @@ pub mod bodies;
 mod cwm;
 mod dialects;
 pub mod engine;
+mod gemini;
 mod harmony;
 mod json_fence;
 mod kimi_k3;
@@ -25,21 +26,26 @@ mod lfm2;
 mod llama3_json;
 mod minimax;
 mod mistral;
+mod named;
 mod pythonic;
 mod result;
+pub mod rows;
 pub mod table;
 pub mod util;
 mod xlam;
 mod xml_invoke;
+mod xml_tool;
 
 use crate::types::Family;
 use crate::{Ctx, Leak};
-use engine::Format;
+use rows::Row;
 
 pub use engine::MAX_CANDIDATES;
 
 /// A family's own finder, for the formats the table cannot express.
 pub struct OwnFinder {
+    /// The finder's name (its module), for `scan --explain`.
+    pub name: &'static str,
     /// The family.
     pub family: Family,
     /// Literal markers one of which any leak contains.
@@ -52,25 +58,39 @@ pub struct OwnFinder {
     /// it that must confirm the hit, so that the byte alone does not send every message
     /// to the parsers.
     pub probe: Option<Probe>,
+    /// For markup with no anchor byte at all (a bare `NAME(key=..)`): a check of the few
+    /// places such markup may stand (the first and last line), run once per message.
+    pub lines: Option<LinesCheck>,
 }
 
 /// A prefilter confirmation: the text's bytes and the offset of the anchor byte.
 pub type Probe = fn(&[u8], usize) -> bool;
 
+/// A prefilter check of a whole text for markup with no anchor byte.
+pub type LinesCheck = fn(&str) -> bool;
+
 /// One detector of the registry: a table row or a family's own finder.
 #[derive(Clone, Copy)]
 pub enum Detector {
-    /// A row of `table`, read by `engine`.
-    Row(&'static Format),
+    /// A row of `table` (its spellings derived, see `rows`), read by `engine`.
+    Row(&'static Row),
     /// A finder of its own.
     Own(&'static OwnFinder),
 }
 
 impl Detector {
+    /// The detector's name: its family for a table row, its module for an own finder.
+    pub fn name(self) -> &'static str {
+        match self {
+            Detector::Row(r) => r.format.family.as_str(),
+            Detector::Own(o) => o.name,
+        }
+    }
+
     /// The family its leaks are reported as.
     pub fn family(self) -> Family {
         match self {
-            Detector::Row(f) => f.family,
+            Detector::Row(r) => r.format.family,
             Detector::Own(o) => o.family,
         }
     }
@@ -78,7 +98,7 @@ impl Detector {
     /// Literal markers one of which any leak contains.
     pub fn triggers(self) -> &'static [&'static str] {
         match self {
-            Detector::Row(f) => f.triggers,
+            Detector::Row(r) => &r.triggers,
             Detector::Own(o) => o.triggers,
         }
     }
@@ -86,7 +106,7 @@ impl Detector {
     /// Bytes a leak may start the message with.
     pub fn at_start(self) -> &'static [u8] {
         match self {
-            Detector::Row(f) => f.at_start,
+            Detector::Row(r) => r.format.at_start,
             Detector::Own(o) => o.at_start,
         }
     }
@@ -99,25 +119,35 @@ impl Detector {
         }
     }
 
+    /// The check for markup without an anchor byte, if any.
+    pub fn lines(self) -> Option<LinesCheck> {
+        match self {
+            Detector::Row(_) => None,
+            Detector::Own(o) => o.lines,
+        }
+    }
+
     /// Appends the leaks found in `text`.
     pub fn find(self, text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         match self {
-            Detector::Row(f) => engine::find(f, text, ctx, out),
+            Detector::Row(r) => engine::find(r, text, ctx, out),
             Detector::Own(o) => (o.find)(text, ctx, out),
         }
     }
 }
 
 macro_rules! own {
-    (@probe) => { None };
-    (@probe $probe:path) => { Some($probe) };
-    ($($family:ident => $module:ident $(probe $probe:path)?),+ $(,)?) => {
+    (@opt) => { None };
+    (@opt $f:path) => { Some($f) };
+    ($($family:ident => $module:ident $(probe ($probe:path))? $(lines ($lines:path))?),+ $(,)?) => {
         static OWN: &[OwnFinder] = &[$(OwnFinder {
+            name: stringify!($module),
             family: Family::$family,
             triggers: $module::TRIGGERS,
             at_start: $module::AT_START,
             find: $module::find,
-            probe: own!(@probe $($probe)?),
+            probe: own!(@opt $($probe)?),
+            lines: own!(@opt $($lines)?),
         }),+];
     };
 }
@@ -130,19 +160,28 @@ own! {
     Mistral => mistral,
     JsonFence => json_fence,
     Llama3Json => llama3_json,
-    Pythonic => pythonic probe pythonic::probe,
+    Pythonic => pythonic probe (pythonic::probe),
     Xlam => xlam,
     Apertus => apertus,
     Lfm2 => lfm2,
     KimiK3 => kimi_k3,
     Cwm => cwm,
+    Lmstudio => named probe (named::probe) lines (named::lines_probe),
+    ClineXml => xml_tool probe (xml_tool::probe),
+    Gemini => gemini,
+}
+
+/// The table's rows, their spellings derived (built once).
+pub fn rows() -> &'static [Row] {
+    static ROWS: std::sync::OnceLock<Vec<Row>> = std::sync::OnceLock::new();
+    ROWS.get_or_init(|| table::FORMATS.iter().map(Row::compile).collect())
 }
 
 /// Every detector: the own finders, then the table's rows.
 pub fn registry() -> impl Iterator<Item = Detector> {
     OWN.iter()
         .map(Detector::Own)
-        .chain(table::FORMATS.iter().map(Detector::Row))
+        .chain(rows().iter().map(Detector::Row))
 }
 
 /// Every detector in the order detection runs them: by family ([`Family::ALL`] order),

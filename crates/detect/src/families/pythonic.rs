@@ -46,7 +46,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         if seen > super::MAX_CANDIDATES {
             break;
         }
-        let Some((calls, end)) = parse_call_list(text, p, PyOpts::STRICT) else {
+        let Some((calls, end)) = list_at(text, p) else {
             continue;
         };
         if stands_alone_after(bytes, end) && all_enabled(&calls) {
@@ -69,9 +69,10 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             continue;
         };
         let after = skip_ws(text, end);
+        // `<|python_end|>` may be missing where the list ends its line or the text.
         let span_end = if text.get(after..).is_some_and(|r| r.starts_with(PY_END)) {
             after + PY_END.len()
-        } else if after == text.len() {
+        } else if after == text.len() || stands_alone_after(bytes, end) {
             end
         } else {
             continue;
@@ -84,11 +85,18 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     merge(text, Family::Pythonic, found, out);
 }
 
+/// The call list at `p`: strict Python literals, or LFM2's lenient strings (its lists keep
+/// them once its tokens are stripped).
+fn list_at(text: &str, p: usize) -> Option<(Vec<Call>, usize)> {
+    parse_call_list(text, p, PyOpts::STRICT).or_else(|| parse_call_list(text, p, PyOpts::LENIENT))
+}
+
 /// Whether the `[` at `p` opens what could be a call list: not an index (`a[f(x)]`), an
 /// identifier, `(`, then `)` or a keyword argument `name=`. The prefilter asks this at
 /// every `[`, so it looks at a few bytes and no further.
 pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
-    let ident = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_';
+    // Bytes of a UTF-8 sequence (>= 0x80) count as name bytes: names may be in any script.
+    let ident = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_' || *b >= 0x80;
     let skip_ws = |mut i: usize| {
         let limit = i + 64;
         while i < limit && bytes.get(i).is_some_and(u8::is_ascii_whitespace) {
@@ -104,13 +112,14 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
             .map(|n| i + n)
     };
     let before = p.checked_sub(1).and_then(|i| bytes.get(i));
-    if before.is_some_and(|b| ident(b) || matches!(b, b']' | b')' | b'.')) {
+    // A sentence's dot may come right before (a token between was stripped): `Sure.[f()]`.
+    if before.is_some_and(|b| ident(b) || matches!(b, b']' | b')')) {
         return false;
     }
     let i = skip_ws(p + 1);
     if !bytes
         .get(i)
-        .is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_')
+        .is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_' || *b >= 0xC2)
     {
         return false;
     }
@@ -140,7 +149,9 @@ fn stands_alone_before(bytes: &[u8], p: usize) -> bool {
     }
     match i.checked_sub(1).and_then(|j| bytes.get(j)) {
         None | Some(b'\n' | b'\r' | b'>') => true,
-        Some(b':' | b'.' | b'!' | b'?') => i < p,
+        // Glued to a sentence's end or a label (`Sure.[f()]`, `Calling:[f()]`: a token
+        // between was stripped).
+        Some(b'.' | b'!' | b'?' | b':') => true,
         Some(_) => false,
     }
 }

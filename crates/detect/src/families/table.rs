@@ -8,7 +8,7 @@
 
 use super::bodies::Grammar;
 use super::dialects::*;
-use super::engine::{Format, Missing, Tools};
+use super::engine::{Format, Missing, Spell, Tools};
 use crate::grammar::brace::BraceSyntax;
 use crate::grammar::json::{JsonCalls, Keys, NamedJson, Shape};
 use crate::grammar::xml::INVOKE;
@@ -202,6 +202,8 @@ pub static FORMATS: &[Format] = &[
         call_open: &["<tool_call>"],
         call_close: &["</tool_call>"],
         tools: Tools::ArgsOrEnabled,
+        // GLM-4.5's tokens are special: a server may drop `<tool_call>` and keep the rest.
+        inner: &["<arg_key>"],
         ..Format::new(
             Family::Glm,
             Grammar::Either(&[Grammar::Kv(&GLM_KV), NAME_LINE_JSON]),
@@ -226,6 +228,7 @@ pub static FORMATS: &[Format] = &[
         section_open_optional: true,
         call_open: &["<tool_call>"],
         call_close: &["</tool_call>"],
+        inner: &["<tool_sep>"],
         ..Format::new(Family::HyV3, Grammar::Kv(&HY_KV))
     },
     Format {
@@ -252,20 +255,32 @@ pub static FORMATS: &[Format] = &[
         section_open_optional: true,
         call_open: &["<｜tool▁call▁begin｜>"],
         call_close: &["<｜tool▁call▁end｜>"],
+        spell: Spell::Bars,
+        // V3.1 `NAME<｜tool▁sep｜>{..}` and V3 `function<｜tool▁sep｜>NAME` without their opener.
+        inner: &["<｜tool▁sep｜>"],
         ..Format::new(Family::Deepseek, Grammar::Custom(deepseek_call))
     },
+    // DSML is written in ordinary tokens; an `invoke` may come without its wrapper.
     Format {
-        triggers: &["<｜DSML｜function_calls>"],
+        triggers: &["<｜DSML｜function_calls>", "<｜DSML｜invoke"],
         section_open: &["<｜DSML｜function_calls>"],
         section_close: &["</｜DSML｜function_calls>"],
         section_close_missing: Missing::AtEnd,
+        section_open_optional: true,
+        bare_call: &["<｜DSML｜invoke"],
+        foreign: &["<｜DSML｜tool_calls>"],
+        spell: Spell::Bars,
         ..Format::new(Family::Deepseek, Grammar::Invoke(&DSML))
     },
     Format {
-        triggers: &["<｜DSML｜tool_calls>"],
+        triggers: &["<｜DSML｜tool_calls>", "<｜DSML｜invoke"],
         section_open: &["<｜DSML｜tool_calls>"],
         section_close: &["</｜DSML｜tool_calls>"],
         section_close_missing: Missing::AtEnd,
+        section_open_optional: true,
+        bare_call: &["<｜DSML｜invoke"],
+        foreign: &["<｜DSML｜function_calls>"],
+        spell: Spell::Bars,
         ..Format::new(Family::Deepseek, Grammar::Invoke(&DSML))
     },
     Format {
@@ -284,6 +299,8 @@ pub static FORMATS: &[Format] = &[
         noise: 256,
         call_open: &["<|tool_call_begin|>"],
         call_close: &["<|tool_call_end|>"],
+        // A call whose `<|tool_call_begin|>` was dropped starts at its id.
+        inner: &["<|tool_call_argument_begin|>"],
         ..Format::new(Family::Kimi, Grammar::Custom(kimi_call))
     },
     Format {
@@ -295,6 +312,7 @@ pub static FORMATS: &[Format] = &[
         call_open: &["<｜tool_call_begin｜>"],
         call_close: &["<｜tool_call_end｜>"],
         sep: &["<｜tool_sep｜>"],
+        spell: Spell::Bars,
         ..Format::new(Family::Step3, Grammar::Custom(step3_call))
     },
     Format {
@@ -343,6 +361,7 @@ pub static FORMATS: &[Format] = &[
         section_open: &["<｜GCML｜tool_calls>"],
         section_close: &["</｜GCML｜tool_calls>"],
         section_close_missing: Missing::AtEnd,
+        spell: Spell::Bars,
         ..Format::new(Family::Gigachat35, Grammar::Invoke(&GCML))
     },
     Format {
@@ -351,11 +370,31 @@ pub static FORMATS: &[Format] = &[
         call_close: &["[/TOOL_CALL]"],
         ..Format::new(
             Family::Minimax,
-            Grammar::Json(JsonCalls {
-                shape: Shape::Object,
-                keys: Keys::Tool,
-                lenient: false,
-            }),
+            Grammar::Either(&[
+                Grammar::Json(JsonCalls {
+                    shape: Shape::Object,
+                    keys: Keys::Tool,
+                    lenient: false,
+                }),
+                // `{tool => "NAME", args => {--key "value"}}`, the Perl-ish spelling.
+                Grammar::Custom(hash_call),
+            ]),
         )
+    },
+    // LM Studio's own markers around a JSON call (its prompt teaches them to models that
+    // have no call format of their own).
+    Format {
+        triggers: &["[TOOL_REQUEST]"],
+        call_open: &["[TOOL_REQUEST]"],
+        call_close: &["[END_TOOL_REQUEST]"],
+        call_close_missing: Missing::AtEnd,
+        ..Format::new(Family::Lmstudio, strict(Shape::Object))
+    },
+    // Gemini CLI's prompt pseudo-syntax, `[tool_call: NAME for PARAM 'value']`.
+    Format {
+        triggers: &["[tool_call:"],
+        bare_call: &["[tool_call:"],
+        tools: Tools::Enabled,
+        ..Format::new(Family::Gemini, Grammar::Custom(tool_call_for))
     },
 ];

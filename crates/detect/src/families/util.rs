@@ -3,7 +3,7 @@
 //! The control tokens that end a turn, and the merging of neighbouring blocks into one
 //! leak, live here too: the engine and the own finders share them.
 //!
-//! May depend on: `crate::grammar`, `super::engine`, `crate::types`.
+//! May depend on: `crate::grammar`, `super::engine`, `super::rows`, `crate::types`.
 
 pub use super::engine::MAX_CANDIDATES;
 pub use crate::grammar::json::{decode_arguments, value_at as json_value_at, whole as json_whole};
@@ -13,7 +13,7 @@ pub use crate::grammar::text::{
 pub use crate::grammar::{is_tool_name, typed_param};
 
 use crate::grammar::json::{call_of, Keys};
-use crate::grammar::text::eat_any;
+use crate::grammar::text::{eat, eat_any};
 use crate::types::Call;
 use crate::types::Family;
 use crate::Leak;
@@ -52,13 +52,89 @@ pub const END_OF_TURN: &[&str] = &[
     "</s>",
 ];
 
+/// [`END_OF_TURN`] with DeepSeek's token in every spelling its rows allow.
+fn end_of_turn() -> &'static [&'static str] {
+    static ALL: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        let mut all: Vec<&'static str> = END_OF_TURN.to_vec();
+        for s in super::rows::spellings("<｜end▁of▁sentence｜>", super::engine::Spell::Bars) {
+            if !all.contains(&s) {
+                all.push(s);
+            }
+        }
+        all
+    })
+}
+
 /// Extends `end` over the control tokens that directly follow the markup.
 pub fn with_trailing(text: &str, mut end: usize, own: &[&str]) -> usize {
     loop {
         let q = skip_ws(text, end);
-        match eat_any(text, q, own).or_else(|| eat_any(text, q, END_OF_TURN)) {
+        match eat_any(text, q, own).or_else(|| eat_any(text, q, end_of_turn())) {
             Some(after) => end = after,
             None => return end,
+        }
+    }
+}
+
+/// The frames a tool's answer comes in, `(opener, closer)`, in the formats' own markup
+/// (chat templates: Hermes/Qwen's `<tool_response>`, DeepSeek's tool outputs, Llama's
+/// `ipython` turn, Mistral's `[TOOL_RESULTS]`, Gemma's responses, Cohere's and Anthropic's
+/// result blocks, GLM's observation). A model that writes one right after its call made the
+/// answer up: it is markup of the same leak and goes with it. Anywhere else it is left alone.
+pub const RESULT_FRAMES: &[(&str, &str)] = &[
+    ("<tool_response>", "</tool_response>"),
+    ("<|observation|>", "</tool_response>"),
+    ("<tool_result>", "</tool_result>"),
+    ("<function_results>", "</function_results>"),
+    ("<｜tool▁outputs▁begin｜>", "<｜tool▁outputs▁end｜>"),
+    ("<｜tool▁output▁begin｜>", "<｜tool▁output▁end｜>"),
+    ("[TOOL_RESULTS]", "[/TOOL_RESULTS]"),
+    ("<|start_header_id|>ipython<|end_header_id|>", "<|eot_id|>"),
+    ("<|header_start|>ipython<|header_end|>", "<|eot|>"),
+    ("<|im_start|>tool", "<|im_end|>"),
+    ("<|im_system|>tool<|im_middle|>", "<|im_end|>"),
+    ("<|tool_response>", "<tool_response|>"),
+    ("<start_function_response>", "<end_function_response>"),
+    ("<|START_TOOL_RESULT|>", "<|END_TOOL_RESULT|>"),
+];
+
+/// Extends leaks over what follows them and belongs to them: end-of-turn tokens and fake
+/// tool results. Each frame's closer is searched with a remembering [`Finder`], so the
+/// leaks of one message cost one pass per frame kind.
+pub struct Trailer<'t> {
+    text: &'t str,
+    closers: Vec<Option<Finder<'t>>>,
+}
+
+impl<'t> Trailer<'t> {
+    /// A trailer over `text`.
+    pub fn new(text: &'t str) -> Trailer<'t> {
+        Trailer {
+            text,
+            closers: RESULT_FRAMES.iter().map(|_| None).collect(),
+        }
+    }
+
+    /// The end of the markup that ends at `end`, over the end-of-turn tokens and the fake
+    /// results (each with its closer) right after it.
+    pub fn extend(&mut self, mut end: usize) -> usize {
+        let text = self.text;
+        loop {
+            end = with_trailing(text, end, &[]);
+            let q = skip_ws(text, end);
+            let frame = RESULT_FRAMES
+                .iter()
+                .enumerate()
+                .find_map(|(i, (open, close))| eat(text, q, open).map(|a| (i, a, *close)));
+            let Some((i, after, close)) = frame else {
+                return end;
+            };
+            let finder = self.closers[i].get_or_insert_with(|| Finder::new(text, close));
+            match finder.find(after) {
+                Some(c) => end = c + close.len(),
+                None => return end,
+            }
         }
     }
 }

@@ -7,12 +7,14 @@
 //!   </parameter>\n</function>\n</tool_call>` blocks, also with the `<tool_call>` opener or
 //!   closer missing, or wrapped in `<seed:tool_call>`.
 //!
-//! The XML helpers it shares with its sibling families live in `xml_kit`.
+//! The XML grammars it shares with its sibling families live in `crate::grammar::xml`.
 //!
-//! May depend on: `xml_kit`, `util`, `crate::json5`, `crate::types`, `crate::Ctx`.
+//! May depend on: `super::minimax` (M2's syntax), `super::util`, `crate::grammar`,
+//! `crate::types`, `crate::Ctx`.
 
+use super::minimax::M2;
 use super::util::{
-    find_from, merge, preceded_by, rest_is_blank, skip_ws, Block, Finder, MAX_CANDIDATES,
+    at_lit, find_from, merge, preceded_by, rest_is_blank, skip_ws, Block, Finder, MAX_CANDIDATES,
 };
 use crate::grammar::xml::{parse_function_eq, parse_invoke_run, INVOKE};
 use crate::types::Family;
@@ -36,13 +38,20 @@ const FOREIGN_BEFORE_INVOKE: &[&str] = &[
 /// Appends the leaks of this family found in `text` to `out`.
 pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     let mut pieces = Vec::new();
-    find_invokes(text, ctx, &mut pieces);
+    let mut minimax = Vec::new();
+    find_invokes(text, ctx, &mut pieces, &mut minimax);
     find_qwen(text, ctx, &mut pieces);
     merge(text, Family::XmlInvoke, pieces, out);
+    merge(text, Family::Minimax, minimax, out);
 }
 
-/// Bare `<invoke>` runs and `<function_calls>` blocks.
-fn find_invokes(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
+/// MiniMax-M2's closer: invokes followed by it lost their `<minimax:tool_call>` (a special
+/// token), and are MiniMax's, read with its string values.
+const MINIMAX_CLOSE: &str = "</minimax:tool_call>";
+
+/// Bare `<invoke>` runs and `<function_calls>` blocks (and MiniMax's runs whose opener was
+/// stripped, into `minimax`).
+fn find_invokes(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>, minimax: &mut Vec<Block>) {
     let mut close = Finder::new(text, INVOKE.invoke_close);
     let mut at = 0;
     let mut seen = 0;
@@ -82,6 +91,15 @@ fn find_invokes(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
                     continue;
                 }
             }
+            None if at_lit(text, skip_ws(text, run_end), MINIMAX_CLOSE) => {
+                let mut m2_close = Finder::new(text, M2.invoke_close);
+                if let Some((calls, run_end)) = parse_invoke_run(text, pos, &M2, &mut m2_close) {
+                    let end = skip_ws(text, run_end) + MINIMAX_CLOSE.len();
+                    minimax.push((pos..end, calls));
+                    at = end;
+                }
+                continue;
+            }
             None => {
                 // Without the wrapper, an invoke that names no enabled tool must at least
                 // carry parameters: an empty `<invoke name="x"></invoke>` is too little.
@@ -92,7 +110,15 @@ fn find_invokes(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
                 if !strong {
                     continue;
                 }
-                (pos, run_end)
+                // A `</function_calls>` right after the run lost its opener: it goes too.
+                let after = skip_ws(text, run_end);
+                match text
+                    .get(after..)
+                    .is_some_and(|r| r.starts_with("</function_calls>"))
+                {
+                    true => (pos, after + "</function_calls>".len()),
+                    false => (pos, run_end),
+                }
             }
         };
         pieces.push((start..end, calls));

@@ -46,6 +46,14 @@ pub fn parse(text: &str, pos: usize, spec: &BraceSyntax) -> Option<Call> {
     })
 }
 
+/// The `{key:value,...}` arguments object at `pos` (exactly there): the object and the offset
+/// past its `}`.
+pub fn parse_object(text: &str, pos: usize, spec: &BraceSyntax) -> Option<(Value, usize)> {
+    let mut parser = Parser { text, spec, i: pos };
+    let args = parser.object(0)?;
+    Some((args, parser.i))
+}
+
 struct Parser<'a> {
     text: &'a str,
     spec: &'a BraceSyntax,

@@ -23,13 +23,21 @@ pub mod xml;
 use serde_json::{Map, Value};
 
 /// A plausible tool name in a format whose markup is weak or whose names are identifiers:
-/// non-empty, at most 128 bytes, letters, digits and `_ - . :`.
+/// non-empty, at most 128 bytes, letters and digits of any script and `_ - . :`
+/// (`查询订单` is a name as much as `lookup_order`).
 pub fn is_tool_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 128
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
+    !name.is_empty() && name.len() <= 128 && name.chars().all(is_name_char)
+}
+
+/// A character of a tool or parameter name: a letter or digit of any script, `_ - . :`.
+pub fn is_name_char(c: char) -> bool {
+    c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')
+}
+
+/// A character of an identifier (a Python name, a bare call's name): a letter or digit of
+/// any script, or `_`.
+pub fn is_ident_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
 }
 
 /// A tool name as a model may write it inside unambiguous markup: any printable text on
@@ -109,6 +117,8 @@ mod tests {
     fn names() {
         assert!(is_tool_name("browser.search"));
         assert!(!is_tool_name("Apply tags"));
+        assert!(is_tool_name("查询订单"));
+        assert!(is_tool_name("поиск_файла"));
         assert!(plausible_name("Apply tags to a document"));
         assert!(!plausible_name("a\nb"));
     }

@@ -5,8 +5,8 @@
 //!
 //! May depend on: `super::text`, `super::is_tool_name`, `crate::types`.
 
-use super::is_tool_name;
 use super::text::skip_ws;
+use super::{is_ident_char, is_tool_name};
 use crate::types::Call;
 use serde_json::{Map, Number, Value};
 
@@ -72,6 +72,12 @@ fn is_ident_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
 }
 
+/// The identifier character at the start of `s`, if it is one: its length.
+fn ident_char_len(s: &str) -> Option<usize> {
+    let c = s.chars().next()?;
+    is_ident_char(c).then(|| c.len_utf8())
+}
+
 impl<'a> Py<'a> {
     fn new(text: &'a str, i: usize, opts: PyOpts) -> Self {
         Py {
@@ -94,17 +100,19 @@ impl<'a> Py<'a> {
         self.i = skip_ws(self.text, self.i);
     }
 
-    /// A dotted identifier such as `grocery.orderIngredients`.
+    /// A dotted identifier such as `grocery.orderIngredients` (letters of any script, as
+    /// Python 3 allows).
     fn name(&mut self) -> Option<&'a str> {
         let start = self.i;
-        let first = self.peek()?;
-        if !(first.is_ascii_alphabetic() || first == b'_') {
+        let first = self.text.get(start..)?.chars().next()?;
+        if !(first.is_alphabetic() || first == '_') {
             return None;
         }
-        while let Some(b) = self.peek() {
-            if is_ident_byte(b)
-                || (b == b'.' && self.s.get(self.i + 1).is_some_and(|&n| is_ident_byte(n)))
-            {
+        loop {
+            let rest = self.text.get(self.i..).unwrap_or_default();
+            if let Some(len) = ident_char_len(rest) {
+                self.i += len;
+            } else if rest.starts_with('.') && rest.get(1..).and_then(ident_char_len).is_some() {
                 self.i += 1;
             } else {
                 break;

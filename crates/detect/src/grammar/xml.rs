@@ -251,7 +251,20 @@ pub fn parse_function_eq(
         }
         let rest = text.get(i..close)?;
         if !rest.starts_with("<parameter=") {
-            return None;
+            // Anthropic's `<parameter name="k">` inside Qwen's `<function=NAME>` (MiniMax
+            // and Strix-prompted models mix the two): it must be closed.
+            let (tag, vstart) = start_tag(text.get(..close)?, i, "<parameter")?;
+            let key = name_attr(tag)?;
+            let vend = pclose.find(vstart).filter(|&c| c < close)?;
+            let raw = text.get(vstart..vend)?;
+            if raw.contains("<function=") || raw.contains("<parameter") {
+                return None;
+            }
+            let raw = raw.strip_prefix('\n').unwrap_or(raw);
+            let raw = raw.strip_suffix('\n').unwrap_or(raw);
+            args.insert(key, typed_param(raw));
+            i = vend + "</parameter>".len();
+            continue;
         }
         let key_start = i + "<parameter=".len();
         let kgt = find_bounded(text, ">", key_start, close.min(key_start + 256))?;

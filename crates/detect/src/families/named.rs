@@ -1,0 +1,767 @@
+//! The second anchor: a tool's name followed by a complete argument object or argument list,
+//! standing as a line or a sentence of its own, with no wrapper around it. This is what
+//! every format becomes once a server or a front end dropped its special tokens, and what
+//! models write when a prompt taught them a bare form:
+//!
+//! - `NAME{json}`, `NAME {json}`: Mistral's `[TOOL_CALLS]NAME[ARGS]{..}` and DeepSeek V3.1's
+//!   `NAME<｜tool▁sep｜>{..}` with their tokens stripped (reported as `mistral`);
+//! - `functions.NAME:0{json}`: Kimi's call id with its tokens stripped (`kimi`);
+//! - `NAME` on a line of its own, then `{json}` (GLM-4-0414, Functionary) (`glm`);
+//! - `NAME({json})`, one positional object (`pythonic`);
+//! - `[NAME]` on a line of its own, `{json}`, `[END_TOOL_REQUEST]`: LM Studio's request
+//!   whose opener was mangled (`lmstudio`);
+//! - `call:default_api:NAME{key:<ctrl46>v<ctrl46>}`: Gemini's own call syntax (`gemini`);
+//! - `commentary to=functions.NAME json{..}`: Harmony with its tokens stripped (read by
+//!   `harmony::stripped`, reported as `harmony`);
+//! - `NAME(key="value", ...)`: a Python call without list brackets (Granite, Llama 3.2)
+//!   (`pythonic`), keyword arguments only and a plain name (`main()` and `app.run(..)` end
+//!   the scripts pasted into replies). This shape holds none of the prefilter's anchor bytes,
+//!   so it is looked for only where a model writes a call before or after its prose: opening
+//!   the message's first line, or opening its last line and ending the message (and on the
+//!   lines of calls next to those). The clean path pays a few byte comparisons for it, not a
+//!   scan.
+//!
+//! The name alone is a weak marker: the call counts only for a tool the agent has enabled.
+//! The tools are consulted only once a complete candidate stands in the text (arguments
+//! parsed, the markup a line or sentence of its own), so ordinary prose never makes the
+//! worker fetch them.
+//!
+//! May depend on: `super::util`, `super::harmony`, `super::gemini`, `crate::grammar`,
+//! `crate::types`, `crate::Ctx`.
+
+use super::util::{merge, with_trailing, Block, END_OF_TURN, MAX_CANDIDATES};
+use super::{gemini, harmony};
+use crate::grammar::brace::{self, BraceSyntax};
+use crate::grammar::json;
+use crate::grammar::python::{self, PyOpts};
+use crate::grammar::text::{eat, skip_ws};
+use crate::grammar::{is_ident_char, is_tool_name};
+use crate::types::{Call, Family};
+use crate::{Ctx, Leak};
+use serde_json::Value;
+use std::ops::Range;
+
+/// A bare `{`, confirmed by [`probe`].
+pub(crate) const TRIGGERS: &[&str] = &["{"];
+/// Bytes a leak of this family may start the message with (after whitespace).
+pub(crate) const AT_START: &[u8] = &[];
+
+/// Gemini's string delimiter.
+const GEMINI: BraceSyntax = BraceSyntax {
+    quote: "<ctrl46>",
+    type_quoted: false,
+};
+
+/// How far before a `{` the name and what joins it to the object may start.
+const LOOKBACK: usize = 192;
+
+/// Appends the leaks found in `text`.
+pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
+    let mut by_family: Vec<(Family, Block)> = Vec::new();
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    let mut seen = 0;
+    while let Some(p) =
+        memchr::memchr(b'{', bytes.get(from..).unwrap_or_default()).map(|i| from + i)
+    {
+        from = p + 1;
+        if !probe(bytes, p) || ctx.quoted(p) {
+            continue;
+        }
+        seen += 1;
+        if seen > MAX_CANDIDATES {
+            break;
+        }
+        let prev_end = by_family.last().map_or(usize::MAX, |(_, (s, _))| s.end);
+        match at_brace(text, p, prev_end, ctx) {
+            Some((family, span, call)) => {
+                from = span.end;
+                by_family.push((family, (span, vec![call])));
+            }
+            None => ctx.declined(p..p + 1, || {
+                "no tool's name with a complete arguments object standing apart from the text"
+                    .into()
+            }),
+        }
+    }
+    for (family, block) in python_lines(text, ctx) {
+        by_family.push((family, block));
+    }
+    let harmony_calls: Vec<Range<usize>> = by_family
+        .iter()
+        .filter(|(f, _)| *f == Family::Harmony)
+        .map(|(_, (span, _))| span.clone())
+        .collect();
+    if !harmony_calls.is_empty() {
+        for r in harmony::stripped_frame_words(text, &harmony_calls) {
+            if !harmony_calls
+                .iter()
+                .any(|c| c.start < r.end && r.start < c.end)
+            {
+                by_family.push((Family::Harmony, (r, Vec::new())));
+            }
+        }
+    }
+    for family in [
+        Family::Mistral,
+        Family::Kimi,
+        Family::Glm,
+        Family::Pythonic,
+        Family::Lmstudio,
+        Family::Gemini,
+        Family::Harmony,
+    ] {
+        let blocks: Vec<Block> = by_family
+            .iter()
+            .filter(|(f, _)| *f == family)
+            .map(|(_, b)| b.clone())
+            .collect();
+        if !blocks.is_empty() {
+            merge(text, family, blocks, out);
+        }
+    }
+}
+
+/// The prefilter's look at a `{`: what a name could end with stands right before it (after
+/// at most a few spaces): a name's last character, or `(`; after a line break, a name or
+/// `[NAME]`'s `]`. And after it an object's first key (`"`) or its end (`}`): LaTeX's
+/// `\frac{1}{2}`, code's `if x {` and templates' `{name}` stop here. Gemini's unquoted keys
+/// pass only after its `default_api:` namespace.
+pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
+    if !name_before(bytes, p) {
+        return false;
+    }
+    let mut q = p + 1;
+    while q < p + 9 && bytes.get(q).is_some_and(u8::is_ascii_whitespace) {
+        q += 1;
+    }
+    match bytes.get(q) {
+        Some(b'"') => true,
+        // An empty object only glued to its name (`get_time{}`): `{}` after a space is a
+        // placeholder (`"{}".format`, `-exec rm {}`, `Foo {}`).
+        Some(b'}') => (q == p + 1 && p > 0 && bytes[p - 1] != b' ') || kimi_id_before(bytes, p),
+        // Gemini's `default_api:NAME{key:`: the namespace right before the name.
+        Some(b) if b.is_ascii_alphabetic() || *b == b'_' => {
+            let name = bytes[p.saturating_sub(128)..p]
+                .iter()
+                .rev()
+                .take_while(|b| {
+                    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-') || **b >= 0x80
+                })
+                .count();
+            bytes[..p - name].ends_with(b"default_api:")
+        }
+        _ => false,
+    }
+}
+
+/// Whether Kimi's `NAME:N` call id stands before the `{` at `p` (spaces between).
+fn kimi_id_before(bytes: &[u8], p: usize) -> bool {
+    let head = bytes.get(..p).unwrap_or_default();
+    let spaces = head
+        .iter()
+        .rev()
+        .take(4)
+        .take_while(|&&b| b == b' ')
+        .count();
+    let head = &head[..head.len() - spaces];
+    let digits = head.iter().rev().take_while(|b| b.is_ascii_digit()).count();
+    digits > 0 && head.len() > digits && head[head.len() - digits - 1] == b':'
+}
+
+/// Whether what a name could end with stands right before the `{` at `p`.
+fn name_before(bytes: &[u8], p: usize) -> bool {
+    let mut i = p;
+    let floor = p.saturating_sub(8);
+    let mut newlines = 0;
+    while i > floor {
+        match bytes[i - 1] {
+            b' ' | b'\t' | b'\r' => i -= 1,
+            b'\n' if newlines < 2 => {
+                newlines += 1;
+                i -= 1;
+            }
+            _ => break,
+        }
+    }
+    let name = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_' || *b >= 0x80;
+    // The run of name bytes ending at `end`, and the byte before it.
+    let run_before = |end: usize| {
+        let start = end
+            - bytes[end.saturating_sub(128)..end]
+                .iter()
+                .rev()
+                .take_while(|b| name(b))
+                .count();
+        (start, start.checked_sub(1).and_then(|j| bytes.get(j)))
+    };
+    match i.checked_sub(1).and_then(|j| bytes.get(j)) {
+        // A name on a line of its own (`functions.NAME:0` too): only spaces before it on its
+        // line (not ```json).
+        Some(b) if name(b) && newlines > 0 => {
+            let word = |b: &u8| name(b) || matches!(b, b'.' | b':' | b'-');
+            let mut k = i - bytes[i.saturating_sub(160)..i]
+                .iter()
+                .rev()
+                .take_while(|b| word(b))
+                .count();
+            while k > 0 && matches!(bytes[k - 1], b' ' | b'\t') {
+                k -= 1;
+            }
+            k == 0 || bytes[k - 1] == b'\n'
+        }
+        Some(b) if name(b) => true,
+        // `NAME({`: a plain name, not a method (`x.find({`).
+        Some(b'(') if newlines == 0 => {
+            let (start, before) = run_before(i - 1);
+            start < i - 1 && before != Some(&b'.')
+        }
+        Some(b']') => newlines > 0,
+        _ => false,
+    }
+}
+
+/// What joins a name to its object.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Join {
+    /// Nothing, or spaces: `NAME{`, `NAME {`, `functions.NAME:0 {`.
+    Glued,
+    /// A line break: the name on a line of its own.
+    Line,
+    /// `NAME(`, closed by `)` after the object.
+    Paren,
+    /// `[NAME]` on a line of its own, closed by `[END_TOOL_REQUEST]`.
+    Bracketed,
+}
+
+/// The call whose object starts at the `{` at `p`: its family, span and call.
+fn at_brace(
+    text: &str,
+    p: usize,
+    prev_end: usize,
+    ctx: &Ctx<'_>,
+) -> Option<(Family, Range<usize>, Call)> {
+    let found = Found {
+        text,
+        ctx,
+        prev_end,
+    };
+    if let Some((start, names)) = harmony::stripped(text, p) {
+        let (args, end) = json_object(text, p)?;
+        // The header words glued before `to=` are the boundary: no sentence check.
+        return found.finish(Family::Harmony, start, end, &names, args, false);
+    }
+    let head = text.get(..p)?;
+    let floor = p.saturating_sub(LOOKBACK);
+    let spaced = head.trim_end_matches([' ', '\t']);
+    let (join, name_end) = match spaced.as_bytes().last()? {
+        b'(' => (Join::Paren, spaced.len() - 1),
+        b'\n' => {
+            let line = spaced.trim_end_matches(['\n', '\r']);
+            let line = line.trim_end_matches([' ', '\t']);
+            match line.as_bytes().last()? {
+                b']' => (Join::Bracketed, line.len() - 1),
+                _ => (Join::Line, line.len()),
+            }
+        }
+        _ => (Join::Glued, spaced.len()),
+    };
+    let run = name_run(text, name_end, floor)?;
+    let word = text.get(run.clone())?;
+    // Before `(` a name is a plain one: `db.find({..})`, `x.sort({..})` are methods.
+    if join == Join::Paren && (word.contains(['.', ':']) || text.get(..run.start)?.ends_with('.')) {
+        return None;
+    }
+    let gemini = word.rfind("default_api:");
+    let mut family = match join {
+        _ if gemini.is_some() => Family::Gemini,
+        Join::Glued => Family::Mistral,
+        Join::Line => Family::Glm,
+        Join::Paren => Family::Pythonic,
+        Join::Bracketed => Family::Lmstudio,
+    };
+    let (name_at, word) = match gemini {
+        Some(i) => (
+            run.start + i + "default_api:".len(),
+            &word[i + "default_api:".len()..],
+        ),
+        None => (run.start, word),
+    };
+    let (counted, word) = strip_counter(word);
+    if counted && gemini.is_none() {
+        family = Family::Kimi;
+    }
+    let mut names: Vec<(usize, &str)> = Vec::new();
+    match word.rfind("functions.") {
+        // Kimi's namespace, maybe glued to a sentence's dot before it (`Done.functions.`).
+        Some(i) if i == 0 || word[..i].ends_with('.') => {
+            names.push((name_at + i, &word[i + "functions.".len()..]));
+        }
+        _ => {
+            names.push((name_at, word));
+            // Glued to the end of a sentence, `Done.NAME{` is the sentence's dot, then the
+            // name. Before `(` a dot is a method's (`db.find({..})`), never a sentence's.
+            if let Some((sentence, last)) = word.rsplit_once('.') {
+                let glued = gemini.is_none() && join == Join::Glued;
+                if glued && !last.is_empty() && !sentence.is_empty() {
+                    names.push((name_at + sentence.len() + 1, last));
+                }
+            }
+        }
+    }
+    let (args, mut end) = match gemini {
+        Some(_) => brace::parse_object(text, p, &GEMINI)?,
+        None => json_object(text, p)?,
+    };
+    match join {
+        Join::Paren => end = eat(text, skip_ws(text, end), ")")?,
+        Join::Bracketed => end = eat(text, skip_ws(text, end), "[END_TOOL_REQUEST]")?,
+        Join::Glued | Join::Line => {}
+    }
+    if join == Join::Bracketed {
+        // `[NAME]` opens its line.
+        let open = text.get(..run.start)?.strip_suffix('[')?.len();
+        names = vec![(open, word)];
+    }
+    if join == Join::Line && !names.first().is_some_and(|n| line_start(text, n.0)) {
+        return None;
+    }
+    if let (Some(g), Some(first)) = (gemini, names.first_mut()) {
+        // `call:default_api:NAME`, `declaration:default_api:NAME`, `startcall:..`: Gemini's
+        // verb before the namespace is its markup; what the run holds before the verb is the
+        // sentence it was glued to.
+        let head = text.get(run.start..run.start + g).unwrap_or_default();
+        let verb = ["startcall:", "declaration:", "call:"]
+            .iter()
+            .find_map(|v| head.rfind(v))
+            .unwrap_or(g);
+        first.0 = run.start + verb;
+    }
+    found.finish(family, 0, end, &names, args, true)
+}
+
+/// What every shape ends with: the text, the tools and where the previous call ended.
+struct Found<'a, 't> {
+    text: &'t str,
+    ctx: &'a Ctx<'a>,
+    /// A call starting right there (whitespace between) stands apart from the text: it
+    /// follows another call whose tokens were stripped.
+    prev_end: usize,
+}
+
+impl Found<'_, '_> {
+    /// The common end of every shape: the markup stands apart, and the name is an enabled
+    /// tool's. `names` are the readings of the name with where each starts (`Done.NAME{`
+    /// reads `Done.NAME`, then `NAME` after the sentence's dot); `start` overrides them when
+    /// non-zero.
+    fn finish(
+        &self,
+        family: Family,
+        start: usize,
+        end: usize,
+        names: &[(usize, &str)],
+        args: Value,
+        sentence: bool,
+    ) -> Option<(Family, Range<usize>, Call)> {
+        let text = self.text;
+        // Text glued to the object (`..}I found it`) lost a token between: only a space then
+        // a lower-case word says the sentence goes on about the call.
+        let glued = text
+            .get(end..)
+            .and_then(|r| r.chars().next())
+            .is_some_and(|c| !c.is_whitespace());
+        let apart = glued
+            || stands_after(text, end)
+            || (family == Family::Harmony && harmony::header_follows(text, end));
+        if !args.is_object() || !apart {
+            return None;
+        }
+        let after_call = |s: usize| {
+            self.prev_end <= s
+                && text
+                    .get(self.prev_end..s)
+                    .is_some_and(|g| g.trim().is_empty())
+        };
+        let candidates: Vec<(usize, &str)> = names
+            .iter()
+            .map(|&(s, n)| (if start > 0 { start } else { s }, n))
+            .filter(|&(s, n)| {
+                is_tool_name(n) && (!sentence || stands_before(text, s) || after_call(s))
+            })
+            .collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        let &(mut at, name) = candidates.iter().find(|(_, n)| self.ctx.tool_enabled(n))?;
+        let mut end = end;
+        if family == Family::Gemini {
+            // Gemini frames its call with `<ctrlNN>` tokens glued to it: they go too.
+            while let Some(tok) = text.get(..at).and_then(|h| h.rfind("<ctrl")) {
+                match gemini::ctrl_token(text, tok) {
+                    Some(e) if e == at => at = tok,
+                    _ => break,
+                }
+            }
+            while let Some(e) = gemini::ctrl_token(text, end) {
+                end = e;
+            }
+        }
+        let call = Call {
+            name: name.to_string(),
+            arguments: args,
+        };
+        Some((family, at..with_trailing(text, end, &[]), call))
+    }
+}
+
+/// A strict JSON object at `p` (a serialized object decoded once).
+fn json_object(text: &str, p: usize) -> Option<(Value, usize)> {
+    let (v, end) = json::value_at(text, p)?;
+    match json::decode_arguments(v) {
+        v @ Value::Object(_) => Some((v, end)),
+        _ => None,
+    }
+}
+
+/// The run of name characters (letters and digits of any script, `_ - . :`) ending at
+/// `end`, no further back than `floor`.
+fn name_run(text: &str, end: usize, floor: usize) -> Option<Range<usize>> {
+    let head = text.get(..end)?;
+    let mut start = end;
+    for (i, c) in head.char_indices().rev() {
+        if i < floor || !(is_ident_char(c) || matches!(c, '-' | '.' | ':')) {
+            break;
+        }
+        start = i;
+    }
+    // A run starts with a letter or `_` (a sentence's dot or colon before it is not the
+    // name's).
+    let run = text.get(start..end)?;
+    let lead = run.len() - run.trim_start_matches(['.', ':', '-']).len();
+    (start + lead < end).then_some(start + lead..end)
+}
+
+/// `NAME:0` -> (true, `NAME`): Kimi's call counter.
+fn strip_counter(word: &str) -> (bool, &str) {
+    match word.rsplit_once(':') {
+        Some((name, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => (true, name),
+        _ => (false, word),
+    }
+}
+
+/// Whether `start` begins a line (only spaces before it on its line).
+fn line_start(text: &str, start: usize) -> bool {
+    let head = text.get(..start).unwrap_or_default();
+    let t = head.trim_end_matches([' ', '\t']);
+    t.is_empty() || t.ends_with('\n')
+}
+
+/// Whether markup starting at `start` stands apart from the text before it: at the start of
+/// the text or a line, or after the end of a sentence, a colon or a tag (glued to it or
+/// not). A name inside a sentence (`use search {..}`) is prose about the tool, and one after
+/// code (`map[string]string{..}`) is code.
+pub(crate) fn stands_before(text: &str, start: usize) -> bool {
+    let head = text.get(..start).unwrap_or_default();
+    match head.trim_end_matches([' ', '\t']).chars().next_back() {
+        None => true,
+        Some(c) => matches!(c, '\n' | '\r' | '.' | '!' | '?' | ':' | '>'),
+    }
+}
+
+/// Whether markup ending at `end` stands apart from the text after it: the end of the text
+/// or a line, a control token or more markup, or a new sentence.
+pub(crate) fn stands_after(text: &str, end: usize) -> bool {
+    let rest = text.get(end..).unwrap_or_default();
+    let t = rest.trim_start_matches([' ', '\t']);
+    match t.chars().next() {
+        None => true,
+        Some(c) if matches!(c, '\n' | '\r' | '<' | '[' | '{') || c.is_uppercase() => true,
+        Some('.' | '!') => t[1..].chars().next().is_none_or(char::is_whitespace),
+        Some(_) => false,
+    }
+}
+
+/// How far back from the end of the message the start of its last line is looked for: a
+/// bare call on a longer last line is not looked for (the look costs every message that
+/// ends with `)`).
+const LAST_LINE: usize = 384;
+
+/// Where the message's text starts and ends, without surrounding whitespace and the
+/// end-of-turn tokens after it. Bytes only: the prefilter asks this of every message.
+fn core_bounds(text: &str) -> (usize, usize) {
+    let bytes = text.as_bytes();
+    let start = bytes
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(bytes.len());
+    let mut end = bytes.len();
+    loop {
+        while end > start && bytes[end - 1].is_ascii_whitespace() {
+            end -= 1;
+        }
+        // Every end-of-turn token ends with `>`.
+        if end == start || bytes[end - 1] != b'>' {
+            return (start, end);
+        }
+        let head = text.get(..end).unwrap_or_default();
+        match END_OF_TURN.iter().find(|tok| head.ends_with(**tok)) {
+            Some(tok) => end -= tok.len(),
+            None => return (start, end),
+        }
+    }
+}
+
+/// The `(` of a bare call opening the line that starts at `start` (`NAME(key=`), if one may
+/// be there.
+fn line_opens_call(bytes: &[u8], start: usize) -> Option<usize> {
+    let name = bytes
+        .get(start..)?
+        .iter()
+        .take(129)
+        .take_while(|&&b| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80)
+        .count();
+    let open = start + name;
+    (name > 0 && call_shape(bytes, open)).then_some(open)
+}
+
+/// Where the last line starts, when the message ends with `)` (a call may end it) and the
+/// line is not longer than [`LAST_LINE`].
+fn last_line(bytes: &[u8], start: usize, end: usize) -> Option<usize> {
+    if end <= start || bytes.get(end - 1) != Some(&b')') {
+        return None;
+    }
+    let floor = start.max(end.saturating_sub(LAST_LINE));
+    let line = match memchr::memrchr(b'\n', bytes.get(floor..end)?) {
+        Some(i) => floor + i + 1,
+        None if floor == start => start,
+        None => return None,
+    };
+    let spaces = bytes
+        .get(line..end)?
+        .iter()
+        .take_while(|b| **b == b' ' || **b == b'\t')
+        .count();
+    Some(line + spaces)
+}
+
+/// The prefilter's check for bare Python calls, which hold no anchor byte: one may open the
+/// message's first line (`NAME(key=` before the prose) or open its last line and end the
+/// message (`NAME(key=..)` after the prose). A few byte comparisons per message, and a look
+/// back over the last line only when the message ends with `)`.
+pub(crate) fn lines_probe(text: &str) -> bool {
+    let b = text.as_bytes();
+    // The first line: a name, then `(` (plain loops: this runs for every message).
+    let mut i = 0;
+    while i < b.len() && b[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    let start = i;
+    while i < b.len()
+        && i - start < 129
+        && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80)
+    {
+        i += 1;
+    }
+    if i > start && b.get(i) == Some(&b'(') && call_shape(b, i) {
+        return true;
+    }
+    // Most messages end with neither `)` nor a token's `>`: nothing more to look at.
+    let mut e = b.len();
+    while e > start && b[e - 1].is_ascii_whitespace() {
+        e -= 1;
+    }
+    if e == start || !matches!(b[e - 1], b')' | b'>') {
+        return false;
+    }
+    let (start, end) = core_bounds(text);
+    last_line(b, start, end).is_some_and(|l| line_opens_call(b, l).is_some())
+}
+
+/// Whether the `(` at `p` follows a plain name and opens a keyword argument list (`key=`,
+/// not `==` or `=>`). An empty list (`main()`) is too little markup: it ends half the
+/// scripts ever pasted into a reply.
+fn call_shape(bytes: &[u8], p: usize) -> bool {
+    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
+    if bytes.get(p) != Some(&b'(')
+        || !p
+            .checked_sub(1)
+            .and_then(|i| bytes.get(i))
+            .is_some_and(|&b| ident(b))
+    {
+        return false;
+    }
+    // A plain name, not a method (`app.run(debug=True)`).
+    let name = bytes[p.saturating_sub(128)..p]
+        .iter()
+        .rev()
+        .take_while(|&&b| ident(b))
+        .count();
+    if p > name && bytes[p - name - 1] == b'.' {
+        return false;
+    }
+    let mut i = p + 1;
+    while bytes.get(i).is_some_and(|b| *b == b' ') {
+        i += 1;
+    }
+    let key = i;
+    while bytes.get(i).is_some_and(|&b| ident(b)) && i < key + 64 {
+        i += 1;
+    }
+    while bytes.get(i).is_some_and(|b| *b == b' ') {
+        i += 1;
+    }
+    i > key && bytes.get(i) == Some(&b'=') && !matches!(bytes.get(i + 1), Some(b'=' | b'>'))
+}
+
+/// Bare Python calls where [`lines_probe`] looks (opening the first line or the last),
+/// and on the lines of calls next to them. A message that is one bare call and nothing else
+/// stays: that is how Llama's own parser reads it (llama-models rejects a call outside a
+/// list), and nothing around it says the model meant to call rather than to show the call.
+fn python_lines(text: &str, ctx: &Ctx<'_>) -> Vec<(Family, Block)> {
+    let found = python_candidates(text, ctx);
+    let whole = text.trim();
+    if let [(span, _)] = found.as_slice() {
+        if text.get(span.clone()).is_some_and(|s| s.trim() == whole) {
+            return Vec::new();
+        }
+    }
+    found
+        .into_iter()
+        .filter(|(_, c)| c.iter().all(|c| ctx.tool_enabled(&c.name)))
+        .map(|b| (Family::Pythonic, b))
+        .collect()
+}
+
+/// The complete bare calls standing where [`lines_probe`] looks, and on the lines of calls
+/// after the first and before the last; tools not yet asked.
+fn python_candidates(text: &str, ctx: &Ctx<'_>) -> Vec<Block> {
+    let bytes = text.as_bytes();
+    let (start, end) = core_bounds(text);
+    let mut out: Vec<Block> = Vec::new();
+    // Down from a call opening the first line, while each line opens with one.
+    let mut at = start;
+    for _ in 0..MAX_CANDIDATES {
+        let Some(b) = line_opens_call(bytes, at).and_then(|open| call_at(text, open, ctx)) else {
+            break;
+        };
+        at = skip_ws(text, b.0.end);
+        out.push(b);
+    }
+    // Up from a call opening the last line and ending the message, while each line above
+    // opens with a call that ends it.
+    let mut line = last_line(bytes, start, end);
+    let mut line_end = end;
+    for _ in 0..MAX_CANDIDATES {
+        let Some(l) = line else {
+            break;
+        };
+        let found = line_opens_call(bytes, l)
+            .and_then(|open| call_at(text, open, ctx))
+            .filter(|(span, _)| span.end >= line_end);
+        let Some(b) = found else {
+            break;
+        };
+        if out
+            .iter()
+            .any(|(s, _)| s.start < b.0.end && b.0.start < s.end)
+        {
+            break;
+        }
+        line_end = text.get(..b.0.start).unwrap_or_default().trim_end().len();
+        let above = memchr::memrchr(b'\n', bytes.get(..line_end).unwrap_or_default());
+        line = above
+            .map(|i| skip_ws(text, i + 1))
+            .filter(|_| line_end > start);
+        out.push(b);
+    }
+    out.sort_by_key(|(s, _)| s.start);
+    out
+}
+
+/// The bare call whose `(` is at `open`: complete, a plain name, standing apart.
+fn call_at(text: &str, open: usize, ctx: &Ctx<'_>) -> Option<Block> {
+    if ctx.quoted(open) {
+        return None;
+    }
+    let run = name_run(text, open, open.saturating_sub(LOOKBACK))?;
+    // A plain name: `app.run(debug=True)` is a method of the code around it.
+    if text.get(run.clone())?.contains(['.', ':']) || text.get(..run.start)?.ends_with('.') {
+        return None;
+    }
+    let (call, end) = python::parse_call(text, run.start, PyOpts::STRICT)?;
+    if !stands_before(text, run.start) || !stands_after(text, end) {
+        return None;
+    }
+    Some((run.start..with_trailing(text, end, &[]), vec![call]))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    fn run(text: &str, tools: &[&str]) -> crate::Detection {
+        super::super::testing::detect_with(text, tools)
+    }
+
+    #[test]
+    fn stripped_tokens_leave_a_name_and_its_object() {
+        let d = run(
+            "Let me look.functions.read_file:0{\"path\": \"a.md\"}",
+            &["read_file"],
+        );
+        assert_eq!(d.leaks[0].calls[0].name, "read_file");
+        assert_eq!(d.cleaned.as_deref(), Some("Let me look."));
+        let d = run("get_weather{\"city\": \"Paris\"}", &["get_weather"]);
+        assert_eq!(d.leaks[0].calls[0].arguments, json!({"city": "Paris"}));
+    }
+
+    #[test]
+    fn a_name_on_its_line_then_an_object() {
+        let d = run(
+            "I'll check.\nget_weather\n{\"city\": \"Paris\"}",
+            &["get_weather"],
+        );
+        assert_eq!(d.cleaned.as_deref(), Some("I'll check."));
+    }
+
+    #[test]
+    fn bare_python_calls_on_the_edge_lines() {
+        let d = run(
+            "get_weather(city=\"Paris\")\nLet me check.",
+            &["get_weather"],
+        );
+        assert_eq!(d.cleaned.as_deref(), Some("Let me check."));
+        let d = run("I'll check.\nget_weather(city=\"Paris\")", &["get_weather"]);
+        assert_eq!(d.cleaned.as_deref(), Some("I'll check."));
+        // A bare call must open its line: in the middle of one it is looked for nowhere (the
+        // clean path would have to scan every line).
+        assert!(run("I'll check. get_weather(city=\"Paris\")", &["get_weather"]).is_clean());
+        let d = run("a(x=1)\nb(y=2)\nc(z=3)", &["a", "b", "c"]);
+        assert_eq!(d.leaks.iter().map(|l| l.calls.len()).sum::<usize>(), 3);
+        // One bare call and nothing else is how Llama's parser reads a shown call.
+        assert!(run("get_weather(city=\"Paris\")", &["get_weather"]).is_clean());
+    }
+
+    #[test]
+    fn prose_and_other_tools_stay() {
+        let tools = &["search", "get_weather"];
+        for t in [
+            "You can call get_weather(city=\"Paris\") to do it.",
+            "Use search {\"q\": \"x\"} to find it.",
+            "other{\"a\": 1}",
+            "get_weather(\"Paris\")",
+            "main() is where it starts",
+            "search\n{\"q\": \"x\"",
+        ] {
+            assert!(run(t, tools).is_clean(), "{t}");
+        }
+    }
+
+    #[test]
+    fn the_tools_are_asked_only_for_a_complete_candidate() {
+        let d = run("A plain answer (with parentheses) and {braces}.", &[]);
+        assert!(!d.depends_on_tools);
+        let d = run("Checking.\nget_weather(city=\"Paris\")", &[]);
+        assert!(d.depends_on_tools && d.is_clean());
+    }
+}

@@ -1,0 +1,360 @@
+//! `cline_xml`: a call written as an XML element named after the tool, each child named after
+//! a parameter, as the prompts of Cline, Roo Code, Kilo Code and Claude teach:
+//!
+//! ```text
+//! <read_file>
+//! <path>src/main.rs</path>
+//! </read_file>
+//! ```
+//!
+//! Any tag can be a tool's name, so the element counts only when it names a tool the agent
+//! has enabled, stands apart from the text around it (its own lines, or a sentence of its
+//! own), holds nothing but its parameter elements (each once, whitespace between) and is not
+//! an HTML element or a prompt-structure tag (`<think>`, `<answer>`, ...). An element with no
+//! parameter (`<list_memories></list_memories>`) counts only where a call ends the turn: at
+//! the end of the message. Values are the text between a parameter's tags (one leading and
+//! trailing line break trimmed, code inside kept as written), typed like every untyped XML
+//! value: JSON when the whole value is JSON.
+//!
+//! The tools are asked only once an element of that shape is complete, so HTML and XML
+//! answers rarely make the worker fetch them.
+//!
+//! May depend on: `super::named` (what stands apart), `super::util`, `crate::grammar`,
+//! `crate::types`, `crate::Ctx`.
+
+use super::named::{stands_after, stands_before};
+use super::util::{find_from, merge, typed_param, with_trailing, Block, MAX_CANDIDATES};
+use crate::grammar::is_ident_char;
+use crate::types::{Call, Family};
+use crate::{Ctx, Leak};
+use serde_json::{Map, Value};
+
+/// A bare `<`, confirmed by [`probe`].
+pub(crate) const TRIGGERS: &[&str] = &["<"];
+/// Bytes a leak of this family may start the message with (after whitespace).
+pub(crate) const AT_START: &[u8] = &[];
+
+/// Tags that are markup of their own: HTML elements, the tags prompts and models structure
+/// text with, and other formats' wrappers. An element of that name is never a tool's call.
+/// Sorted (checked by a test): looked up by binary search.
+const NOT_TOOLS: &[&str] = &[
+    "a",
+    "abbr",
+    "address",
+    "analysis",
+    "answer",
+    "article",
+    "aside",
+    "audio",
+    "b",
+    "blockquote",
+    "body",
+    "br",
+    "button",
+    "caption",
+    "center",
+    "cite",
+    "code",
+    "col",
+    "context",
+    "data",
+    "dd",
+    "del",
+    "details",
+    "div",
+    "dl",
+    "document",
+    "dt",
+    "em",
+    "example",
+    "examples",
+    "figure",
+    "footer",
+    "form",
+    "function_calls",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "head",
+    "header",
+    "html",
+    "i",
+    "img",
+    "input",
+    "ins",
+    "instructions",
+    "invoke",
+    "item",
+    "kbd",
+    "label",
+    "li",
+    "link",
+    "main",
+    "mark",
+    "meta",
+    "nav",
+    "ol",
+    "option",
+    "output",
+    "p",
+    "parameter",
+    "pre",
+    "q",
+    "reflection",
+    "response",
+    "result",
+    "root",
+    "s",
+    "samp",
+    "scratchpad",
+    "script",
+    "section",
+    "select",
+    "small",
+    "source",
+    "span",
+    "strong",
+    "style",
+    "sub",
+    "summary",
+    "sup",
+    "svg",
+    "table",
+    "tbody",
+    "td",
+    "template",
+    "textarea",
+    "tfoot",
+    "th",
+    "thead",
+    "think",
+    "thinking",
+    "thought",
+    "title",
+    "tool_call",
+    "tool_calls",
+    "tool_response",
+    "tool_result",
+    "tools",
+    "tr",
+    "u",
+    "ul",
+    "var",
+    "video",
+    "xml",
+];
+
+/// Longest tag name read.
+const MAX_NAME: usize = 64;
+
+/// Appends the leaks found in `text`.
+pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
+    let bytes = text.as_bytes();
+    let mut blocks: Vec<Block> = Vec::new();
+    let mut from = 0;
+    let mut seen = 0;
+    while let Some(p) =
+        memchr::memchr(b'<', bytes.get(from..).unwrap_or_default()).map(|i| from + i)
+    {
+        from = p + 1;
+        if !probe(bytes, p) || ctx.quoted(p) {
+            continue;
+        }
+        seen += 1;
+        if seen > MAX_CANDIDATES {
+            break;
+        }
+        if let Some((end, call)) = element(text, p) {
+            if stands_before(text, p) && stands_after(text, end) && ctx.tool_enabled(&call.name) {
+                blocks.push((p..with_trailing(text, end, &[]), vec![call]));
+                from = end;
+            }
+        }
+    }
+    merge(text, Family::ClineXml, blocks, out);
+}
+
+/// The name of the start tag `<name>` at `p` (no attributes), and the offset past `>`.
+fn start_tag(text: &str, p: usize) -> Option<(&str, usize)> {
+    let rest = text.get(p + 1..)?;
+    let len: usize = rest
+        .chars()
+        .take_while(|&c| is_ident_char(c) || c == '-')
+        .map(char::len_utf8)
+        .sum();
+    let first = rest.chars().next()?;
+    if len == 0 || len > MAX_NAME || !(first.is_alphabetic() || first == '_') {
+        return None;
+    }
+    (rest.as_bytes().get(len) == Some(&b'>')).then(|| (&rest[..len], p + 1 + len + 1))
+}
+
+/// The prefilter's look at a `<`: a start tag with a plain name that is not markup of its
+/// own, followed (whitespace between) by another start tag or an end tag. Bytes only: it
+/// runs at every `<` followed by a letter.
+pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
+    let Some(name) = tag_name(bytes, p) else {
+        return false;
+    };
+    let mut i = p + 1 + name.len() + 1;
+    while bytes.get(i).is_some_and(u8::is_ascii_whitespace) {
+        i += 1;
+    }
+    let next = match bytes.get(i..i + 2) {
+        Some([b'<', b'/']) => true,
+        Some([b'<', _]) => tag_name(bytes, i).is_some(),
+        _ => false,
+    };
+    // The name is ASCII here or not a listed tag at all.
+    next && std::str::from_utf8(name).map_or(true, |n| NOT_TOOLS.binary_search(&n).is_err())
+}
+
+/// The name of a start tag `<name>` at `p`, as bytes: letters, digits, `_`, `-` and bytes
+/// of other scripts, at most [`MAX_NAME`], closed by `>`.
+fn tag_name(bytes: &[u8], p: usize) -> Option<&[u8]> {
+    let rest = bytes.get(p + 1..)?;
+    let first = *rest.first()?;
+    if !(first.is_ascii_alphabetic() || first == b'_' || first >= 0xC2) {
+        return None;
+    }
+    let len = rest
+        .iter()
+        .take(MAX_NAME + 1)
+        .take_while(|&&b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-') || b >= 0x80)
+        .count();
+    (len <= MAX_NAME && rest.get(len) == Some(&b'>')).then(|| &rest[..len])
+}
+
+/// The element at `p`: the offset past its end tag and the call it writes.
+fn element(text: &str, p: usize) -> Option<(usize, Call)> {
+    let (name, mut i) = start_tag(text, p)?;
+    if NOT_TOOLS.binary_search(&name).is_ok() {
+        return None;
+    }
+    let close = format!("</{name}>");
+    let mut args = Map::new();
+    loop {
+        i = skip_space(text, i);
+        if text.get(i..)?.starts_with(&close) {
+            i += close.len();
+            break;
+        }
+        let (key, vstart) = start_tag(text, i)?;
+        if key == name || args.contains_key(key) || args.len() >= MAX_CANDIDATES {
+            return None;
+        }
+        let key_close = format!("</{key}>");
+        let vend = find_from(text, &key_close, vstart)?;
+        let raw = text.get(vstart..vend)?;
+        // Another element of this tool inside a value: an earlier one was left open.
+        if raw.contains(&close) || raw.contains(&format!("<{name}>")) {
+            return None;
+        }
+        args.insert(key.to_string(), value(raw));
+        i = vend + key_close.len();
+    }
+    // Without parameters only a call that ends the message is one.
+    if args.is_empty() && !text.get(i..).is_some_and(|r| r.trim().is_empty()) {
+        return None;
+    }
+    let call = Call {
+        name: name.to_string(),
+        arguments: Value::Object(args),
+    };
+    Some((i, call))
+}
+
+fn skip_space(text: &str, i: usize) -> usize {
+    super::util::skip_ws(text, i)
+}
+
+/// A parameter's value: one line break after the start tag and one before the end tag
+/// trimmed (the prompts put values on lines of their own), typed when it is whole JSON.
+fn value(raw: &str) -> Value {
+    let v = raw
+        .strip_prefix("\r\n")
+        .or_else(|| raw.strip_prefix('\n'))
+        .unwrap_or(raw);
+    let v = v
+        .strip_suffix("\r\n")
+        .or_else(|| v.strip_suffix('\n'))
+        .unwrap_or(v);
+    typed_param(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    fn run(text: &str, tools: &[&str]) -> crate::Detection {
+        super::super::testing::detect_with(text, tools)
+    }
+
+    #[test]
+    fn an_element_named_after_an_enabled_tool() {
+        let t = "Let me read it.\n<read_file>\n<path>src/main.rs</path>\n</read_file>";
+        let d = run(t, &["read_file"]);
+        assert_eq!(
+            d.leaks[0].calls[0].arguments,
+            json!({"path": "src/main.rs"})
+        );
+        assert_eq!(d.cleaned.as_deref(), Some("Let me read it."));
+        let t = "<write_to_file>\n<path>a.html</path>\n<content>\n<html><body>hi</body></html>\n</content>\n</write_to_file>\nDone.";
+        let d = run(t, &["write_to_file"]);
+        assert_eq!(
+            d.leaks[0].calls[0].arguments,
+            json!({"path": "a.html", "content": "<html><body>hi</body></html>"})
+        );
+        assert_eq!(d.cleaned.as_deref(), Some("Done."));
+    }
+
+    #[test]
+    fn answers_in_xml_and_html_stay() {
+        for (t, tools) in [
+            (
+                "<read_file>\n<path>a</path>\n</read_file>",
+                &["write_file"][..],
+            ),
+            (
+                "<person>\n<name>Bob</name>\n<name>Al</name>\n</person>",
+                &["person"],
+            ),
+            ("<ul>\n<li>one</li>\n</ul>", &["ul"]),
+            (
+                "Use <read_file><path>a</path></read_file> to read a file.",
+                &["read_file"],
+            ),
+            (
+                "<list_memories></list_memories> lists them.",
+                &["list_memories"],
+            ),
+            ("<read_file>\n<path>a</path>", &["read_file"]),
+        ] {
+            assert!(run(t, tools).is_clean(), "{t}");
+        }
+    }
+
+    #[test]
+    fn an_empty_element_only_ends_the_message() {
+        assert!(!run("<list_memories></list_memories>", &["list_memories"]).is_clean());
+        assert!(!run(
+            "Checking.\n<list_memories>\n</list_memories>\n",
+            &["list_memories"]
+        )
+        .is_clean());
+    }
+
+    #[test]
+    fn the_tag_list_is_sorted() {
+        assert!(super::NOT_TOOLS.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn html_never_asks_for_the_tools() {
+        let d = run("<ul>\n<li>a</li>\n</ul>\n<div>\n<p>x</p>\n</div>", &[]);
+        assert!(!d.depends_on_tools);
+    }
+}
