@@ -145,6 +145,20 @@ struct Args {
     /// and changes nothing, and the effects check expects exactly that.
     #[arg(long, default_value = "recover", value_parser = ["recover", "observe"])]
     mode: String,
+    /// Pads every message's content to about this many bytes (0: ordinary replies of
+    /// ~250 bytes): with `--events 400 --body-bytes 900000`, the burst of large replies of
+    /// BENCHMARKS.md §6.
+    #[arg(long, default_value_t = 0)]
+    body_bytes: usize,
+    /// Pads only the events from this index on (`--body-bytes`): ordinary replies first,
+    /// then the large ones, as a burst after a long run of small messages.
+    #[arg(long, default_value_t = 0)]
+    large_from: usize,
+    /// Holds `messages` locked (EXCLUSIVE: reads go on, every recovery waits) for this many
+    /// seconds from the start of publishing, so the whole window of leaks waits on the
+    /// database.
+    #[arg(long, default_value_t = 0)]
+    lock_messages_secs: u64,
 }
 
 /// How the events reach a consumer.
@@ -317,12 +331,20 @@ struct Seeded {
     contents: Vec<String>,
 }
 
-fn content(i: usize, leak: bool) -> String {
-    let prose = format!(
+fn content(i: usize, leak: bool, body_bytes: usize) -> String {
+    let mut prose = format!(
         "Here is what I found about question {i}. The weather in Paris tomorrow looks mild, \
          around 14 degrees with light wind; take a light jacket. Let me know if you want the \
          week ahead as well."
     );
+    // A pasted log or a long document: lines, no markup.
+    let mut line = 0;
+    while prose.len() < body_bytes {
+        line += 1;
+        prose.push_str(&format!(
+            "\n{line:>6} the forecast for the week ahead, day by day"
+        ));
+    }
     if leak {
         format!("{{success: true, memory_type: \"journal\", content: \"note {i}: user likes tea\"}}{prose}")
     } else {
@@ -373,11 +395,20 @@ async fn seed_n(
     };
     let mut ids = Vec::with_capacity(events);
     let mut contents = Vec::with_capacity(events);
-    for chunk in (0..events).collect::<Vec<_>>().chunks(5_000) {
+    let rows_per_insert = match args.body_bytes {
+        0 => 5_000,
+        bytes => ((64 << 20) / bytes).clamp(1, 5_000),
+    };
+    for chunk in (0..events).collect::<Vec<_>>().chunks(rows_per_insert) {
         let (mut id, mut chat, mut text) = (vec![], vec![], vec![]);
         for &i in chunk {
             let leak = leak_share > 0.0 && i % every == 0;
-            let c = content(i, leak);
+            let padded = if i >= args.large_from {
+                args.body_bytes
+            } else {
+                0
+            };
+            let c = content(i, leak, padded);
             id.push(i as i64 + 1);
             chat.push((i % 100) as i64 + 1);
             text.push(c.clone());
@@ -837,6 +868,8 @@ async fn worker_run(args: &Args, feed: Feed) -> Res<Measured> {
         publish_all(&pubch, &names.input, &seeded, 0).await?;
     }
     let commits_before = commits(&pool, &names.db).await;
+    // Taken before the workers start, so that the whole window waits on the database.
+    let lock = hold_messages_locked(&pool, args.lock_messages_secs).await?;
     let mut workers: Vec<Child> = Vec::new();
     for i in 0..args.workers {
         workers.push(spawn_worker(args, &names, i).await?);
@@ -851,6 +884,9 @@ async fn worker_run(args: &Args, feed: Feed) -> Res<Measured> {
         consumers: args.workers as u32,
     };
     let (n, from, collected) = run.measure(args, &ch, &pubch, &probe, collector).await?;
+    if let Some(lock) = lock {
+        lock.await?;
+    }
     if let Some(s) = sampler {
         s.abort();
     }
@@ -950,6 +986,23 @@ async fn worker_effects(args: &Args, pool: &PgPool, seeded: &Seeded) -> Res<()> 
         .into());
     }
     Ok(())
+}
+
+/// Locks `messages` (EXCLUSIVE) for `secs` seconds on a connection of its own, so a burst
+/// waits on the database; the task ends when the lock is released. None for 0.
+async fn hold_messages_locked(
+    pool: &PgPool,
+    secs: u64,
+) -> Res<Option<tokio::task::JoinHandle<()>>> {
+    if secs == 0 {
+        return Ok(None);
+    }
+    let mut tx = pool.begin().await?;
+    tx.execute("LOCK TABLE messages IN EXCLUSIVE MODE").await?;
+    Ok(Some(tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(secs)).await;
+        let _ = tx.commit().await;
+    })))
 }
 
 /// The clean-path ceiling: the bare forwarder at each window, fed each way; the best window

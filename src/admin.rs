@@ -30,14 +30,15 @@
 //! are `settings::AdminSettings`). The token lives in `auth`, the error
 //! mapping in `error`.
 //!
-//! May depend on: `recover`, `publish`, `ledger`, `metrics`, `ids`, `settings`, `error`,
-//! `axum`, `sqlx`, `subtle`. Never on `backfill` or `cmd`.
+//! May depend on: `recover`, `publish`, `outbound`, `ledger`, `metrics`, `ids`, `settings`,
+//! `budget`, `error`, `axum`, `sqlx`, `subtle`. Never on `backfill` or `cmd`.
 
 mod auth;
 mod error;
 
 pub use error::ApiError;
 
+use crate::budget::{Budget, Share};
 use crate::error::Error;
 use crate::ids::MessageId;
 use crate::metrics::Metrics;
@@ -82,6 +83,9 @@ pub struct AdminState {
     pub metrics: Arc<Metrics>,
     /// Time limit of one request.
     pub timeout: Duration,
+    /// The process's byte budget (the worker's): a pass over a message takes a share the
+    /// size of its content, as a delivery does. `None`: unbounded (tests, tools).
+    pub budget: Option<Budget>,
 }
 
 impl AdminState {
@@ -108,8 +112,26 @@ impl AdminState {
             publisher: Some(Arc::new(publisher)),
             metrics,
             timeout: Duration::from_secs(admin.admin_timeout_secs.max(1)),
+            budget: None,
         }
     }
+}
+
+/// A share of the byte budget the size of message `id`'s content, held while a pass
+/// works on it: a diagnosis or recover of a large message waits for room (within the
+/// request's time limit) instead of adding its copies on top of the worker's.
+async fn share(s: &AdminState, id: MessageId) -> Result<Option<Share>, ApiError> {
+    let Some(budget) = &s.budget else {
+        return Ok(None);
+    };
+    let len: Option<Option<i32>> =
+        sqlx::query_scalar("SELECT octet_length(content) FROM messages WHERE id = $1")
+            .bind(id.get())
+            .fetch_optional(&s.pool)
+            .await
+            .map_err(Error::from)?;
+    let len = len.flatten().map_or(0, |l| usize::try_from(l).unwrap_or(0));
+    Ok(Some(budget.take(len).await))
 }
 
 /// The admin routes, with authentication, size and time limits.
@@ -169,6 +191,7 @@ async fn diagnosis(
 ) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
     q.map_err(invalid_query)?;
+    let _share = share(&s, id).await?;
     let recover::Diagnosis { detection, report } =
         recover::diagnose(&s.pool, id, &s.policy, Source::Admin)
             .await?
@@ -200,6 +223,7 @@ async fn recover_now(
     q.map_err(invalid_query)?;
     let envelope = StandIn { origin: "admin" };
     let owed = s.publisher.as_ref().map(|_| &envelope as &dyn Envelope);
+    let _share = share(&s, id).await?;
     let report = recover::recover_with_outbox(&s.pool, id, &s.policy, Source::Admin, owed).await?;
     s.metrics.recovery_pass(
         report.mode.as_str(),
@@ -318,6 +342,7 @@ async fn revert_now(
     let Query(q) = q.map_err(invalid_query)?;
     let envelope = StandIn { origin: "admin" };
     let owed = s.publisher.as_ref().map(|_| &envelope as &dyn Envelope);
+    let _share = share(&s, id).await?;
     let report =
         revert::revert_with_outbox(&s.pool, id, RevertedBy::Admin, q.dry_run, owed).await?;
     if !q.dry_run {

@@ -66,6 +66,21 @@ impl Poison {
             Poison::MissingMessage(_) => "missing_message",
         }
     }
+
+    /// The `recovery.outcome` the message of a body that did not decode is moderated
+    /// with, as stored, when the body still names it: `oversized` (too large to examine),
+    /// `unreadable` (not UTF-8, not JSON, not the event's shape). `None` for the reasons
+    /// that leave nothing to moderate: an event of another type is no finalized message,
+    /// and a missing message has no stored content.
+    pub fn unexamined_outcome(&self) -> Option<&'static str> {
+        match self {
+            Poison::Oversized { .. } => Some("oversized"),
+            Poison::InvalidUtf8(_) | Poison::MalformedJson(_) | Poison::InvalidEvent(_) => {
+                Some("unreadable")
+            }
+            Poison::UnknownType(_) | Poison::MissingMessage(_) => None,
+        }
+    }
 }
 
 /// What to do about an [`Error`].
@@ -100,6 +115,11 @@ pub enum Error {
     /// An operation on a dependency took too long.
     #[error("timed out: {0}")]
     Timeout(&'static str),
+    /// Shutdown (or a broken broker session) stopped work that was not finished and not
+    /// failed: a retry or the wait for a message row. The delivery stays unacked, so the
+    /// broker hands it to the next consumer.
+    #[error("interrupted while {0}; left to the next consumer")]
+    Interrupted(&'static str),
     /// Startup cannot go on (pending migrations, unusable configuration, port in use).
     #[error("{0}")]
     Startup(String),
@@ -116,7 +136,10 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Poison(_) => ErrorKind::Poison,
-            Error::Broker(_) | Error::NotConfirmed(_) | Error::Timeout(_) => ErrorKind::Transient,
+            Error::Broker(_)
+            | Error::NotConfirmed(_)
+            | Error::Timeout(_)
+            | Error::Interrupted(_) => ErrorKind::Transient,
             Error::Database(e) => classify_sqlx(e),
             Error::Migrate(_) | Error::Startup(_) | Error::Bug(_) | Error::Output(_) => {
                 ErrorKind::Bug

@@ -70,6 +70,14 @@ impl EventId {
     }
 }
 
+/// The moderation id of a body that names a message but no readable event id (a body
+/// the worker could not examine): a UUID v5 of the body's bytes, so a redelivery of the
+/// same body publishes the same id again, and two different bodies do not share one.
+pub fn body_moderation_event_id(body: &[u8]) -> Uuid {
+    const BODIES: Uuid = Uuid::from_u128(0x2b8e_61f4_5c0d_4a7e_b3d9_8e41_f07a_c652);
+    Uuid::new_v5(&BODIES, body)
+}
+
 impl fmt::Display for EventId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)

@@ -19,13 +19,15 @@
 //! Around it: [`ids`] (the id types every module may name), [`settings`] (all
 //! configuration), [`store`] (pool, migrations), [`http`] (`/metrics`, `/healthz`,
 //! `/readyz`), [`metrics`], [`model`] (the bounded `model` label of a model id),
-//! [`telemetry`] (logs), [`shutdown`] and [`retry`], [`error`]
+//! [`telemetry`] (logs), [`shutdown`] and [`retry`], [`budget`] (the bytes of bodies worked
+//! on at once), [`error`]
 //! (transient / poison / bug), and [`startup`], which wires the worker together for the
 //! binary and the integration tests.
 
 pub mod admin;
 pub mod amqp;
 pub mod backfill;
+pub mod budget;
 pub mod cmd;
 pub mod error;
 pub mod event;

@@ -63,6 +63,8 @@ pub struct Metrics {
     leaked_messages: IntCounterVec,
     leaks: IntCounterVec,
     unrecovered: IntCounterVec,
+    in_flight_bytes: IntGauge,
+    delivery_window: IntGauge,
 }
 
 /// A metric type made from its definition in the table.
@@ -137,6 +139,8 @@ impl Metrics {
             leaked_messages: register(&r, &table::LEAKED_MESSAGES),
             leaks: register(&r, &table::LEAKS),
             unrecovered: register(&r, &table::UNRECOVERED),
+            in_flight_bytes: register(&r, &table::IN_FLIGHT_BYTES),
+            delivery_window: register(&r, &table::DELIVERY_WINDOW),
             registry: r,
         };
         for dependency in ["database", "broker"] {
@@ -317,6 +321,16 @@ impl Metrics {
     /// The backfill examined messages up to this id.
     pub fn backfill_progress(&self, last_message_id: i64) {
         self.backfill_progress.set(last_message_id);
+    }
+
+    /// Bytes of deliveries taken (`+`) or finished (`-`).
+    pub fn in_flight_bytes(&self, delta: i64) {
+        self.in_flight_bytes.add(delta);
+    }
+
+    /// The delivery window now.
+    pub fn delivery_window(&self, window: u16) {
+        self.delivery_window.set(i64::from(window));
     }
 
     /// The metrics in the Prometheus text format.

@@ -4,49 +4,30 @@
 //! revert). Plain JSON built from plain data, identical wherever it is published from. The
 //! [`Envelope`]s say what a pass owes the broker ([`ForEvent`] for the worker, [`StandIn`]
 //! for the backfill, the admin API and revert); the recovery transaction writes that to the
-//! outbox and `publish` sends it.
+//! outbox and `publish` sends it. The moderation body itself is written by [`moderation`].
 //!
 //! May depend on: `ids`, `event` (the decoded event), `recover` (the report types),
 //! `error`. No I/O: no broker, no database.
 
+mod moderation;
+
+pub use moderation::{moderation_body, moderation_unchanged};
+
 use crate::error::Error;
-use crate::event::{self, EventMessage, FinalizedEvent, Role};
-use crate::ids::{AgentId, ChatId, EventId, MessageId, ID_NAMESPACE};
+use crate::event::{self, FinalizedEvent, Named};
+use crate::ids::{self, AgentId, ChatId, EventId, MessageId, ID_NAMESPACE};
 use crate::recover::outbox::{Envelope, Outgoing, Target};
 use crate::recover::revert::RevertReport;
 use crate::recover::{self, ForwardedCall, Mode, Outcome, Report};
+use serde::Serialize;
 use serde_json::{json, Value};
+use std::sync::Arc;
 use uuid::Uuid;
 
 /// Routing key of moderation messages.
 pub const MODERATION_ROUTING_KEY: &str = "message.ready";
 /// Routing key of forwarded tool calls.
 pub const TOOL_CALLS_ROUTING_KEY: &str = "tool_call.recovered";
-
-/// The body of a moderation message: the in-event with `content` and `tools_used` as
-/// cleaned, a deterministic `event_id`, the `source_event_id` and the `recovery` object.
-pub fn moderation_body(
-    event: &FinalizedEvent,
-    content: &str,
-    tools_used: &[String],
-    recovery: &Value,
-) -> Value {
-    let mut out = event.raw.clone();
-    out.insert(
-        "event_id".into(),
-        Value::String(event.event_id.moderation_event_id().to_string()),
-    );
-    out.insert(
-        "source_event_id".into(),
-        Value::String(event.event_id.to_string()),
-    );
-    if let Some(Value::Object(msg)) = out.get_mut("message") {
-        msg.insert("content".into(), Value::String(content.to_string()));
-        msg.insert("tools_used".into(), serde_json::json!(tools_used));
-    }
-    out.insert("recovery".into(), recovery.clone());
-    Value::Object(out)
-}
 
 /// The tool-calls message of one forwarded call (contract §5); `source` is the event (or
 /// the stand-in event) it came with.
@@ -82,7 +63,11 @@ pub fn revert_event_id(recovery_id: i64) -> EventId {
 
 /// The stand-in `message.finalized` event of a reverted message: the message as the revert
 /// restored it, under the id of the revert of ledger row `recovery_id`.
-pub fn restored_event(report: &RevertReport, recovery_id: i64, origin: &str) -> FinalizedEvent {
+pub fn restored_event(
+    report: &RevertReport,
+    recovery_id: i64,
+    origin: &str,
+) -> Result<FinalizedEvent, Error> {
     stand_in(
         revert_event_id(recovery_id),
         &StandInMessage {
@@ -107,7 +92,11 @@ struct StandInMessage<'a> {
 
 /// The stand-in `message.finalized` event of a recovered message: the message as it is
 /// after the pass, and `origin` (`backfill`, `admin`) saying who recovered it.
-pub fn stand_in_event(report: &Report, recovery_id: i64, origin: &str) -> FinalizedEvent {
+pub fn stand_in_event(
+    report: &Report,
+    recovery_id: i64,
+    origin: &str,
+) -> Result<FinalizedEvent, Error> {
     stand_in(
         source_event_id(recovery_id),
         &StandInMessage {
@@ -121,12 +110,17 @@ pub fn stand_in_event(report: &Report, recovery_id: i64, origin: &str) -> Finali
     )
 }
 
-fn stand_in(event_id: EventId, m: &StandInMessage<'_>, origin: &str) -> FinalizedEvent {
-    let occurred_at = chrono::Utc::now().fixed_offset();
-    let raw = json!({
+/// The stand-in event, written as the app would write it and decoded like a delivery, so
+/// its moderation message is built exactly as a delivered event's.
+fn stand_in(
+    event_id: EventId,
+    m: &StandInMessage<'_>,
+    origin: &str,
+) -> Result<FinalizedEvent, Error> {
+    let body = json!({
         "event_id": event_id.to_string(),
         "type": event::FINALIZED,
-        "occurred_at": occurred_at.to_rfc3339(),
+        "occurred_at": chrono::Utc::now().fixed_offset().to_rfc3339(),
         "origin": origin,
         "message": {
             "id": m.message_id.get(),
@@ -137,27 +131,14 @@ fn stand_in(event_id: EventId, m: &StandInMessage<'_>, origin: &str) -> Finalize
             "tools_used": m.tools_used,
         },
     });
-    let Value::Object(raw) = raw else {
-        unreachable!("json! of an object literal is an object")
-    };
-    FinalizedEvent {
-        event_id,
-        occurred_at,
-        message: EventMessage {
-            id: m.message_id,
-            chat_id: m.chat_id,
-            agent_id: m.agent_id,
-            role: Role::Assistant,
-            content: m.content.clone(),
-            tools_used: m.tools_used.to_vec(),
-            model_id: None,
-        },
-        raw,
-    }
+    let bytes = serde_json::to_vec(&body)
+        .map_err(|e| Error::Bug(format!("stand-in event not serialisable: {e}")))?;
+    event::decode(bytes, usize::MAX)
+        .map_err(|u| Error::Bug(format!("stand-in event does not decode: {}", u.poison)))
 }
 
 /// Serialises a body for the outbox (it is sent byte for byte as written).
-fn text(body: &Value) -> Result<String, Error> {
+fn text<T: Serialize>(body: &T) -> Result<String, Error> {
     serde_json::to_string(body).map_err(|e| Error::Bug(format!("body not serialisable: {e}")))
 }
 
@@ -175,7 +156,72 @@ pub fn moderation(
     Ok(Some(Outgoing {
         target: Target::Moderation,
         key: event.event_id.moderation_event_id().to_string(),
-        body: text(&moderation_body(event, content, tools_used, recovery))?,
+        body: moderation_body(event, content, tools_used, recovery)?,
+    }))
+}
+
+/// A message as stored, for the moderation of an event the worker could not examine.
+pub struct StoredMessage {
+    /// `messages.chat_id`.
+    pub chat_id: ChatId,
+    /// `messages.agent_id`.
+    pub agent_id: Option<AgentId>,
+    /// `messages.role`.
+    pub role: String,
+    /// `messages.content`.
+    pub content: Option<String>,
+    /// `messages.tools_used` (string entries).
+    pub tools_used: Vec<String>,
+    /// `messages.updated_at`: the event's `occurred_at` could not be read.
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// The `recovery` object of a message moderated without being examined: `outcome` says
+/// why (`oversized`, `unreadable`), `reason` is the dead-letter reason.
+pub fn unexamined_summary(mode: Mode, outcome: &str, reason: &str) -> Value {
+    let mut summary = recover::failed_summary(mode, reason);
+    summary["outcome"] = json!(outcome);
+    summary
+}
+
+/// The moderation message of an event the worker could not examine but which names
+/// `named.message_id`: the message as stored, unchanged, shaped like every moderation
+/// message (a `message.finalized` event with `source_event_id` and `recovery`), under the
+/// moderation id of its event id, or, when the body shows none, one derived from the
+/// body's bytes (`source_event_id` is then null). None for null or blank content. The
+/// stored content is moved into the body, not copied.
+pub fn unexamined_moderation(
+    named: Named,
+    body: &[u8],
+    stored: StoredMessage,
+    recovery: Value,
+) -> Result<Option<Outgoing>, Error> {
+    let Some(content) = stored.content.filter(|c| !c.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let key = match named.event_id {
+        Some(id) => id.moderation_event_id(),
+        None => ids::body_moderation_event_id(body),
+    };
+    let out = json!({
+        "event_id": key.to_string(),
+        "type": event::FINALIZED,
+        "occurred_at": stored.updated_at.to_rfc3339(),
+        "source_event_id": named.event_id.map(|id| id.to_string()),
+        "message": {
+            "id": named.message_id.get(),
+            "chat_id": stored.chat_id.get(),
+            "agent_id": stored.agent_id.map(AgentId::get),
+            "role": stored.role,
+            "content": content,
+            "tools_used": stored.tools_used,
+        },
+        "recovery": recovery,
+    });
+    Ok(Some(Outgoing {
+        target: Target::Moderation,
+        key: key.to_string(),
+        body: text(&out)?,
     }))
 }
 
@@ -210,9 +256,9 @@ impl Envelope for ForEvent<'_> {
     }
 }
 
-/// [`ForEvent`] owning its event, for a pass that runs on another task (the worker's
-/// group committer, [`crate::recover::committer`]).
-pub struct ForOwnedEvent(pub FinalizedEvent);
+/// [`ForEvent`] sharing its event, for a pass that runs on another task (the worker's
+/// group committer, [`crate::recover::committer`]): the event is not copied for it.
+pub struct ForOwnedEvent(pub Arc<FinalizedEvent>);
 
 impl Envelope for ForOwnedEvent {
     fn outgoing(&self, report: &Report) -> Result<Vec<Outgoing>, Error> {
@@ -232,7 +278,7 @@ impl Envelope for StandIn<'_> {
     fn outgoing(&self, report: &Report) -> Result<Vec<Outgoing>, Error> {
         match report.recovery_id {
             Some(id) if report.content_changed() => {
-                owed(report, &stand_in_event(report, id, self.origin))
+                owed(report, &stand_in_event(report, id, self.origin)?)
             }
             _ => Ok(Vec::new()),
         }
@@ -242,7 +288,7 @@ impl Envelope for StandIn<'_> {
         let Some(id) = report.recovery_id else {
             return Ok(Vec::new());
         };
-        let event = restored_event(report, id, self.origin);
+        let event = restored_event(report, id, self.origin)?;
         let mut summary = recover::empty_summary(Outcome::Reverted, Mode::Recover);
         summary["reverted_recovery_id"] = json!(id);
         Ok(moderation(
@@ -253,5 +299,42 @@ impl Envelope for StandIn<'_> {
         )?
         .into_iter()
         .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stand_in_event_is_built_as_a_delivered_one() {
+        let report = Report {
+            message_id: MessageId::new(9),
+            chat_id: ChatId::new(3),
+            agent_id: None,
+            outcome: Outcome::Recovered,
+            mode: Mode::Recover,
+            calls: Vec::new(),
+            content: Some("cleaned".into()),
+            tools_used: vec!["save_memory (recovered)".into()],
+            recovery_id: Some(41),
+            summary: json!({"outcome": "recovered"}),
+            forward: Vec::new(),
+            repaired_tool_messages: Vec::new(),
+            memories_created: 1,
+            outbox: Vec::new(),
+        };
+        let owed = StandIn { origin: "backfill" }.outgoing(&report).unwrap();
+        assert_eq!(owed.len(), 1);
+        let v: Value = serde_json::from_str(&owed[0].body).unwrap();
+        assert_eq!(v["source_event_id"], json!(source_event_id(41).to_string()));
+        assert_eq!(
+            owed[0].key,
+            source_event_id(41).moderation_event_id().to_string()
+        );
+        assert_eq!(v["origin"], json!("backfill"));
+        assert_eq!(v["message"]["content"], json!("cleaned"));
+        assert_eq!(v["message"]["id"], json!(9));
+        assert_eq!(v["recovery"]["outcome"], json!("recovered"));
     }
 }

@@ -356,6 +356,14 @@ pub struct Settings {
     #[arg(long, env = "TCR_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
     pub max_body_bytes: usize,
 
+    /// Bytes of event bodies worked on at once (the byte budget). The prefetch counts
+    /// deliveries only, so the worker sizes its window from the bodies it sees (starting
+    /// at this budget / --max-body-bytes, lowered at once when large bodies arrive, grown
+    /// back while they are small, up to --prefetch), and processes at most this many bytes
+    /// at once (a larger body alone). Memory follows it: BENCHMARKS.md §6.
+    #[arg(long, env = "TCR_MAX_IN_FLIGHT_BYTES", default_value_t = 32 * 1024 * 1024)]
+    pub max_in_flight_bytes: usize,
+
     /// The recovery policy (memory types, mode, family switches).
     #[command(flatten)]
     pub policy: PolicySettings,

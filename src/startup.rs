@@ -9,6 +9,7 @@
 
 use crate::admin::{self, AdminState};
 use crate::amqp;
+use crate::budget::Budget;
 use crate::error::{self, Error};
 use crate::http::{self, AppState};
 use crate::metrics::{Metrics, Prime};
@@ -132,12 +133,12 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
         .map_err(|e| Error::Startup(format!("no local address: {e}")))?;
     let (trigger, shutdown) = shutdown::channel();
     let (http_stop, http_stopped) = shutdown::channel();
-    let admin = admin::router(AdminState::new(
-        pool.clone(),
-        &settings,
-        &settings.admin,
-        metrics.clone(),
-    ));
+    // One byte budget for everything that takes in message bodies: deliveries, admin passes.
+    let budget = Budget::new(settings.max_in_flight_bytes);
+    let mut admin_state =
+        AdminState::new(pool.clone(), &settings, &settings.admin, metrics.clone());
+    admin_state.budget = Some(budget.clone());
+    let admin = admin::router(admin_state);
     let app = http::router(AppState {
         metrics: metrics.clone(),
         pool: pool.clone(),
@@ -178,6 +179,7 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
         metrics,
         broker_ready,
         marker,
+        budget,
     ));
     let task = tokio::spawn(async move {
         // `run` consumes the worker: once it returns, the last marker is dropped and the

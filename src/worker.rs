@@ -1,20 +1,28 @@
-//! The pipeline, one delivery at a time (up to `--prefetch` in flight):
+//! The pipeline, one delivery at a time, several at once:
 //!
-//! delivery -> [`event::decode`] -> detect on the event's content -> (leak?)
-//! THE recovery pass, group-committed by [`recover::committer`] (it writes what the pass
-//! owes to the outbox in the same transaction) ->
-//! publish the forwarded calls and the moderation message, each confirmed -> ack.
+//! delivery -> its share of the byte budget -> [`event::decode`] -> detect on the event's
+//! content -> (leak?) THE recovery pass, group-committed by [`recover::committer`] (it
+//! writes what the pass owes to the outbox in the same transaction) -> publish the
+//! forwarded calls and the moderation message, each confirmed -> ack.
+//!
+//! How many at once: the broker pushes a window of deliveries sized from the bodies seen
+//! so that they fit the byte budget (`--max-in-flight-bytes`) beside what is held, at most
+//! `--prefetch` (`worker/window.rs`, applied in `worker/consume.rs`), and each delivery
+//! holds a share of the budget the size of its body while it is worked on
+//! ([`crate::budget`]).
 //!
 //! A clean message costs a decode and a detection scan: no database work, and no place in
 //! the committers' queue (recoveries go to one of `--concurrency` committers, which put up
 //! to `--recoveries-per-commit` of them in one transaction: `recover::committer`), so a
 //! database outage holds up only the leaks. Poison (and our own bugs) are published to the
-//! dead-letter exchange with the reason in `x-tcr-reason`, then acked; a decoded event whose recovery failed for good is
-//! first published for moderation as it is stored (`recovery.outcome = "failed"`), so every
-//! finalized message reaches moderation. Transient failures are retried in-process with
-//! backoff, without acking or requeueing; when the broker session breaks, unacked
-//! deliveries are left to the broker to redeliver and a new session is built. Nothing is
-//! acked that was not done.
+//! dead-letter exchange with the reason in `x-tcr-reason`, then acked; a decoded event
+//! whose recovery failed for good is first published for moderation as it is stored
+//! (`recovery.outcome = "failed"`), and so is the message an event that cannot be examined
+//! names (`oversized`, `unreadable`: `worker/unexamined.rs`), so every finalized message
+//! reaches moderation. Transient failures are retried in-process with backoff, without
+//! acking or requeueing; when the broker session breaks, unacked deliveries are left to
+//! the broker to redeliver and a new session is built; a wait that shutdown stops leaves
+//! its delivery unacked for the next worker. Nothing is acked that was not done.
 //!
 //! Every processed event is counted by the model that wrote it (`model`: a label of the
 //! configured list, computed with a few slices of the id, no allocation), on ack, like the
@@ -22,14 +30,18 @@
 //! calls are.
 //!
 //! May depend on: everything below it (`event`, `ids`, `model`, `recover`, `outbound`,
-//! `publish`, `amqp`, `metrics`, `retry`, `shutdown`, `settings`, `error`); nothing depends
-//! on it but `startup`.
+//! `publish`, `amqp`, `budget`, `metrics`, `retry`, `shutdown`, `settings`, `error`);
+//! nothing depends on it but `startup`.
 
+mod consume;
 mod dead_letter;
 mod outgoing;
+mod retries;
+mod unexamined;
+mod window;
 
 use crate::amqp::{self, Session};
-use crate::error::Poison;
+use crate::budget::Budget;
 use crate::error::{Error, ErrorKind};
 use crate::event::{self, FinalizedEvent, Role};
 use crate::ids::{EventId, MessageId, ModelId};
@@ -45,17 +57,18 @@ use crate::retry;
 use crate::settings::Settings;
 use crate::shutdown::Shutdown;
 use backon::Retryable;
-use futures_util::{FutureExt, StreamExt};
+use futures_util::FutureExt;
 use lapin::message::Delivery;
 use lapin::options::BasicAckOptions;
 use lapin::Consumer;
 use sqlx::PgPool;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::task::JoinSet;
+use tokio::sync::Notify;
 use toolcall_detect::Input;
+use window::Window;
 
 /// How long tasks of a broken session get to notice before they are dropped.
 const BROKEN_SESSION_GRACE: Duration = Duration::from_secs(5);
@@ -78,6 +91,22 @@ pub struct Worker {
     /// The recoveries: `--concurrency` transactions at once, up to
     /// `--recoveries-per-commit` messages each.
     committer: Committer<ForOwnedEvent>,
+    /// The bytes of bodies worked on at once (`--max-in-flight-bytes`).
+    budget: Budget,
+    /// Bytes of deliveries taken in and not finished (waiting for the budget or worked on).
+    held: AtomicUsize,
+    /// Woken when a delivery is finished (the window may be waiting for room).
+    finished: Notify,
+}
+
+/// A delivery being finished: the delivery (its acker and headers), its body (moved out
+/// of it to be decoded), the ids for the log lines, and when it was taken.
+struct Taken<'a> {
+    delivery: &'a Delivery,
+    body: &'a [u8],
+    event_id: Option<EventId>,
+    message_id: Option<MessageId>,
+    started: Instant,
 }
 
 /// What a delivery ended as, for the events metrics.
@@ -88,7 +117,8 @@ enum Done {
 
 impl Worker {
     /// A worker over these parts. `broker_ready` is set while a session is consuming;
-    /// `marker` writes the outbox's "sent" marks. Starts the recovery committers, so it is
+    /// `marker` writes the outbox's "sent" marks; `budget` bounds the bytes of bodies worked
+    /// on (shared with the admin API). Starts the recovery committers, so it is
     /// called on the runtime.
     pub fn new(
         settings: Settings,
@@ -96,11 +126,15 @@ impl Worker {
         metrics: Arc<Metrics>,
         broker_ready: Arc<AtomicBool>,
         marker: Marker,
+        budget: Budget,
     ) -> Self {
         let policy = settings.policy();
         let models = settings.models.models.clone();
         Worker {
             exchanges: Exchanges::from_settings(&settings.publish),
+            budget,
+            held: AtomicUsize::new(0),
+            finished: Notify::new(),
             committer: Committer::start(
                 pool.clone(),
                 policy.clone(),
@@ -126,10 +160,16 @@ impl Worker {
     /// passed) and the session is closed.
     pub async fn run(self: Arc<Self>, mut shutdown: Shutdown) {
         let mut connected_before = false;
+        let mut window = Window::new(
+            self.budget.total(),
+            self.settings.max_body_bytes,
+            self.settings.prefetch,
+        );
         while !shutdown.is_shutdown() {
-            let Some((session, consumer)) = self.connect(&shutdown).await else {
+            let Some((session, consumer)) = self.connect(&shutdown, window.current()).await else {
                 break;
             };
+            self.metrics.delivery_window(window.current());
             if connected_before {
                 self.metrics.connection_recovered("broker");
                 tracing::info!("broker session re-established; consuming again");
@@ -139,7 +179,8 @@ impl Worker {
             connected_before = true;
             let session = Arc::new(session);
             self.broker_ready.store(true, Ordering::SeqCst);
-            self.consume(session.clone(), consumer, &mut shutdown).await;
+            self.consume(session.clone(), consumer, &mut window, &mut shutdown)
+                .await;
             self.broker_ready.store(false, Ordering::SeqCst);
             if tokio::time::timeout(CLOSE_TIMEOUT, session.close())
                 .await
@@ -151,11 +192,11 @@ impl Worker {
         tracing::info!("worker stopped");
     }
 
-    async fn connect(&self, shutdown: &Shutdown) -> Option<(Session, Consumer)> {
+    async fn connect(&self, shutdown: &Shutdown, window: u16) -> Option<(Session, Consumer)> {
         let metrics = self.metrics.clone();
         let stop = shutdown.clone();
         let attempt = || async {
-            tokio::time::timeout(OPEN_TIMEOUT, amqp::open(&self.settings))
+            tokio::time::timeout(OPEN_TIMEOUT, amqp::open(&self.settings, window))
                 .await
                 .map_err(|_| Error::Timeout("opening the broker session"))?
         };
@@ -174,84 +215,54 @@ impl Worker {
         }
     }
 
-    async fn consume(
-        self: &Arc<Self>,
-        session: Arc<Session>,
-        mut consumer: Consumer,
-        shutdown: &mut Shutdown,
-    ) {
-        // No permit is taken here: the broker hands out at most `prefetch` unacked
-        // deliveries, which bounds the tasks. Recoveries queue for the committers, so
-        // deliveries waiting on the database never hold up clean ones, which need none.
-        let mut tasks = JoinSet::new();
-        loop {
-            while tasks.try_join_next().is_some() {}
-            let next = tokio::select! {
-                d = consumer.next() => d,
-                _ = shutdown.wait() => break,
-                _ = session.health.broken() => break,
-            };
-            match next {
-                Some(Ok(delivery)) => {
-                    let worker = self.clone();
-                    let session = session.clone();
-                    let shutdown = shutdown.clone();
-                    tasks.spawn(async move {
-                        worker.handle(&session, delivery, shutdown).await;
-                    });
+    /// One delivery: its share of the byte budget, then decoded and processed (or, when it
+    /// does not decode, [`Self::unexamined`]), then finished. A delivery still waiting for
+    /// its share when shutdown begins is left unacked: the session's close returns it.
+    async fn handle(&self, session: &Session, mut delivery: Delivery, shutdown: Shutdown) {
+        let started = Instant::now();
+        let size = delivery.data.len();
+        self.metrics.in_flight(1);
+        let mut stop = shutdown.clone();
+        let share = tokio::select! {
+            biased;
+            share = self.budget.take(size) => Some(share),
+            _ = stop.wait() => None,
+        };
+        if let Some(_share) = share {
+            let body = std::mem::take(&mut delivery.data);
+            match event::decode(body, self.settings.max_body_bytes) {
+                Ok(event) => {
+                    self.examine(session, &delivery, Arc::new(event), &shutdown, started)
+                        .await
                 }
-                Some(Err(e)) => {
-                    tracing::warn!(error = %e, "consumer failed; rebuilding the session");
-                    session.health.mark_broken();
-                    break;
-                }
-                None => {
-                    tracing::warn!("consumer closed by the broker; rebuilding the session");
-                    session.health.mark_broken();
-                    break;
+                Err(undecoded) => {
+                    self.unexamined(session, &delivery, undecoded, &shutdown, started)
+                        .await
                 }
             }
         }
-        while tasks.try_join_next().is_some() {}
-        // Not ready from here on: the session is draining or gone.
-        self.broker_ready.store(false, Ordering::SeqCst);
-        let limit = if shutdown.is_shutdown() {
-            session.cancel_consumer().await;
-            tracing::info!(in_flight = tasks.len(), "draining in-flight deliveries");
-            self.settings.drain_timeout()
-        } else {
-            BROKEN_SESSION_GRACE
-        };
-        let drained =
-            tokio::time::timeout(limit, async { while tasks.join_next().await.is_some() {} }).await;
-        if drained.is_err() {
-            tracing::warn!(
-                abandoned = tasks.len(),
-                "in-flight deliveries did not finish in time; they stay unacked and will be redelivered"
-            );
-            tasks.abort_all();
-        }
+        drop(delivery);
+        self.held.fetch_sub(size, Ordering::SeqCst);
+        self.metrics.in_flight_bytes(-(size as i64));
+        self.metrics.in_flight(-1);
+        self.finished.notify_one();
     }
 
-    async fn handle(&self, session: &Session, delivery: Delivery, shutdown: Shutdown) {
-        let started = Instant::now();
-        self.metrics.in_flight(1);
-        let event = match event::decode(&delivery.data, self.settings.max_body_bytes) {
-            Ok(event) => event,
-            Err((poison, event_id)) => {
-                let result = Err(Error::Poison(poison));
-                self.finish(
-                    session, &delivery, result, event_id, None, &shutdown, started,
-                )
-                .await;
-                return;
-            }
-        };
+    /// A decoded event: processed with retries; when that fails for good, moderated as
+    /// stored and dead-lettered.
+    async fn examine(
+        &self,
+        session: &Session,
+        delivery: &Delivery,
+        event: Arc<FinalizedEvent>,
+        shutdown: &Shutdown,
+        started: Instant,
+    ) {
         let model = self.model(&event);
         // A panic (a bug in detection, say) must not leave the delivery unacked forever,
         // holding a prefetch slot: it is caught here, where the delivery is still ours, and
         // handled like any other bug.
-        let attempt = AssertUnwindSafe(self.process_with_retries(session, &event, &shutdown))
+        let attempt = AssertUnwindSafe(self.process_with_retries(session, &event, shutdown))
             .catch_unwind()
             .await;
         let result = match attempt.unwrap_or_else(|panic| Err(bug_of(panic))) {
@@ -259,32 +270,38 @@ impl Worker {
             Err(e) if e.kind() != ErrorKind::Transient => {
                 // Recovery failed for good: moderation still sees the message, once,
                 // before the event is dead-lettered.
-                match self.moderate_failed(session, &event, &e, &shutdown).await {
+                match self.moderate_failed(session, &event, &e, shutdown).await {
                     Ok(()) => Err(e),
                     Err(publish) => Err(publish),
                 }
             }
             Err(e) => Err(e),
         };
-        let (event_id, message_id) = (Some(event.event_id), Some(event.message.id));
-        self.finish(
-            session, &delivery, result, event_id, message_id, &shutdown, started,
-        )
-        .await;
+        let taken = Taken {
+            delivery,
+            body: event.body(),
+            event_id: Some(event.event_id),
+            message_id: Some(event.message.id),
+            started,
+        };
+        self.finish(session, taken, result, shutdown).await;
     }
 
     /// Dead-letters what failed for good, acks what is done, leaves the rest unacked.
-    #[allow(clippy::too_many_arguments)]
     async fn finish(
         &self,
         session: &Session,
-        delivery: &Delivery,
+        taken: Taken<'_>,
         result: Result<(Outcome, Mode, Label), Error>,
-        event_id: Option<EventId>,
-        message_id: Option<MessageId>,
         shutdown: &Shutdown,
-        started: Instant,
     ) {
+        let Taken {
+            delivery,
+            body,
+            event_id,
+            message_id,
+            started,
+        } = taken;
         let result = match result {
             Err(e) if e.kind() != ErrorKind::Transient => {
                 let reason = e.dead_letter_reason();
@@ -293,7 +310,7 @@ impl Worker {
                 } else {
                     tracing::warn!(event_id = %show(event_id), message_id = %show(message_id), reason, error = %truncate(&e.to_string(), 300), "poison delivery; dead-lettering it");
                 }
-                self.dead_letter_with_retries(session, delivery, &e, event_id, shutdown)
+                self.dead_letter_with_retries(session, delivery, body, &e, event_id, shutdown)
                     .await
                     .map(|()| {
                         self.metrics.dead_lettered(reason);
@@ -325,49 +342,18 @@ impl Worker {
                 tracing::info!(event_id = %show(event_id), error = %e, "delivery left unacked; the broker will redeliver it");
             }
         }
-        self.metrics.in_flight(-1);
     }
 
-    /// [`Self::process`] with retries of transient failures, for as long as the session is
-    /// usable and the worker is not shutting down; a message not (yet) in the database is
-    /// retried too, for `--missing-message-retry-secs`: the app may publish before its
-    /// commit is visible, or the database read may be a lagging replica.
+    /// [`Self::process`] with retries ([`Self::with_retries`]).
     async fn process_with_retries(
         &self,
         session: &Session,
-        event: &FinalizedEvent,
+        event: &Arc<FinalizedEvent>,
         shutdown: &Shutdown,
     ) -> Result<(Outcome, Mode), Error> {
-        let db_failed = AtomicBool::new(false);
-        let stop = shutdown.clone();
-        let started = Instant::now();
-        let missing_window = self.settings.missing_message_window();
-        let result = (|| self.process(session, event))
-            .retry(retry::policy())
-            .sleep(retry::sleeper(shutdown.clone()))
-            .when(|e: &Error| {
-                let retry = e.is_transient()
-                    || (matches!(e, Error::Poison(Poison::MissingMessage(_)))
-                        && started.elapsed() < missing_window);
-                retry && !session.health.is_broken() && !stop.is_shutdown()
-            })
-            .notify(|e: &Error, after| {
-                let dependency = match e {
-                    Error::Database(_) => {
-                        db_failed.store(true, Ordering::SeqCst);
-                        "database"
-                    }
-                    Error::Poison(_) => "missing_message",
-                    _ => "broker",
-                };
-                self.metrics.transient_error(dependency);
-                tracing::warn!(event_id = %event.event_id, message_id = %event.message.id, dependency, error = %e, retry_in = ?after, "transient failure; retrying");
-            })
-            .await;
-        if result.is_ok() && db_failed.load(Ordering::SeqCst) {
-            self.metrics.connection_recovered("database");
-        }
-        result
+        let ids = (Some(event.event_id), event.message.id);
+        self.with_retries(session, shutdown, ids, || self.process(session, event))
+            .await
     }
 
     /// One attempt: detect; a clean message is published for moderation as it is, a leak
@@ -376,15 +362,21 @@ impl Worker {
     async fn process(
         &self,
         session: &Session,
-        event: &FinalizedEvent,
+        event: &Arc<FinalizedEvent>,
     ) -> Result<(Outcome, Mode), Error> {
-        if !self.needs_recovery(event) {
+        // The content is read (unescaped, when it must be) for detection only, and let go
+        // before anything waits: a clean message is moderated with its content copied as
+        // received, and a leak's pass reads the message from the database.
+        let content = event.content();
+        if !self.needs_recovery(event, content.as_deref()) {
+            let blank = content.as_deref().is_none_or(|c| c.trim().is_empty());
+            drop(content);
             let summary = recover::empty_summary(Outcome::Clean, self.policy.mode);
-            let m = &event.message;
-            let owed = outbound::moderation(event, m.content.as_deref(), &m.tools_used, &summary)?;
-            self.send_direct(session, m.id, owed).await?;
+            let owed = outbound::moderation_unchanged(event, blank, &summary)?;
+            self.send_direct(session, event.message.id, owed).await?;
             return Ok((Outcome::Clean, self.policy.mode));
         }
+        drop(content);
         let source = Source::Event {
             event_id: event.event_id,
             model: event.message.model_id.clone(),
@@ -425,9 +417,9 @@ impl Worker {
     /// Whether the event's content may hold a leak, so the database must be consulted: a
     /// leak found without knowing the agent's tools, or a verdict that consulted the tools
     /// (then only the agent's real tools can decide).
-    fn needs_recovery(&self, event: &FinalizedEvent) -> bool {
+    fn needs_recovery(&self, event: &FinalizedEvent, content: Option<&str>) -> bool {
         let m = &event.message;
-        let (Role::Assistant, Some(content)) = (&m.role, &m.content) else {
+        let (Role::Assistant, Some(content)) = (&m.role, content) else {
             return false;
         };
         let detection = toolcall_detect::detect(

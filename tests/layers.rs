@@ -27,6 +27,15 @@ const RULES: &[(&str, &[&str], &str)] = &[
         "every module may name a message, so ids import nothing",
     ),
     (
+        "budget",
+        &[
+            "admin", "amqp", "backfill", "cmd", "event", "http", "ids", "ledger", "metrics",
+            "model", "outbound", "publish", "recover", "settings", "startup", "store", "worker",
+            "lapin", "sqlx", "axum",
+        ],
+        "the byte budget is shared by the worker and the admin API: it knows neither",
+    ),
+    (
         "model",
         &[
             "admin", "amqp", "backfill", "cmd", "event", "http", "ledger", "metrics", "outbound",

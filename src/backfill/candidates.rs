@@ -49,6 +49,12 @@ const AGENT_TOOLS: &str = "SELECT id, enabled_tools FROM agents WHERE id = ANY($
 
 const LAST_ID: &str = "SELECT max(id) FROM messages WHERE id <= $1";
 
+/// Content bytes a page holds at most (it may pass it by its last row): a page of large
+/// messages is cut short, and the next page starts after its last row. With the page being
+/// examined and the two the reader keeps ahead, about 24 MiB of rows: inside the worker's
+/// default byte budget (`--max-in-flight-bytes`, 32 MiB), as for a worker's deliveries.
+pub const PAGE_BYTES: usize = 8 << 20;
+
 /// A message the walk examines, as read in the page.
 #[derive(Debug, Clone)]
 pub struct Candidate {
@@ -143,8 +149,9 @@ impl ModelColumn {
     }
 }
 
-/// Up to `limit` candidates with `after < id <= until`, in id order. Rows are decoded as
-/// they arrive, while the server is still scanning for the rest.
+/// Up to `limit` candidates with `after < id <= until`, in id order, holding up to about
+/// [`PAGE_BYTES`] of content. Rows are decoded as they arrive, while the server is still
+/// scanning for the rest.
 pub async fn page(
     pool: &PgPool,
     model: &ModelColumn,
@@ -162,8 +169,14 @@ pub async fn page(
         .bind(ANCHORS[2])
         .bind(limit)
         .fetch(pool);
+    let mut bytes = 0;
     while let Some(row) = rows.try_next().await? {
-        candidates.push(row.into());
+        let c: Candidate = row.into();
+        bytes += c.content.len();
+        candidates.push(c);
+        if bytes >= PAGE_BYTES {
+            break;
+        }
     }
     drop(rows);
     let mut agents: Vec<i64> = candidates.iter().filter_map(|c| c.agent_id).collect();

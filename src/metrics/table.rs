@@ -225,3 +225,22 @@ pub(super) const UNRECOVERED: Def = Def {
     labels: &["model", "outcome"],
     buckets: &[],
 };
+
+/// `in_flight_bytes`: gauge.
+pub(super) const IN_FLIGHT_BYTES: Def = Def {
+    name: "toolcall_recovery_in_flight_bytes",
+    help: "Bytes of event bodies taken and not yet acked, waiting for the byte budget \
+        (--max-in-flight-bytes) or worked on.",
+    labels: &[],
+    buckets: &[],
+};
+
+/// `delivery_window`: gauge.
+pub(super) const DELIVERY_WINDOW: Def = Def {
+    name: "toolcall_recovery_delivery_window",
+    help: "Unacked deliveries the broker may push to this worker now (the prefetch, sized \
+        from the bodies seen to fit --max-in-flight-bytes, at most --prefetch; 0 while it \
+        pauses for room).",
+    labels: &[],
+    buckets: &[],
+};

@@ -21,12 +21,13 @@ impl Worker {
         &self,
         session: &Session,
         delivery: &Delivery,
+        body: &[u8],
         error: &Error,
         event_id: Option<EventId>,
         shutdown: &Shutdown,
     ) -> Result<(), Error> {
         self.publish_with_retries(session, shutdown, "dead-lettering", || {
-            self.dead_letter(session, delivery, error, event_id)
+            self.dead_letter(session, delivery, body, error, event_id)
         })
         .await
     }
@@ -58,11 +59,13 @@ impl Worker {
             .await
     }
 
-    /// Publishes the original body to the dead-letter exchange with the reason in headers.
+    /// Publishes the original body (`body`: moved out of the delivery to be decoded) to the
+    /// dead-letter exchange with the reason in headers.
     async fn dead_letter(
         &self,
         session: &Session,
         delivery: &Delivery,
+        body: &[u8],
         error: &Error,
         event_id: Option<EventId>,
     ) -> Result<(), Error> {
@@ -99,7 +102,7 @@ impl Worker {
             .publish(
                 &names.dead_letter_exchange,
                 &names.dead_letter_queue,
-                &delivery.data,
+                body,
                 None,
                 headers,
             )

@@ -1,17 +1,18 @@
 //! What the worker sends on its session: the outbox rows a recovery wrote (confirmed, then
 //! marked sent in the background), the messages of a pass that wrote nothing (confirmed
 //! before the ack; an unroutable one is parked in the outbox rather than dropped), and the
-//! moderation message of an event whose recovery failed for good.
+//! moderation message of an event whose recovery failed for good; the read of a message as
+//! stored, for that moderation and for an unexamined event's.
 //!
 //! May depend on: the parent `worker`, `amqp`, `outbound`, `publish`, `recover::outbox`,
-//! `error`, `retry`.
+//! `ids`, `error`, `retry`, `sqlx`.
 
 use super::Worker;
 use crate::amqp::Session;
 use crate::error::Error;
 use crate::event::FinalizedEvent;
-use crate::ids::MessageId;
-use crate::outbound;
+use crate::ids::{AgentId, ChatId, MessageId};
+use crate::outbound::{self, StoredMessage};
 use crate::publish::{self, outbox, Published};
 use crate::recover;
 use crate::recover::outbox::{Outgoing, Queued};
@@ -19,9 +20,10 @@ use crate::shutdown::Shutdown;
 use lapin::types::FieldTable;
 use sqlx::Row;
 
-/// The message as stored, for the moderation of a failed recovery (no lock: it is read,
-/// not changed).
-const STORED: &str = "SELECT content, tools_used FROM messages WHERE id = $1";
+/// The message as stored, for the moderation of a failed recovery or of an event that
+/// could not be examined (no lock: it is read, not changed).
+const STORED_MESSAGE: &str = "SELECT chat_id, agent_id, role, content, tools_used, updated_at \
+     FROM messages WHERE id = $1";
 
 impl Worker {
     /// One confirmed publish on the session, counted.
@@ -90,10 +92,10 @@ impl Worker {
         error: &Error,
         shutdown: &Shutdown,
     ) -> Result<(), Error> {
-        let (content, tools_used) = match self.stored(event.message.id).await {
-            Ok(Some(stored)) => stored,
+        let (content, tools_used) = match self.stored_message(event.message.id).await {
+            Ok(Some(stored)) => (stored.content, stored.tools_used),
             Ok(None) | Err(_) => (
-                event.message.content.clone(),
+                event.content().map(|c| c.into_owned()),
                 event.message.tools_used.clone(),
             ),
         };
@@ -108,8 +110,12 @@ impl Worker {
         .await
     }
 
-    async fn stored(&self, id: MessageId) -> Result<Option<(Option<String>, Vec<String>)>, Error> {
-        let Some(row) = sqlx::query(STORED)
+    /// The message as stored; `None` when it is not in the database.
+    pub(super) async fn stored_message(
+        &self,
+        id: MessageId,
+    ) -> Result<Option<StoredMessage>, Error> {
+        let Some(row) = sqlx::query(STORED_MESSAGE)
             .bind(id.get())
             .fetch_optional(&self.pool)
             .await?
@@ -117,15 +123,25 @@ impl Worker {
             return Ok(None);
         };
         let tools_used: sqlx::types::Json<serde_json::Value> = row.try_get("tools_used")?;
-        let tools_used = tools_used
-            .0
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
-        Ok(Some((row.try_get("content")?, tools_used)))
+        Ok(Some(StoredMessage {
+            chat_id: ChatId::new(row.try_get("chat_id")?),
+            agent_id: row.try_get::<Option<i64>, _>("agent_id")?.map(AgentId::new),
+            role: row.try_get("role")?,
+            content: row.try_get("content")?,
+            tools_used: string_entries(&tools_used.0),
+            updated_at: row.try_get("updated_at")?,
+        }))
     }
+}
+
+/// The string entries of a stored `tools_used` (anything else in it is not a tool name).
+fn string_entries(tools_used: &serde_json::Value) -> Vec<String> {
+    tools_used
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
 }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use toolcall_recovery::admin::{self, AdminState};
+use toolcall_recovery::budget::Budget;
 use toolcall_recovery::metrics::Metrics;
 use toolcall_recovery::publish::{Exchanges, PublishTarget, Publisher};
 use toolcall_recovery::settings::{AdminToken, SecretUrl};
@@ -39,6 +40,8 @@ async fn serve_with(app: &TestApp, token: Option<&str>, timeout: Duration) -> So
         ))),
         metrics,
         timeout,
+        // As the worker's: a pass takes a share of the byte budget.
+        budget: Some(Budget::new(app.settings.max_in_flight_bytes)),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -361,6 +361,34 @@ impl TestApp {
         .expect("message")
     }
 
+    /// A save_memory leak whose event the app publishes before its commit is visible: its
+    /// message id is taken, its event built, and its row not there until
+    /// [`PendingLeak::commit`].
+    pub async fn pending_leak(&self) -> PendingLeak {
+        let chat = self.create_chat().await;
+        let agent = self.create_agent(&["save_memory"]).await;
+        let leak = result_prefix_leak("Likes tea", "fact", "Noted.");
+        let id: i64 =
+            sqlx::query_scalar("SELECT nextval(pg_get_serial_sequence('messages', 'id'))")
+                .fetch_one(&self.pool)
+                .await
+                .expect("an id");
+        let event = json!({
+            "event_id": Uuid::new_v4().to_string(),
+            "type": "message.finalized",
+            "occurred_at": "2026-11-22T04:00:00Z",
+            "message": {"id": id, "chat_id": chat, "agent_id": agent, "role": "assistant",
+                        "content": leak, "tools_used": []}
+        });
+        PendingLeak {
+            id,
+            chat,
+            agent,
+            leak,
+            event,
+        }
+    }
+
     /// A chat, an agent with `tools` and an assistant message holding `content` in it:
     /// `(chat, agent, message)`.
     pub async fn leak(&self, tools: &[&str], content: &str) -> (i64, i64, i64) {
@@ -561,9 +589,17 @@ impl TestApp {
     /// Starts the real binary; returns the child, its HTTP address (read off its log) and
     /// its log lines so far (stderr, collected as they come).
     pub async fn spawn_binary(&self) -> (tokio::process::Child, SocketAddr, BinaryLog) {
+        self.spawn_binary_with(self.binary_args()).await
+    }
+
+    /// [`TestApp::spawn_binary`] with these arguments.
+    pub async fn spawn_binary_with(
+        &self,
+        args: Vec<String>,
+    ) -> (tokio::process::Child, SocketAddr, BinaryLog) {
         use tokio::io::AsyncBufReadExt;
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolcall-recovery"))
-            .args(self.binary_args())
+            .args(args)
             .env("RUST_LOG", "info")
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
@@ -702,6 +738,33 @@ impl TestApp {
             total(&self.metrics().await, "toolcall_recovery_events_total") >= n
         })
         .await;
+    }
+}
+
+/// A leaked message whose row is not committed yet ([`TestApp::pending_leak`]).
+pub struct PendingLeak {
+    pub id: i64,
+    pub chat: i64,
+    pub agent: i64,
+    /// Its content; recovered, it is `Noted.`.
+    pub leak: String,
+    pub event: Value,
+}
+
+impl PendingLeak {
+    /// Commits the message row, as the app's commit becoming visible.
+    pub async fn commit(&self, app: &TestApp) {
+        sqlx::query(
+            "INSERT INTO messages (id, chat_id, agent_id, role, content) \
+             VALUES ($1, $2, $3, 'assistant', $4)",
+        )
+        .bind(self.id)
+        .bind(self.chat)
+        .bind(self.agent)
+        .bind(&self.leak)
+        .execute(&app.pool)
+        .await
+        .expect("the message row");
     }
 }
 

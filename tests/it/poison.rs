@@ -1,5 +1,5 @@
 //! Poison events of each kind end in the dead-letter queue with the reason in a header;
-//! the worker keeps going.
+//! the worker keeps going. (What moderation gets of them: `unexamined.rs`.)
 
 use crate::harness::*;
 use serde_json::json;
@@ -59,6 +59,11 @@ async fn poison_is_dead_lettered_with_a_reason_and_good_events_still_flow() {
                 Some("00000000-0000-4000-8000-000000000001"),
                 "the event id is carried when there is one"
             );
+            let error = header(&headers, "x-tcr-error").unwrap_or_default();
+            assert!(
+                error.contains("message.id: invalid type: string"),
+                "the field is named: {error}"
+            );
         }
         reasons.push(reason);
     }
@@ -67,12 +72,30 @@ async fn poison_is_dead_lettered_with_a_reason_and_good_events_still_flow() {
     expected.sort();
     assert_eq!(reasons, expected);
 
-    // The good event after all the poison was processed.
-    let (body, _) = app
-        .get_one(&app.moderation_queue, Duration::from_secs(20))
+    // The good event after all the poison was processed. Moderation also saw the two
+    // poison events that name a real message: the one with a bad timestamp as stored
+    // (`unreadable`), the missing one as the event carried it (`failed`).
+    let mut outcomes = Vec::new();
+    for _ in 0..3 {
+        let (body, _) = app
+            .get_one(&app.moderation_queue, Duration::from_secs(20))
+            .await
+            .expect("moderated");
+        let outcome = body["recovery"]["outcome"].as_str().unwrap().to_string();
+        let id = if outcome == "failed" {
+            987654321
+        } else {
+            good_id
+        };
+        assert_eq!(body["message"]["id"], json!(id), "{outcome}");
+        outcomes.push(outcome);
+    }
+    outcomes.sort();
+    assert_eq!(outcomes, ["clean", "failed", "unreadable"]);
+    assert!(app
+        .get_one(&app.moderation_queue, Duration::from_millis(500))
         .await
-        .expect("good event processed");
-    assert_eq!(body["message"]["id"], json!(good_id));
+        .is_none());
     app.wait_events(1.0, Duration::from_secs(10)).await;
     let m = app.metrics().await;
     assert_eq!(

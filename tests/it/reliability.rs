@@ -126,6 +126,7 @@ async fn serve_admin_without_broker(app: &TestApp) -> SocketAddr {
         ))),
         metrics,
         timeout: Duration::from_secs(10),
+        budget: None,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -292,20 +293,8 @@ async fn a_message_that_appears_after_its_event_is_waited_for() {
     let mut app = TestApp::prepare().await;
     app.settings.missing_message_retry_secs = 20;
     app.start().await;
-    let chat = app.create_chat().await;
-    let agent = app.create_agent(&["save_memory"]).await;
-    let leak = result_prefix_leak("Likes tea", "fact", "Noted.");
-    let id: i64 = sqlx::query_scalar("SELECT nextval(pg_get_serial_sequence('messages', 'id'))")
-        .fetch_one(&app.pool)
-        .await
-        .unwrap();
-    let mut event = json!({
-        "event_id": uuid::Uuid::new_v4().to_string(),
-        "type": "message.finalized",
-        "occurred_at": "2026-11-22T04:00:00Z",
-        "message": {"id": id, "chat_id": chat, "agent_id": agent, "role": "assistant",
-                    "content": leak, "tools_used": []}
-    });
+    let pending = app.pending_leak().await;
+    let (id, leak, mut event) = (pending.id, pending.leak.clone(), pending.event.clone());
     app.publish_event(&event).await;
     wait_for("retried", T, || async {
         metric_value(
@@ -314,17 +303,7 @@ async fn a_message_that_appears_after_its_event_is_waited_for() {
         ) >= 1.0
     })
     .await;
-    sqlx::query(
-        "INSERT INTO messages (id, chat_id, agent_id, role, content) \
-         VALUES ($1, $2, $3, 'assistant', $4)",
-    )
-    .bind(id)
-    .bind(chat)
-    .bind(agent)
-    .bind(&leak)
-    .execute(&app.pool)
-    .await
-    .unwrap();
+    pending.commit(&app).await;
     let (m, _) = app
         .get_one(&app.moderation_queue, T)
         .await

@@ -1,0 +1,100 @@
+//! A delivery the worker cannot examine (too large, not UTF-8, not JSON, not the event's
+//! shape) that still names its message: the message reaches moderation anyway, as it is
+//! stored, with `recovery.outcome` saying why it was not examined (`oversized`,
+//! `unreadable`), and then the delivery is dead-lettered for inspection.
+//!
+//! The ids come from a lenient scan of the body ([`event::named`]), which copies nothing;
+//! the content comes from the database by id, not from the body: what reaches moderation
+//! is then always a well-formed message, the database is the truth (contract §3, as for
+//! a failed recovery), and nothing of the body is parsed or copied, however large or
+//! broken. A body that names no message, or an event of another type, is only
+//! dead-lettered.
+//!
+//! The order is the one of a failed recovery: moderation confirmed, then the dead letter
+//! confirmed, then the ack. A redelivery publishes the same moderation id again
+//! (consumers drop duplicates). A message not in the database is waited for like any
+//! other (`--missing-message-retry-secs`); once the window runs out the delivery is
+//! dead-lettered only.
+//!
+//! May depend on: the parent `worker`, `amqp`, `event`, `outbound`, `shutdown`, `error`.
+
+use super::{show, Taken, Worker};
+use crate::amqp::Session;
+use crate::error::{Error, Poison};
+use crate::event::{self, Named, Undecoded};
+use crate::outbound;
+use crate::shutdown::Shutdown;
+use lapin::message::Delivery;
+use std::time::Instant;
+
+impl Worker {
+    /// Moderates the message a body that did not decode names (when the reason leaves it
+    /// unexamined and the body names one), then dead-letters the delivery with `poison`.
+    pub(super) async fn unexamined(
+        &self,
+        session: &Session,
+        delivery: &Delivery,
+        undecoded: Undecoded,
+        shutdown: &Shutdown,
+        started: Instant,
+    ) {
+        let Undecoded {
+            poison,
+            event_id,
+            body,
+        } = undecoded;
+        let named = poison
+            .unexamined_outcome()
+            .and_then(|_| event::named(&body));
+        let event_id = event_id.or(named.and_then(|n| n.event_id));
+        let result = match named {
+            None => Err(Error::Poison(poison)),
+            Some(named) => {
+                let ids = (event_id, named.message_id);
+                let moderated = self
+                    .with_retries(session, shutdown, ids, || {
+                        self.moderate_unexamined(session, &body, named, &poison)
+                    })
+                    .await;
+                match moderated {
+                    Ok(()) => Err(Error::Poison(poison)),
+                    Err(e) if e.is_transient() => Err(e),
+                    Err(e) => {
+                        tracing::warn!(event_id = %show(event_id), message_id = %named.message_id, error = %e, "the message of an unexamined event cannot be moderated; dead-lettering the event only");
+                        Err(Error::Poison(poison))
+                    }
+                }
+            }
+        };
+        let taken = Taken {
+            delivery,
+            body: &body,
+            event_id,
+            message_id: named.map(|n| n.message_id),
+            started,
+        };
+        self.finish(session, taken, result, shutdown).await;
+    }
+
+    /// One attempt: the message as stored, published for moderation (confirmed; parked in
+    /// the outbox when unroutable). [`Poison::MissingMessage`] when it is not stored.
+    async fn moderate_unexamined(
+        &self,
+        session: &Session,
+        body: &[u8],
+        named: Named,
+        poison: &Poison,
+    ) -> Result<(), Error> {
+        let stored = self
+            .stored_message(named.message_id)
+            .await?
+            .ok_or(Poison::MissingMessage(named.message_id))?;
+        let outcome = poison.unexamined_outcome().unwrap_or("unreadable");
+        let summary = outbound::unexamined_summary(self.policy.mode, outcome, poison.reason());
+        let owed = outbound::unexamined_moderation(named, body, stored, summary)?;
+        if owed.is_some() {
+            tracing::info!(message_id = %named.message_id, outcome, "moderating the message of an event that was not examined, as stored");
+        }
+        self.send_direct(session, named.message_id, owed).await
+    }
+}
