@@ -264,6 +264,10 @@ impl Envelope for ForOwnedEvent {
     fn outgoing(&self, report: &Report) -> Result<Vec<Outgoing>, Error> {
         owed(report, &self.0)
     }
+
+    fn weight(&self) -> usize {
+        self.0.body().len()
+    }
 }
 
 /// What a pass without an event owes (the backfill, the admin API: `origin` says which),

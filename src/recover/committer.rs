@@ -31,6 +31,13 @@ use std::sync::Arc;
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::{mpsc, oneshot, Mutex};
 
+/// The most a batch weighs ([`Envelope::weight`]) before it is cut: a batch holds every
+/// message in it at once, several copies each (the content read, the cleaned text, the
+/// ledger's before and after, the outbox body, the statement's parameters), so sixteen large
+/// messages in one transaction would hold sixteen times what one does. Ordinary replies
+/// (a few KB) never reach it; a message heavier than it is a batch of its own.
+pub const MAX_BATCH_BYTES: usize = 1 << 20;
+
 /// Called after every commit with the number of recoveries it held (for a metric).
 pub type OnCommit = Arc<dyn Fn(usize) + Send + Sync>;
 
@@ -115,37 +122,45 @@ impl<E: Envelope + Send + 'static> Committer<E> {
 /// (no checkout, no liveness ping per batch) and gives it back when it waits.
 async fn run<E: Envelope + Send + 'static>(shared: Arc<Shared<E>>) {
     let mut held: Option<PoolConnection<Postgres>> = None;
+    // A job taken that would have made the batch too heavy: the first of the next one.
+    let mut carried: Option<Job<E>> = None;
     loop {
-        let batch = {
-            // One committer at a time waits on the queue; the others wait for the lock, so
-            // whoever is free takes everything queued so far. Whoever waits holds no
-            // connection.
-            let mut queue = match shared.queue.try_lock() {
-                Ok(queue) => queue,
-                Err(_) => {
-                    held = None;
-                    shared.queue.lock().await
+        let batch = match carried.take() {
+            // Due now: it never waits on the queue (whoever holds the queue's lock may wait
+            // for jobs that do not come); it takes company only if the queue is free.
+            Some(first) => {
+                let mut batch = Batch::new(first);
+                if let Ok(mut queue) = shared.queue.try_lock() {
+                    carried = batch.fill(&mut queue, shared.per_commit);
                 }
-            };
-            let first = match queue.try_recv() {
-                Ok(job) => job,
-                Err(TryRecvError::Disconnected) => return,
-                Err(TryRecvError::Empty) => {
-                    held = None;
-                    let Some(job) = queue.recv().await else {
-                        return;
-                    };
-                    job
-                }
-            };
-            let mut batch = vec![first];
-            while batch.len() < shared.per_commit {
-                match queue.try_recv() {
-                    Ok(job) => batch.push(job),
-                    Err(_) => break,
-                }
+                batch.jobs
             }
-            batch
+            None => {
+                // One committer at a time waits on the queue; the others wait for the lock,
+                // so whoever is free takes everything queued so far. Whoever waits holds no
+                // connection.
+                let mut queue = match shared.queue.try_lock() {
+                    Ok(queue) => queue,
+                    Err(_) => {
+                        held = None;
+                        shared.queue.lock().await
+                    }
+                };
+                let first = match queue.try_recv() {
+                    Ok(job) => job,
+                    Err(TryRecvError::Disconnected) => return,
+                    Err(TryRecvError::Empty) => {
+                        held = None;
+                        let Some(job) = queue.recv().await else {
+                            return;
+                        };
+                        job
+                    }
+                };
+                let mut batch = Batch::new(first);
+                carried = batch.fill(&mut queue, shared.per_commit);
+                batch.jobs
+            }
         };
         // A panic (a bug in a pass) drops the batch's reply senders, which their waiters
         // report as a bug; the committer itself lives on, on a fresh connection.
@@ -156,6 +171,46 @@ async fn run<E: Envelope + Send + 'static>(shared: Arc<Shared<E>>) {
             held = None;
         }
     }
+}
+
+/// The jobs of one transaction, and what they weigh.
+struct Batch<E> {
+    jobs: Vec<Job<E>>,
+    weight: usize,
+}
+
+impl<E: Envelope> Batch<E> {
+    fn new(first: Job<E>) -> Self {
+        Batch {
+            weight: weight_of(&first),
+            jobs: vec![first],
+        }
+    }
+
+    /// Takes the jobs already queued, up to `per_commit` and [`MAX_BATCH_BYTES`]; returns
+    /// the job that would have made it too heavy, to be the first of the next batch.
+    fn fill(
+        &mut self,
+        queue: &mut mpsc::UnboundedReceiver<Job<E>>,
+        per_commit: usize,
+    ) -> Option<Job<E>> {
+        while self.jobs.len() < per_commit && self.weight < MAX_BATCH_BYTES {
+            let Ok(job) = queue.try_recv() else {
+                return None;
+            };
+            let weight = weight_of(&job);
+            if self.weight + weight > MAX_BATCH_BYTES {
+                return Some(job);
+            }
+            self.weight += weight;
+            self.jobs.push(job);
+        }
+        None
+    }
+}
+
+fn weight_of<E: Envelope>(job: &Job<E>) -> usize {
+    job.envelope.as_ref().map_or(0, Envelope::weight)
 }
 
 /// Commits `batch` on the held connection (checked out first if none is held). After an

@@ -72,6 +72,13 @@ pub trait Envelope: Sync {
     fn restored(&self, _report: &RevertReport) -> Result<Vec<Outgoing>, Error> {
         Ok(Vec::new())
     }
+
+    /// About how many bytes the message weighs (its event's body, when the caller holds
+    /// one; 0 when it does not know): a group commit holds every message of a batch at
+    /// once, several copies each, so batches are cut by weight as well as by count.
+    fn weight(&self) -> usize {
+        0
+    }
 }
 
 /// Writes the rows of several passes (each with its message and the ledger row of the pass
