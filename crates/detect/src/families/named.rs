@@ -565,6 +565,10 @@ pub(crate) fn lines_probe(text: &str) -> bool {
     if i > start && b.get(i) == Some(&b'(') && call_shape(b, i) {
         return true;
     }
+    // `NAME()` is a call only as the whole message.
+    if i > start && b.get(i) == Some(&b'(') && b.get(i + 1) == Some(&b')') {
+        return core_bounds(text) == (start, i + 2);
+    }
     // Most messages end with neither `)` nor a token's `>`: nothing more to look at.
     let mut e = b.len();
     while e > start && b[e - 1].is_ascii_whitespace() {
@@ -614,16 +618,14 @@ fn call_shape(bytes: &[u8], p: usize) -> bool {
 }
 
 /// Bare Python calls where [`lines_probe`] looks (opening the first line or the last),
-/// and on the lines of calls next to them. A message that is one bare call and nothing else
-/// stays: that is how Llama's own parser reads it (llama-models rejects a call outside a
-/// list), and nothing around it says the model meant to call rather than to show the call.
+/// and on the lines of calls next to them. A message that is one bare call of an enabled
+/// tool and nothing else is a call too (Granite's bare form, vLLM's `granite_pythonic`):
+/// an assistant's whole reply is not an example of a call to its own tool. There, and only
+/// there, an empty argument list (`list_files()`) counts as well.
 fn python_lines(text: &str, ctx: &Ctx<'_>) -> Vec<(Family, Block)> {
-    let found = python_candidates(text, ctx);
-    let whole = text.trim();
-    if let [(span, _)] = found.as_slice() {
-        if text.get(span.clone()).is_some_and(|s| s.trim() == whole) {
-            return Vec::new();
-        }
+    let mut found = python_candidates(text, ctx);
+    if found.is_empty() {
+        found.extend(whole_empty_call(text, ctx));
     }
     found
         .into_iter()
@@ -676,6 +678,23 @@ fn python_candidates(text: &str, ctx: &Ctx<'_>) -> Vec<Block> {
     }
     out.sort_by_key(|(s, _)| s.start);
     out
+}
+
+/// `NAME()` as the whole message (end-of-turn tokens aside).
+fn whole_empty_call(text: &str, ctx: &Ctx<'_>) -> Option<Block> {
+    let bytes = text.as_bytes();
+    let (start, end) = core_bounds(text);
+    let open = end.checked_sub(2)?;
+    let name = bytes.get(start..open)?;
+    let plain = !name.is_empty()
+        && name
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80)
+        && bytes.get(open..end) == Some(b"()".as_slice());
+    if !plain {
+        return None;
+    }
+    call_at(text, open, ctx)
 }
 
 /// The bare call whose `(` is at `open`: complete, a plain name, standing apart.
@@ -738,8 +757,16 @@ mod tests {
         assert!(run("I'll check. get_weather(city=\"Paris\")", &["get_weather"]).is_clean());
         let d = run("a(x=1)\nb(y=2)\nc(z=3)", &["a", "b", "c"]);
         assert_eq!(d.leaks.iter().map(|l| l.calls.len()).sum::<usize>(), 3);
-        // One bare call and nothing else is how Llama's parser reads a shown call.
-        assert!(run("get_weather(city=\"Paris\")", &["get_weather"]).is_clean());
+        // One bare call of an enabled tool and nothing else is a call (an empty argument
+        // list too, there only); of another tool, or with text after it, it stays.
+        let d = run("get_weather(city=\"Paris\")", &["get_weather"]);
+        assert_eq!(d.cleaned.as_deref(), Some(""));
+        let d = run(" list_files()\n<|eot_id|>", &["list_files"]);
+        assert_eq!(d.leaks[0].calls[0].name, "list_files");
+        assert!(run("get_weather(city=\"Paris\")", &["search"]).is_clean());
+        assert!(run("list_files()", &["search"]).is_clean());
+        assert!(run("list_files() is empty", &["list_files"]).is_clean());
+        assert!(run("Run it.\nlist_files()", &["list_files"]).is_clean());
     }
 
     #[test]
