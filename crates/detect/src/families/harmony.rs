@@ -10,7 +10,9 @@
 //! A message is a call when its header names a recipient other than a role and its body is
 //! complete: a JSON object (`functions.NAME` is the tool `NAME`; another namespace keeps the
 //! whole recipient, `browser.search`), or, for the built-in `python` tool, the code up to
-//! `<|call|>` (`{"code": ..}`). Only an output with at least one call is a leak. Then:
+//! `<|call|>` (`{"code": ..}`). An output with complete messages is a leak whether or not
+//! one is a call, unless a message addressed to a tool does not parse (a call cut short: the
+//! output stays whole). Then:
 //! - every call message goes whole, header, body and terminator;
 //! - every other message keeps its body as text and loses its header and terminator (the
 //!   analysis and final text stay; no separator is inserted where the tokens were);
@@ -77,7 +79,15 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     let (messages, orphans) = messages(text, ctx);
     let calls: Vec<Option<(Call, usize)>> = messages.iter().map(|m| call_of(text, m)).collect();
     if calls.iter().all(Option::is_none) {
-        return;
+        // An output of messages without a call still loses its frames (a server that kept
+        // the special tokens showed them), unless a message addressed to a tool did not
+        // parse: a call cut short is never read, so nothing of it goes.
+        let addressed = messages.iter().any(|m| {
+            m.recipient.is_some() && !is_tool_result(text.get(m.header.clone()).unwrap_or_default())
+        });
+        if messages.is_empty() || addressed {
+            return;
+        }
     }
     let mut pieces: Vec<(Range<usize>, Vec<Call>)> =
         orphans.into_iter().map(|r| (r, Vec::new())).collect();
