@@ -162,8 +162,13 @@ fn messages(text: &str, ctx: &Ctx<'_>) -> (Vec<Message>, Vec<Range<usize>>) {
                     {
                         boundary
                     }
-                    // `<|message|>` after prose, without any header: not Harmony here.
-                    None => continue,
+                    // A header whose `<|channel|>` alone was lost (`commentary
+                    // to=functions.f <|constrain|>json<|message|>`): only with a recipient,
+                    // which prose does not write, standing apart from the text before it.
+                    None => match recipient_header(text.get(boundary..pos).unwrap_or_default()) {
+                        Some(i) => boundary + i,
+                        None => continue,
+                    },
                 };
                 body = Some((hs, pos + len));
             }
@@ -209,6 +214,24 @@ fn header_start(text: &str, boundary: usize, pos: usize, first: bool) -> usize {
         }
         _ => pos,
     }
+}
+
+/// Where the header ends `gap` that holds a recipient (`to=..`), its channel and role
+/// words before it (glued or spaced), when what precedes them ends a sentence or a line.
+fn recipient_header(gap: &str) -> Option<usize> {
+    let to = gap.rfind("to=")?;
+    if !is_header(gap.get(to..)?) {
+        return None;
+    }
+    let mut before = gap.get(..to)?.trim_end_matches([' ', '\t']);
+    if let Some(b) = CHANNELS.iter().find_map(|w| before.strip_suffix(w)) {
+        before = b.trim_end_matches([' ', '\t']);
+    }
+    if let Some(b) = before.strip_suffix("assistant") {
+        before = b.trim_end_matches([' ', '\t']);
+    }
+    let apart = before.is_empty() || before.ends_with(['.', '!', '?', ':', '\n']);
+    apart.then_some(before.len())
 }
 
 /// Whether a message header is a tool's: its author a tool (`functions.NAME`, `browser.x`,
@@ -304,6 +327,39 @@ fn header_words_only(word: &str) -> bool {
         }
     }
     true
+}
+
+/// A tool's message right after a stripped call, its tokens stripped too
+/// (`functions.NAME to=assistant commentary json{..}`, glued or spaced): a result the model
+/// made up, which goes with the call. Returns where it ends.
+pub(crate) fn stripped_result(text: &str, end: usize) -> Option<usize> {
+    let rest = text.get(end..)?;
+    let t = rest.trim_start();
+    let author = t
+        .find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')))
+        .unwrap_or(t.len());
+    if author == 0 {
+        return None;
+    }
+    let mut r = t
+        .get(author..)?
+        .trim_start_matches([' ', '\t'])
+        .strip_prefix("to=assistant")?;
+    loop {
+        let w = r.trim_start_matches([' ', '\t']);
+        match HEADER_WORDS[1..].iter().find(|h| w.starts_with(**h)) {
+            Some(h) => r = &w[h.len()..],
+            None => {
+                r = w;
+                break;
+            }
+        }
+    }
+    if !r.starts_with('{') {
+        return None;
+    }
+    let (_, e) = json::value_at(text, text.len() - r.len())?;
+    Some(e)
 }
 
 /// Whether header words (a role or a channel, glued or not) follow `end`: the next message

@@ -394,6 +394,11 @@ impl Found<'_, '_> {
         }
         let &(mut at, name) = candidates.iter().find(|(_, n)| self.ctx.tool_enabled(n))?;
         let mut end = end;
+        if family == Family::Harmony {
+            while let Some(e) = harmony::stripped_result(text, end) {
+                end = e;
+            }
+        }
         if family == Family::Gemini {
             // Gemini frames its call with `<ctrlNN>` tokens glued to it: they go too.
             while let Some(tok) = text.get(..at).and_then(|h| h.rfind("<ctrl")) {
