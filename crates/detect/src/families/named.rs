@@ -415,9 +415,22 @@ impl Found<'_, '_> {
             name: name.to_string(),
             arguments: args,
         };
-        Some((family, at..with_trailing(text, end, &[]), call))
+        // Kimi's closers the stripping left (`..}<|tool_call_end|><|tool_calls_section_end|>`)
+        // are the call's.
+        let own: &[&str] = match family {
+            Family::Kimi => KIMI_CLOSERS,
+            _ => &[],
+        };
+        Some((family, at..with_trailing(text, end, own), call))
     }
 }
+
+/// Kimi's closing tokens, which may outlive the stripping of its openers.
+const KIMI_CLOSERS: &[&str] = &[
+    "<|tool_call_end|>",
+    "<|tool_calls_section_end|>",
+    "<|tool_call_section_end|>",
+];
 
 /// A strict JSON object at `p` (a serialized object decoded once).
 fn json_object(text: &str, p: usize) -> Option<(Value, usize)> {
