@@ -517,7 +517,7 @@ const SPECS: &[Spec] = &[
         bare: always,
         stripped_weak: true,
         inline: true,
-        movable: always,
+        movable: qwen_function_closed,
         glue: always,
         closers: &["</tool_call>", "</function_calls>"],
         ends: &["</invoke>", "</function_calls>", "</function>", "</tool_call>"],
@@ -712,6 +712,12 @@ fn json_marked(v: &Vector) -> bool {
     };
     let indent = body.len() - body.trim_start_matches([' ', '\n']).len();
     indent <= 9 && body.trim_start().starts_with('"')
+}
+
+fn qwen_function_closed(v: &Vector) -> bool {
+    // A Qwen3-Coder function without `</function>` ends at its `</tool_call>`: that closer
+    // cannot go too (at the end of the text a cut between two parameters looks the same).
+    !(v.text.contains("<function=") && !v.text.contains("</function>"))
 }
 
 fn lmstudio_movable(v: &Vector) -> bool {
