@@ -18,8 +18,10 @@
 //!   the scripts pasted into replies). This shape holds none of the prefilter's anchor bytes,
 //!   so it is looked for only where a model writes a call before or after its prose: opening
 //!   the message's first line, or opening its last line and ending the message (and on the
-//!   lines of calls next to those). The clean path pays a few byte comparisons for it, not a
-//!   scan.
+//!   lines of calls next to those), or as the whole message (then `NAME()` too). The name
+//!   may stand in the tools' namespace (`functions.NAME(..)`, `tools.NAME(..)`,
+//!   `default_api.NAME(..)`), and Gemini's code style wraps that in `print(..)`. The clean
+//!   path pays a few byte comparisons for it, not a scan.
 //!
 //! The name alone is a weak marker: the call counts only for a tool the agent has enabled.
 //! The tools are consulted only once a complete candidate stands in the text (arguments
@@ -529,9 +531,33 @@ fn core_bounds(text: &str) -> (usize, usize) {
     }
 }
 
-/// The `(` of a bare call opening the line that starts at `start` (`NAME(key=`), if one may
-/// be there.
+/// The namespaces a prompt may put the tools in, which a bare call then writes before the
+/// name: OpenAI-style `functions.`, `tools.`, Gemini's `default_api.` (a method of anything
+/// else is code: `app.run(debug=True)`).
+const NAMESPACES: &[&str] = &["default_api.", "functions.", "tools."];
+
+/// Where the name of a bare call whose line starts at `start` begins, past a namespace of
+/// [`NAMESPACES`], and whether the call is wrapped in `print(..)` (Gemini's code execution
+/// writes `print(default_api.NAME(..))`; only with a namespace).
+fn call_prefix(bytes: &[u8], start: usize) -> (usize, bool) {
+    let rest = bytes.get(start..).unwrap_or_default();
+    let (inner, printed) = match rest.strip_prefix(b"print(") {
+        Some(r) => (r, true),
+        None => (rest, false),
+    };
+    match NAMESPACES
+        .iter()
+        .find(|ns| inner.starts_with(ns.as_bytes()))
+    {
+        Some(ns) => (bytes.len() - inner.len() + ns.len(), printed),
+        None => (start, false),
+    }
+}
+
+/// The `(` of a bare call opening the line that starts at `start` (`NAME(key=`, with a
+/// namespace or in `print(` as [`call_prefix`] reads them), if one may be there.
 fn line_opens_call(bytes: &[u8], start: usize) -> Option<usize> {
+    let start = call_prefix(bytes, start).0;
     let name = bytes
         .get(start..)?
         .iter()
@@ -573,7 +599,9 @@ pub(crate) fn lines_probe(text: &str) -> bool {
     while i < b.len() && b[i].is_ascii_whitespace() {
         i += 1;
     }
-    let start = i;
+    let line = i;
+    let start = call_prefix(b, line).0;
+    i = start;
     while i < b.len()
         && i - start < 129
         && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80)
@@ -585,23 +613,24 @@ pub(crate) fn lines_probe(text: &str) -> bool {
     }
     // `NAME()` is a call only as the whole message.
     if i > start && b.get(i) == Some(&b'(') && b.get(i + 1) == Some(&b')') {
-        return core_bounds(text) == (start, i + 2);
+        return core_bounds(text) == (line, i + 2);
     }
     // Most messages end with neither `)` nor a token's `>`: nothing more to look at.
     let mut e = b.len();
     while e > start && b[e - 1].is_ascii_whitespace() {
         e -= 1;
     }
-    if e == start || !matches!(b[e - 1], b')' | b'>') {
+    if e == line || !matches!(b[e - 1], b')' | b'>') {
         return false;
     }
     let (start, end) = core_bounds(text);
     last_line(b, start, end).is_some_and(|l| line_opens_call(b, l).is_some())
 }
 
-/// Whether the `(` at `p` follows a plain name and opens a keyword argument list (`key=`,
-/// not `==` or `=>`). An empty list (`main()`) is too little markup: it ends half the
-/// scripts ever pasted into a reply.
+/// Whether the `(` at `p` follows a name and opens a keyword argument list (`key=`, not
+/// `==` or `=>`). The callers read the name from the line's start, where a method
+/// (`app.run(`) stops at its dot. An empty list (`main()`) is too little markup: it ends
+/// half the scripts ever pasted into a reply.
 fn call_shape(bytes: &[u8], p: usize) -> bool {
     let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
     if bytes.get(p) != Some(&b'(')
@@ -610,15 +639,6 @@ fn call_shape(bytes: &[u8], p: usize) -> bool {
             .and_then(|i| bytes.get(i))
             .is_some_and(|&b| ident(b))
     {
-        return false;
-    }
-    // A plain name, not a method (`app.run(debug=True)`).
-    let name = bytes[p.saturating_sub(128)..p]
-        .iter()
-        .rev()
-        .take_while(|&&b| ident(b))
-        .count();
-    if p > name && bytes[p - name - 1] == b'.' {
         return false;
     }
     let mut i = p + 1;
@@ -661,7 +681,7 @@ fn python_candidates(text: &str, ctx: &Ctx<'_>) -> Vec<Block> {
     // Down from a call opening the first line, while each line opens with one.
     let mut at = start;
     for _ in 0..MAX_CANDIDATES {
-        let Some(b) = line_opens_call(bytes, at).and_then(|open| call_at(text, open, ctx)) else {
+        let Some(b) = line_opens_call(bytes, at).and_then(|_| call_at(text, at, ctx)) else {
             break;
         };
         at = skip_ws(text, b.0.end);
@@ -676,7 +696,7 @@ fn python_candidates(text: &str, ctx: &Ctx<'_>) -> Vec<Block> {
             break;
         };
         let found = line_opens_call(bytes, l)
-            .and_then(|open| call_at(text, open, ctx))
+            .and_then(|_| call_at(text, l, ctx))
             .filter(|(span, _)| span.end >= line_end);
         let Some(b) = found else {
             break;
@@ -712,24 +732,29 @@ fn whole_empty_call(text: &str, ctx: &Ctx<'_>) -> Option<Block> {
     if !plain {
         return None;
     }
-    call_at(text, open, ctx)
+    call_at(text, start, ctx)
 }
 
-/// The bare call whose `(` is at `open`: complete, a plain name, standing apart.
-fn call_at(text: &str, open: usize, ctx: &Ctx<'_>) -> Option<Block> {
-    if ctx.quoted(open) {
+/// The bare call opening the line at `start`: complete, a plain name (maybe in a tools'
+/// namespace, maybe in `print(..)`), standing apart.
+fn call_at(text: &str, start: usize, ctx: &Ctx<'_>) -> Option<Block> {
+    if ctx.quoted(start) {
         return None;
     }
-    let run = name_run(text, open, open.saturating_sub(LOOKBACK))?;
-    // A plain name: `app.run(debug=True)` is a method of the code around it.
-    if text.get(run.clone())?.contains(['.', ':']) || text.get(..run.start)?.ends_with('.') {
+    let (name_at, printed) = call_prefix(text.as_bytes(), start);
+    let (call, mut end) = python::parse_call(text, name_at, PyOpts::STRICT)?;
+    // A plain name (or one in a tools' namespace): `app.run(debug=True)` is a method of
+    // the code around it.
+    if call.name.contains(['.', ':']) {
         return None;
     }
-    let (call, end) = python::parse_call(text, run.start, PyOpts::STRICT)?;
-    if !stands_before(text, run.start) || !stands_after(text, end) {
+    if printed {
+        end = eat(text, skip_ws(text, end), ")")?;
+    }
+    if !stands_before(text, start) || !stands_after(text, end) {
         return None;
     }
-    Some((run.start..with_trailing(text, end, &[]), vec![call]))
+    Some((start..with_trailing(text, end, &[]), vec![call]))
 }
 
 #[cfg(test)]
