@@ -89,6 +89,9 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     for (family, block) in python_lines(text, ctx) {
         by_family.push((family, block));
     }
+    for block in tool_code_fences(text, ctx) {
+        by_family.push((Family::JsonFence, block));
+    }
     let harmony_calls: Vec<Range<usize>> = by_family
         .iter()
         .filter(|(f, _)| *f == Family::Harmony)
@@ -105,6 +108,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         }
     }
     for family in [
+        Family::JsonFence,
         Family::Mistral,
         Family::Kimi,
         Family::Glm,
@@ -615,11 +619,17 @@ pub(crate) fn lines_probe(text: &str) -> bool {
     if i > start && b.get(i) == Some(&b'(') && b.get(i + 1) == Some(&b')') {
         return core_bounds(text) == (line, i + 2);
     }
-    // Most messages end with neither `)` nor a token's `>`: nothing more to look at.
     let mut e = b.len();
-    while e > start && b[e - 1].is_ascii_whitespace() {
+    while e > line && b[e - 1].is_ascii_whitespace() {
         e -= 1;
     }
+    // A ```tool_code fence: the model stops after it for the tool to run, so it (or the
+    // made-up ```tool_output after it) ends the message.
+    if b[line..e].ends_with(b"```") {
+        let floor = e.saturating_sub(TOOL_CODE_LOOK).max(line);
+        return memchr::memmem::rfind(&b[floor..e], TOOL_CODE.as_bytes()).is_some();
+    }
+    // Most messages end with neither `)` nor a token's `>`: nothing more to look at.
     if e == line || !matches!(b[e - 1], b')' | b'>') {
         return false;
     }
@@ -718,6 +728,85 @@ fn python_candidates(text: &str, ctx: &Ctx<'_>) -> Vec<Block> {
     out
 }
 
+/// The call written as code at `start`: `NAME(key=..)`, in a tools' namespace, maybe in
+/// Gemini's `print(..)` (see [`call_prefix`]); the call and where it ends. A plain name:
+/// `app.run(debug=True)` is a method of the code around it.
+pub(crate) fn code_call(text: &str, start: usize) -> Option<(Call, usize)> {
+    let (name_at, printed) = call_prefix(text.as_bytes(), start);
+    let (call, mut end) = python::parse_call(text, name_at, PyOpts::STRICT)?;
+    if call.name.contains(['.', ':']) {
+        return None;
+    }
+    if printed {
+        end = eat(text, skip_ws(text, end), ")")?;
+    }
+    Some((call, end))
+}
+
+/// The opener of Google's code fence for calls (Gemma 3, Gemini).
+const TOOL_CODE: &str = "```tool_code";
+
+/// How far back from a fence ending the message its ```` ```tool_code ```` opener is looked
+/// for.
+const TOOL_CODE_LOOK: usize = 4096;
+
+/// ```` ```tool_code ```` fences whose every line holding anything is one call written as
+/// code ([`code_call`]) of an enabled tool: Gemma 3's and Gemini's way to call. A fence is
+/// code, so this is the one place a code region is read; the leak is reported as
+/// `json_fence` (a fence holding a call), which the driver lets stand in code.
+fn tool_code_fences(text: &str, ctx: &Ctx<'_>) -> Vec<Block> {
+    let mut out = Vec::new();
+    for r in ctx.code.regions().iter().take(MAX_CANDIDATES) {
+        let Some(fence) = text.get(r.clone()) else {
+            continue;
+        };
+        let indent = fence.len() - fence.trim_start_matches(' ').len();
+        let Some(rest) = fence[indent..].strip_prefix(TOOL_CODE) else {
+            continue;
+        };
+        let Some(nl) = rest.find('\n') else {
+            continue;
+        };
+        if !rest[..nl].trim().is_empty() || ctx.in_reasoning(r.start) {
+            continue;
+        }
+        let from = r.start + indent + TOOL_CODE.len() + nl + 1;
+        let to = text
+            .get(..r.end)
+            .and_then(|h| h.rfind('\n'))
+            .unwrap_or(from);
+        let Some(calls) = code_lines(text, from, to) else {
+            continue;
+        };
+        if calls.is_empty() || !calls.iter().all(|c| ctx.tool_enabled(&c.name)) {
+            continue;
+        }
+        out.push((r.start..with_trailing(text, r.end, &[]), calls));
+    }
+    out
+}
+
+/// The calls on the lines from `from` to `to` when every line holding anything is exactly
+/// one call written as code.
+fn code_lines(text: &str, from: usize, to: usize) -> Option<Vec<Call>> {
+    let mut calls = Vec::new();
+    let mut at = from;
+    while at < to {
+        let line_end = text.get(at..to)?.find('\n').map_or(to, |i| at + i);
+        let line = text.get(at..line_end)?;
+        if !line.trim().is_empty() {
+            let start = at + (line.len() - line.trim_start().len());
+            let (call, end) = code_call(text, start)?;
+            if !text.get(end..line_end)?.trim().is_empty() {
+                return None;
+            }
+            calls.push(call);
+        }
+        at = line_end + 1;
+    }
+    Some(calls)
+}
+
 /// `NAME()` as the whole message (end-of-turn tokens aside).
 fn whole_empty_call(text: &str, ctx: &Ctx<'_>) -> Option<Block> {
     let bytes = text.as_bytes();
@@ -741,16 +830,7 @@ fn call_at(text: &str, start: usize, ctx: &Ctx<'_>) -> Option<Block> {
     if ctx.quoted(start) {
         return None;
     }
-    let (name_at, printed) = call_prefix(text.as_bytes(), start);
-    let (call, mut end) = python::parse_call(text, name_at, PyOpts::STRICT)?;
-    // A plain name (or one in a tools' namespace): `app.run(debug=True)` is a method of
-    // the code around it.
-    if call.name.contains(['.', ':']) {
-        return None;
-    }
-    if printed {
-        end = eat(text, skip_ws(text, end), ")")?;
-    }
+    let (call, end) = code_call(text, start)?;
     if !stands_before(text, start) || !stands_after(text, end) {
         return None;
     }
