@@ -367,7 +367,8 @@ const SPECS: &[Spec] = &[
         glue: always,
         closers: &["<|tool_calls_section_end|>", "<|tool_call_section_end|>"],
         ends: &["<|tool_calls_section_end|>", "<|tool_call_section_end|>"],
-        result: None,
+        // Kimi-K2's chat template renders a tool message so.
+        result: Some("<|im_system|>tool<|im_middle|>## Return of functions.{name}:0\n{\"result\": \"ok\"}<|im_end|>"),
     },
     Spec {
         family: "glm",
@@ -538,7 +539,8 @@ const SPECS: &[Spec] = &[
         glue: always,
         closers: &["</minimax:tool_call>"],
         ends: &["</minimax:tool_call>", "</invoke>", "[/TOOL_CALL]"],
-        result: None,
+        // MiniMax-M2's chat template: the tool turn, its response, the block end.
+        result: Some("]~b]tool\n<response>{\"result\": \"ok\"}</response>\n[e~["),
     },
     Spec {
         family: "lfm2",
