@@ -623,18 +623,29 @@ pub(crate) fn lines_probe(text: &str) -> bool {
     while e > line && b[e - 1].is_ascii_whitespace() {
         e -= 1;
     }
-    // A ```tool_code fence: the model stops after it for the tool to run, so it (or the
-    // made-up ```tool_output after it) ends the message.
-    if b[line..e].ends_with(b"```") {
-        let floor = e.saturating_sub(TOOL_CODE_LOOK).max(line);
-        return memchr::memmem::rfind(&b[floor..e], TOOL_CODE.as_bytes()).is_some();
-    }
-    // Most messages end with neither `)` nor a token's `>`: nothing more to look at.
-    if e == line || !matches!(b[e - 1], b')' | b'>') {
+    // Most messages end with neither `)`, a token's `>` nor a fence: nothing more to look at.
+    if e == line || !matches!(b[e - 1], b')' | b'>' | b'`') {
         return false;
+    }
+    if b[e - 1] == b'`' {
+        return tool_code_ends(b, line, e);
     }
     let (start, end) = core_bounds(text);
     last_line(b, start, end).is_some_and(|l| line_opens_call(b, l).is_some())
+}
+
+/// Whether the text (its bytes from `line` to `end`) ends with a fence whose
+/// ```` ```tool_code ```` opener is near: the model stops after such a fence for the tool
+/// to run, so it (or the made-up ```` ```tool_output ```` after it) ends the message. Out of
+/// line: most messages never get here, and the search must not weigh on those that do not.
+#[cold]
+#[inline(never)]
+fn tool_code_ends(b: &[u8], line: usize, end: usize) -> bool {
+    if !b[line..end].ends_with(b"```") {
+        return false;
+    }
+    let floor = end.saturating_sub(TOOL_CODE_LOOK).max(line);
+    memchr::memmem::rfind(&b[floor..end], TOOL_CODE.as_bytes()).is_some()
 }
 
 /// Whether the `(` at `p` follows a name and opens a keyword argument list (`key=`, not
