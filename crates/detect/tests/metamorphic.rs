@@ -719,7 +719,7 @@ fn json_marked(v: &Vector) -> bool {
 fn qwen_function_closed(v: &Vector) -> bool {
     // A Qwen3-Coder function without `</function>` ends at its `</tool_call>`: that closer
     // cannot go too (at the end of the text a cut between two parameters looks the same).
-    !(v.text.contains("<function=") && !v.text.contains("</function>"))
+    !v.text.contains("<function=") || v.text.contains("</function>")
 }
 
 fn lmstudio_movable(v: &Vector) -> bool {
