@@ -604,13 +604,26 @@ pub(crate) fn lines_probe(text: &str) -> bool {
         i += 1;
     }
     let line = i;
-    let start = call_prefix(b, line).0;
-    i = start;
-    while i < b.len()
-        && i - start < 129
-        && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80)
-    {
-        i += 1;
+    let word = |mut i: usize| {
+        let start = i;
+        while i < b.len()
+            && i - start < 129
+            && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80)
+        {
+            i += 1;
+        }
+        i
+    };
+    let mut start = line;
+    i = word(line);
+    // A namespace (`functions.`) or `print(` before the name: read only when the first word
+    // ends with one of their bytes, so plain prose pays nothing more.
+    if i > line && matches!(b.get(i), Some(b'.' | b'(')) {
+        let name = call_prefix(b, line).0;
+        if name != line {
+            start = name;
+            i = word(name);
+        }
     }
     if i > start && b.get(i) == Some(&b'(') && call_shape(b, i) {
         return true;
