@@ -48,7 +48,8 @@ use tokio::process::{Child, Command};
 use tokio::sync::Semaphore;
 use toolcall_recovery::ids::MessageId;
 use toolcall_recovery::outbound::StandIn;
-use toolcall_recovery::recover::outbox::{self, Envelope};
+use toolcall_recovery::outbox;
+use toolcall_recovery::recover::Envelope;
 use toolcall_recovery::recover::{
     recover_batch, recover_in, recover_with_outbox, BatchItem, Source,
 };

@@ -43,9 +43,10 @@ use crate::error::Error;
 use crate::ids::MessageId;
 use crate::metrics::Metrics;
 use crate::outbound::StandIn;
+use crate::outbox::Queued;
 use crate::publish::{PublishTarget, PublishedCounts, Publisher};
-use crate::recover::outbox::{Envelope, Queued};
-use crate::recover::revert::{self, RevertOutcome, RevertedBy};
+use crate::recover::revert::{self, RevertEnvelope, RevertOutcome, RevertedBy};
+use crate::recover::Envelope;
 use crate::recover::{self, Outcome, Policy, Report, Source};
 use crate::settings::{AdminSettings, AdminToken, Settings};
 use axum::extract::rejection::QueryRejection;
@@ -341,7 +342,10 @@ async fn revert_now(
     let id = parse_id(&raw)?;
     let Query(q) = q.map_err(invalid_query)?;
     let envelope = StandIn { origin: "admin" };
-    let owed = s.publisher.as_ref().map(|_| &envelope as &dyn Envelope);
+    let owed = s
+        .publisher
+        .as_ref()
+        .map(|_| &envelope as &dyn RevertEnvelope);
     let _share = share(&s, id).await?;
     let report =
         revert::revert_with_outbox(&s.pool, id, RevertedBy::Admin, q.dry_run, owed).await?;

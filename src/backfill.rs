@@ -50,7 +50,7 @@ pub use summary::{ModelSummary, Summary};
 
 use crate::error::Error;
 use crate::metrics::Metrics;
-use crate::publish::outbox::Marker;
+use crate::outbox::Marker;
 use crate::publish::{PublishTarget, Publisher};
 use crate::recover::committer::Committer;
 use crate::recover::{Mode, Policy};

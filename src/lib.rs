@@ -37,6 +37,7 @@ pub mod ledger;
 pub mod metrics;
 pub mod model;
 pub mod outbound;
+pub mod outbox;
 pub mod publish;
 pub mod recover;
 pub mod retry;

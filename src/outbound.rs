@@ -6,7 +6,8 @@
 //! for the backfill, the admin API and revert); the recovery transaction writes that to the
 //! outbox and `publish` sends it. The moderation body itself is written by [`moderation`].
 //!
-//! May depend on: `ids`, `event` (the decoded event), `recover` (the report types),
+//! May depend on: `ids`, `event` (the decoded event), `recover` (the report types and the envelopes),
+//! `outbox` (the row type),
 //! `error`. No I/O: no broker, no database.
 
 mod moderation;
@@ -16,9 +17,9 @@ pub use moderation::{moderation_body, moderation_unchanged};
 use crate::error::Error;
 use crate::event::{self, FinalizedEvent, Named};
 use crate::ids::{self, AgentId, ChatId, EventId, MessageId, ID_NAMESPACE};
-use crate::recover::outbox::{Envelope, Outgoing, Target};
-use crate::recover::revert::RevertReport;
-use crate::recover::{self, ForwardedCall, Mode, Outcome, Report};
+use crate::outbox::{Outgoing, Target};
+use crate::recover::revert::{RevertEnvelope, RevertReport};
+use crate::recover::{self, Envelope, ForwardedCall, Mode, Outcome, Report};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -287,7 +288,9 @@ impl Envelope for StandIn<'_> {
             _ => Ok(Vec::new()),
         }
     }
+}
 
+impl RevertEnvelope for StandIn<'_> {
     fn restored(&self, report: &RevertReport) -> Result<Vec<Outgoing>, Error> {
         let Some(id) = report.recovery_id else {
             return Ok(Vec::new());

@@ -2,16 +2,15 @@
 //! confirm ([`publish_confirmed`]), used by the worker's session and by the [`Publisher`]
 //! of the backfill, the admin API, `revert` and the outbox [`Relay`]; the counting of what
 //! was published ([`count`]), so every way out of the process is measured the same (an
-//! unroutable burst is said once: `unroutable`); and the send side of the outbox
-//! ([`outbox`]: marking rows sent, parking, claiming).
+//! unroutable burst is said once: `unroutable`). The rows it sends, marks and claims are
+//! the `outbox`'s.
 //!
 //! What is published (the bodies) is `outbound`'s; what a pass owes is written to the
 //! outbox by the recovery transaction itself.
 //!
-//! May depend on: `outbound` (routing keys), `recover::outbox` (the rows), `metrics`,
+//! May depend on: `outbound` (routing keys), `outbox` (the rows), `metrics`,
 //! `settings`, `amqp` (the URL), `shutdown`, `error`, `lapin`, `sqlx`. No HTTP.
 
-pub mod outbox;
 mod publisher;
 mod relay;
 mod unroutable;
@@ -22,7 +21,7 @@ pub use relay::Relay;
 use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::outbound::{MODERATION_ROUTING_KEY, TOOL_CALLS_ROUTING_KEY};
-use crate::recover::outbox::Target;
+use crate::outbox::Target;
 use crate::settings::PublishSettings;
 use lapin::options::BasicPublishOptions;
 use lapin::publisher_confirm::Confirmation;

@@ -53,9 +53,9 @@ pub mod committer;
 mod decide;
 mod dry_run;
 mod effects;
+mod envelope;
 mod ledger;
 mod load;
-pub mod outbox;
 mod pass;
 mod plan;
 mod policy;
@@ -64,6 +64,7 @@ pub mod revert;
 mod save_memory;
 
 pub use dry_run::{diagnose, what_if, Diagnosis};
+pub use envelope::Envelope;
 pub use ledger::tool_call_event_id;
 pub use plan::planned_outcomes;
 pub use policy::{FamilyMode, Mode, Policy};
@@ -123,7 +124,7 @@ pub async fn recover_with_outbox(
     message_id: MessageId,
     policy: &Policy,
     source: Source,
-    envelope: Option<&dyn outbox::Envelope>,
+    envelope: Option<&dyn Envelope>,
 ) -> Result<Report, Error> {
     let mut conn = pool.acquire().await?;
     let item = BatchItem {
@@ -154,7 +155,7 @@ pub struct BatchItem<'a> {
     /// Where the pass comes from.
     pub source: Source,
     /// What a recorded pass owes the broker (written to the outbox).
-    pub envelope: Option<&'a dyn outbox::Envelope>,
+    pub envelope: Option<&'a dyn Envelope>,
 }
 
 /// Why a [`recover_batch`] committed nothing.

@@ -14,7 +14,7 @@ use crate::error::{self, Error};
 use crate::http::{self, AppState};
 use crate::metrics::{Metrics, Prime};
 use crate::model::Models;
-use crate::publish::outbox::Marker;
+use crate::outbox::Marker;
 use crate::publish::{PublishTarget, Publisher, Relay};
 use crate::recover;
 use crate::settings::{DatabaseSettings, SchemaSettings, Settings};

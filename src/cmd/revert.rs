@@ -11,9 +11,8 @@ use crate::ids::MessageId;
 use crate::metrics::Metrics;
 use crate::outbound::StandIn;
 use crate::publish::{PublishTarget, PublishedCounts, Publisher};
-use crate::recover::outbox::Envelope;
 use crate::recover::revert::{
-    revert_with_outbox, RevertOutcome, RevertReport, RevertedBy, RowFate,
+    revert_with_outbox, RevertEnvelope, RevertOutcome, RevertReport, RevertedBy, RowFate,
 };
 use crate::settings::{DatabaseSettings, PublishSettings};
 use crate::store;
@@ -85,7 +84,7 @@ pub async fn run(args: &RevertArgs, out: &mut (dyn Write + Send)) -> Result<Reve
         for &id in &args.messages {
             let id = MessageId::new(id);
             let envelope = StandIn { origin: "cli" };
-            let owed = publisher.as_ref().map(|_| &envelope as &dyn Envelope);
+            let owed = publisher.as_ref().map(|_| &envelope as &dyn RevertEnvelope);
             let report =
                 match revert_with_outbox(&pool, id, RevertedBy::Cli, args.dry_run, owed).await {
                     Ok(r) => r,

@@ -8,14 +8,13 @@
 //! same idempotent declares the worker makes); it never touches the worker's queues. Every
 //! confirmed publish is counted ([`super::count`]).
 //!
-//! May depend on: `recover::outbox` (the rows), `metrics`, `settings`, `amqp` (the URL,
+//! May depend on: `outbox` (the rows), `metrics`, `settings`, `amqp` (the URL,
 //! parsed without quoting its password), `error`, `lapin`, `sqlx`.
 
-use super::outbox::Marker;
-use super::{count, outbox, publish_confirmed, Exchanges, Published};
+use super::{count, publish_confirmed, Exchanges, Published};
 use crate::error::Error;
 use crate::metrics::Metrics;
-use crate::recover::outbox::{Outgoing, Queued, Target};
+use crate::outbox::{self, Marker, Outgoing, Queued, Target};
 use crate::settings::{PublishSettings, SecretUrl};
 use lapin::options::{ConfirmSelectOptions, ExchangeDeclareOptions};
 use lapin::types::{FieldTable, LongString};

@@ -7,9 +7,10 @@
 //! May depend on: the parent `publish` (publisher, outbox), `metrics`, `shutdown`,
 //! `error`, `sqlx`, `tokio`.
 
-use super::{outbox, Published, Publisher};
+use super::{Published, Publisher};
 use crate::error::Error;
 use crate::metrics::Metrics;
+use crate::outbox;
 use crate::shutdown::Shutdown;
 use sqlx::PgPool;
 use std::sync::Arc;

@@ -15,10 +15,10 @@
 use super::decide::{self, Decision, Loaded};
 use super::effects;
 use super::load::{self, Lock, MessageRow};
-use super::outbox::{self, Owed};
 use super::pass::{self, Work};
 use super::{ledger, plan, BatchError, BatchItem, Mode, Policy, Report};
 use crate::error::{Error, Poison};
+use crate::outbox::{self, Owed};
 use sqlx::{Connection, PgConnection};
 
 /// The passes of `items` in the caller's transaction, their reports in the order of

@@ -19,8 +19,7 @@
 //!
 //! May depend on: the rest of `recover`, `ids`, `error`, `tokio`, `sqlx`. No broker.
 
-use super::outbox::Envelope;
-use super::{batch_on, with_outbox_on, BatchItem, Policy, Report, Source};
+use super::{batch_on, with_outbox_on, BatchItem, Envelope, Policy, Report, Source};
 use crate::error::Error;
 use crate::ids::MessageId;
 use futures_util::FutureExt;

@@ -198,7 +198,7 @@ pub struct Report {
     pub memories_created: usize,
     /// What the pass wrote to the outbox and is still to be sent (see
     /// [`super::recover_with_outbox`]).
-    pub outbox: Vec<super::outbox::Queued>,
+    pub outbox: Vec<crate::outbox::Queued>,
 }
 
 impl Report {

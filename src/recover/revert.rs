@@ -14,12 +14,13 @@
 //!
 //! Publishing the restored message is the caller's job, after the commit.
 //!
-//! May depend on: the parent `recover` (ledger, save_memory), `ids`, `error`, `sqlx`.
+//! May depend on: the parent `recover` (ledger, plan), `outbox` (the rows it owes), `ids`,
+//! `error`, `sqlx`.
 
-use super::outbox::{enqueue, Envelope};
 use super::{ledger, plan, string_entries, Mode};
 use crate::error::{Error, Poison};
 use crate::ids::{AgentId, ChatId, MessageId};
+use crate::outbox::{enqueue, Outgoing};
 use serde::Serialize;
 use serde_json::{json, Value};
 use sqlx::types::Json;
@@ -138,7 +139,15 @@ pub struct RevertReport {
     pub tools_used: Vec<String>,
     /// What the revert wrote to the outbox and is still to be sent.
     #[serde(skip)]
-    pub outbox: Vec<super::outbox::Queued>,
+    pub outbox: Vec<crate::outbox::Queued>,
+}
+
+/// What a revert owes the broker: the restored message for moderation (`outbound`'s
+/// stand-in event). The revert's own envelope, apart from a recovery pass's
+/// ([`super::Envelope`]): a revert reports differently, and the outbox knows neither.
+pub trait RevertEnvelope: Sync {
+    /// The messages owed for a revert that left the message restored, in sending order.
+    fn restored(&self, report: &RevertReport) -> Result<Vec<Outgoing>, Error>;
 }
 
 /// Reverts the latest applied recovery of a message in one transaction (rolled back when
@@ -163,7 +172,7 @@ pub async fn revert_with_outbox(
     id: MessageId,
     by: RevertedBy,
     dry_run: bool,
-    envelope: Option<&dyn Envelope>,
+    envelope: Option<&dyn RevertEnvelope>,
 ) -> Result<RevertReport, Error> {
     let mut tx = pool.begin().await?;
     let mut report = revert_in(&mut tx, id, by).await?;

@@ -4,7 +4,7 @@
 //! moderation message of an event whose recovery failed for good; the read of a message as
 //! stored, for that moderation and for an unexamined event's.
 //!
-//! May depend on: the parent `worker`, `amqp`, `outbound`, `publish`, `recover::outbox`,
+//! May depend on: the parent `worker`, `amqp`, `outbound`, `publish`, `outbox`,
 //! `ids`, `error`, `retry`, `sqlx`.
 
 use super::Worker;
@@ -13,9 +13,9 @@ use crate::error::Error;
 use crate::event::FinalizedEvent;
 use crate::ids::{AgentId, ChatId, MessageId};
 use crate::outbound::{self, StoredMessage};
-use crate::publish::{self, outbox, Published};
+use crate::outbox::{self, Outgoing, Queued};
+use crate::publish::{self, Published};
 use crate::recover;
-use crate::recover::outbox::{Outgoing, Queued};
 use crate::shutdown::Shutdown;
 use lapin::types::FieldTable;
 use sqlx::Row;

@@ -1,6 +1,6 @@
-//! The send side of the outbox (the write side is `recover/outbox.rs`): marking rows sent
+//! The send side of the outbox (the write side is `write.rs`): marking rows sent
 //! once the broker confirmed them, recording why a row is still pending, parking a direct
-//! publish that came back unroutable, and claiming pending rows for the [`super::Relay`].
+//! publish that came back unroutable, and claiming pending rows for the relay (`publish::Relay`).
 //!
 //! Marking sent is off the hot path: the worker hands ids to a [`Marker`], which writes
 //! them in batches on a connection of its own with `synchronous_commit = off`. Losing a
@@ -8,11 +8,11 @@
 //! the same message id, which consumers drop; losing a row is what the outbox prevents,
 //! and rows are written by the recovery transaction itself, synchronously.
 //!
-//! May depend on: `recover::outbox` (the row types), `metrics`, `error`, `sqlx`, `tokio`.
+//! May depend on: the parent `outbox` (the row types), `ids`, `error`, `sqlx`, `tokio`.
 
+use super::{Outgoing, Queued};
 use crate::error::Error;
 use crate::ids::MessageId;
-use crate::recover::outbox::{Outgoing, Queued};
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, Connection, PgConnection, PgPool};
 use std::time::Duration;
