@@ -1,32 +1,95 @@
-//! Sending to the broker: one persistent, mandatory publish that waits for the broker's
-//! confirm ([`publish_confirmed`]), used by the worker's session and by the [`Publisher`]
-//! of the backfill, the admin API, `revert` and the outbox [`Relay`]; the counting of what
-//! was published ([`count`]), so every way out of the process is measured the same (an
-//! unroutable burst is said once: `unroutable`). The rows it sends, marks and claims are
-//! the `outbox`'s.
+//! Sending to the broker, every way out of the process in one place: connecting
+//! ([`connect`], [`confirm_channel`]), one persistent, mandatory publish that waits for
+//! the broker's confirm ([`publish_confirmed`]), sending outbox rows over a [`Line`] the
+//! one way ([`Sender`]: routed, confirmed, marked sent, parked when unroutable), and the
+//! counting of what was published ([`count`]), so every way out is measured the same (an
+//! unroutable burst is said once: `unroutable`).
+//!
+//! Two kinds of line, a connection per purpose: the worker's session (`amqp::Session`,
+//! whose publishing channel shares the connection of its consumer, so a broken session is
+//! one fault) and the [`Publisher`] of the backfill, the admin API, `revert` and the outbox
+//! [`Relay`] (a connection of its own: their confirms never wait behind the worker's). The
+//! `dead-letters` and `demo` commands publish with [`publish_confirmed`] on a
+//! [`confirm_channel`] of their own.
 //!
 //! What is published (the bodies) is `outbound`'s; what a pass owes is written to the
-//! outbox by the recovery transaction itself.
+//! outbox by the recovery transaction itself; the rows are the `outbox`'s.
 //!
-//! May depend on: `outbound` (routing keys), `outbox` (the rows), `metrics`,
-//! `settings`, `amqp` (the URL), `shutdown`, `error`, `lapin`, `sqlx`. No HTTP.
+//! May depend on: `outbound` (routing keys), `outbox` (the rows), `ids`, `metrics`,
+//! `settings`, `shutdown`, `error`, `lapin`, `sqlx`, `tokio`. No HTTP.
 
 mod publisher;
 mod relay;
+mod sender;
 mod unroutable;
 
-pub use publisher::{PublishTarget, PublishedCounts, Publisher};
+pub use publisher::{PublishTarget, Publisher};
 pub use relay::Relay;
+pub use sender::{Line, PublishedCounts, Sender};
 
 use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::outbound::{MODERATION_ROUTING_KEY, TOOL_CALLS_ROUTING_KEY};
 use crate::outbox::Target;
-use crate::settings::PublishSettings;
-use lapin::options::BasicPublishOptions;
+use crate::settings::{PublishSettings, SecretUrl};
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions};
 use lapin::publisher_confirm::Confirmation;
-use lapin::types::{FieldTable, ShortString};
-use lapin::{BasicProperties, Channel};
+use lapin::types::{FieldTable, LongString, ShortString};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+
+/// The broker URL, parsed. lapin's own parse error quotes the whole URL, password
+/// included, and a failed connection is logged on every retry: so the error here names the
+/// URL masked and leaves lapin's text out.
+pub fn uri(url: &SecretUrl) -> Result<lapin::uri::AMQPUri, Error> {
+    url.expose().parse().map_err(|_| {
+        Error::Startup(format!(
+            "AMQP_URL {url} is not an AMQP URL (amqp://user:password@host:port/vhost, or \
+             amqps:// for TLS)"
+        ))
+    })
+}
+
+/// A broker connection named `name` (as `rabbitmqctl list_connections` shows it), over TLS
+/// for `amqps://`, on the process's tokio runtime.
+pub async fn connect(url: &SecretUrl, name: &str) -> Result<Connection, Error> {
+    let props = ConnectionProperties::default()
+        .with_executor(tokio_executor_trait::Tokio::current())
+        .with_reactor(tokio_reactor_trait::Tokio)
+        .with_connection_name(LongString::from(name.to_string()));
+    Ok(Connection::connect_uri(uri(url)?, props).await?)
+}
+
+/// A connection named `name` with one channel in confirm mode: a publisher's own line.
+pub async fn confirm_channel(url: &SecretUrl, name: &str) -> Result<(Connection, Channel), Error> {
+    let connection = connect(url, name).await?;
+    let channel = connection.create_channel().await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    Ok((connection, channel))
+}
+
+/// Declares durable topic exchanges (idempotent: the same declares wherever they are made).
+pub async fn declare_topic_exchanges<'a>(
+    channel: &Channel,
+    exchanges: impl IntoIterator<Item = &'a String>,
+) -> Result<(), Error> {
+    let durable = ExchangeDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    for exchange in exchanges {
+        channel
+            .exchange_declare(
+                exchange,
+                ExchangeKind::Topic,
+                durable,
+                FieldTable::default(),
+            )
+            .await?;
+    }
+    Ok(())
+}
 
 /// What a confirmed publish came back as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +103,7 @@ pub enum Published {
 /// Publishes a persistent JSON message with the mandatory flag on `channel` (in confirm
 /// mode) and waits for the broker's confirm. A negative confirm is an error (retry); a
 /// returned (unroutable) message is reported, not an error. The one publish of the crate:
-/// the worker's session and the backfill/admin publisher both use it.
+/// every [`Line`] publishes with it.
 pub async fn publish_confirmed(
     channel: &Channel,
     exchange: &str,

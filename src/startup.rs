@@ -8,14 +8,13 @@
 //! May depend on: every module.
 
 use crate::admin::{self, AdminState};
-use crate::amqp;
 use crate::budget::Budget;
 use crate::error::{self, Error};
 use crate::http::{self, AppState};
 use crate::metrics::{Metrics, Prime};
 use crate::model::Models;
 use crate::outbox::Marker;
-use crate::publish::{PublishTarget, Publisher, Relay};
+use crate::publish::{self, PublishTarget, Publisher, Relay};
 use crate::recover;
 use crate::settings::{DatabaseSettings, SchemaSettings, Settings};
 use crate::shutdown::{self, Shutdown, Trigger};
@@ -97,7 +96,7 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
         "starting"
     );
     // A malformed broker URL can never work: stop now rather than retry (and log) forever.
-    amqp::uri(&settings.publish.amqp_url)?;
+    publish::uri(&settings.publish.amqp_url)?;
     let provision = if settings.provisions_development() {
         Provision::Development
     } else {

@@ -8,7 +8,7 @@ use super::{truncate, Worker};
 use crate::amqp::{self, Session};
 use crate::error::Error;
 use crate::ids::EventId;
-use crate::publish::Published;
+use crate::publish::{Line, Published};
 use crate::retry;
 use crate::shutdown::Shutdown;
 use backon::Retryable;

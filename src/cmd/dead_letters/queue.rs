@@ -61,7 +61,8 @@ impl Queue {
     /// queue is a wrong name, not something to create).
     pub async fn open(broker: &Broker) -> Result<Queue, Error> {
         let (connection, channel) =
-            crate::cmd::confirm_channel(&broker.publish.amqp_url, &broker.connection_name).await?;
+            crate::publish::confirm_channel(&broker.publish.amqp_url, &broker.connection_name)
+                .await?;
         let queue = Queue {
             connection,
             channel,
