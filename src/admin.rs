@@ -31,7 +31,8 @@
 //! mapping in `error`.
 //!
 //! May depend on: `recover`, `publish`, `outbound`, `ledger`, `metrics`, `ids`, `settings`,
-//! `budget`, `error`, `axum`, `sqlx`, `subtle`. Never on `backfill` or `cmd`.
+//! `budget`, `error`, `axum`, `sqlx`, `subtle`, `outbox`, `tokio`. Never on `backfill` or
+//! `cmd`.
 
 mod auth;
 mod error;

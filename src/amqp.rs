@@ -14,7 +14,7 @@
 //! `publish`'s.
 //!
 //! May depend on: `publish` (connecting, the confirmed publish), `settings`, `error`,
-//! `lapin`. Knows nothing about events or recovery.
+//! `lapin`, `tokio`. Knows nothing about events or recovery.
 
 use crate::error::Error;
 use crate::publish::{self, Line, Published};

@@ -32,7 +32,8 @@
 //!   not paced; default: no cap).
 //!
 //! May depend on: `recover`, `publish`, `store`, `settings`, `metrics`, `http` (optional
-//! `/metrics`), `shutdown`, `ids`, `error`, its submodules. Never on `admin` or `cmd`.
+//! `/metrics`), `shutdown`, `ids`, `error`, `outbox` (the marker), `outbound` (the stand-in
+//! envelope), `model`, `retry`, `sqlx`, `tokio`, its submodules. Never on `admin` or `cmd`.
 
 pub mod candidates;
 pub mod checkpoint;

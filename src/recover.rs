@@ -22,8 +22,8 @@
 //! effects (`pass.rs`, `save_memory.rs`), the ledger (`ledger.rs`) and the outbox. A single
 //! message is the batch of one.
 //!
-//! May depend on: `ids`, `settings`, `error`, `toolcall_detect`, `sqlx`, `tokio`. No broker,
-//! no HTTP.
+//! May depend on: `ids`, `settings`, `error`, `toolcall_detect`, `outbox` (the write side),
+//! `sqlx`, `tokio`. No broker, no HTTP.
 
 /// Transcript repair of the chats in the array parameter `$chats`: a tool message without
 /// a name gets the name of the assistant call with its tool_call_id, `unknown` for an

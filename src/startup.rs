@@ -5,7 +5,7 @@
 //! Drain order on shutdown (see `shutdown`): worker (cancel consumer, finish in-flight,
 //! close session) -> database pool -> HTTP server.
 //!
-//! May depend on: every module.
+//! May depend on: every module, `sqlx`, `tokio`.
 
 use crate::admin::{self, AdminState};
 use crate::budget::Budget;

@@ -30,8 +30,8 @@
 //! calls are.
 //!
 //! May depend on: everything below it (`event`, `ids`, `model`, `recover`, `outbound`,
-//! `publish`, `amqp`, `budget`, `metrics`, `retry`, `shutdown`, `settings`, `error`);
-//! nothing depends on it but `startup`.
+//! `publish`, `amqp`, `budget`, `metrics`, `retry`, `shutdown`, `settings`, `error`,
+//! `outbox`, `lapin`, `sqlx`, `tokio`); nothing depends on it but `startup`.
 
 mod consume;
 mod dead_letter;

@@ -9,7 +9,7 @@
 //! model: the same counts the worker's per-model metrics make.
 //!
 //! May depend on: `recover`, `publish`, `metrics`, `model`, `ids`, `retry`, `shutdown`,
-//! `error`, the sibling modules.
+//! `error`, the sibling modules, `outbound`, `sqlx`, `tokio`.
 
 use super::candidates::{Candidate, ModelColumn};
 use crate::error::{Error, ErrorKind, Poison};

@@ -6,9 +6,9 @@
 //! `main.rs` only parses and dispatches. The two commands that talk to the broker on their
 //! own open their connection with `publish::confirm_channel`.
 //!
-//! May depend on: everything below the commands (`recover`, `ledger`, `publish`,
-//! `store`, `settings`, `error`, `toolcall_detect`, `lapin`); never on
-//! `worker`, `admin`, `backfill` or on each other.
+//! May depend on: everything below the commands (`recover`, `ledger`, `publish`, `store`,
+//! `settings`, `outbound`, `metrics`, `ids`, `error`, `toolcall_detect`, `lapin`, `sqlx`,
+//! `tokio`); never on `worker`, `admin`, `backfill` or on each other.
 
 pub mod dead_letters;
 pub mod demo;

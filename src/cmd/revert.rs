@@ -3,8 +3,8 @@
 //! republishes each restored message for moderation. `--dry-run` shows what it would do
 //! and writes nothing. For a batch, feed it ids from `toolcall-recovery ledger --json`.
 //!
-//! May depend on: `recover`, `publish` (the publisher), `store`, `settings`,
-//! `error`.
+//! May depend on: `recover`, `publish` (the publisher), `store`, `settings`, `error`,
+//! `outbound`, `metrics`, `ids`.
 
 use crate::error::{Error, Poison};
 use crate::ids::MessageId;

@@ -10,7 +10,7 @@
 //! A message named twice goes in a second round of statements, which sees the first (as
 //! when passes run one after another).
 //!
-//! May depend on: the rest of `recover`, `error`, `sqlx`.
+//! May depend on: the rest of `recover`, `error`, `sqlx`, `outbox`.
 
 use super::decide::{self, Decision, Loaded};
 use super::effects;

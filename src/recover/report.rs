@@ -1,7 +1,7 @@
 //! What a recovery pass reports: its source, the outcome labels, per-call reports, the
 //! calls to forward. Plain data, shared by the worker, the backfill and the admin API.
 //!
-//! May depend on: `ids`, `toolcall_detect` (families).
+//! May depend on: `ids`, `toolcall_detect` (families), `outbox`.
 
 use super::Mode;
 use crate::ids::{AgentId, ChatId, EventId, MessageId, ModelId};

@@ -2,7 +2,8 @@
 //! dead-letter exchange with the reason in `x-tcr-reason` (and the error, the event id and
 //! the origin in other `x-tcr-*` headers), confirmed before the delivery is acked.
 //!
-//! May depend on: the parent `worker`, `amqp`, `error`, `retry`.
+//! May depend on: the parent `worker`, `amqp`, `error`, `retry`, `publish`, `shutdown`,
+//! `ids`, `lapin`.
 
 use super::{truncate, Worker};
 use crate::amqp::{self, Session};

@@ -14,8 +14,8 @@
 //! that fails again (malformed JSON) is dead-lettered again at once, and must not be
 //! replayed again in the same run.
 //!
-//! May depend on: `cmd` (the connection), `publish` (the one confirmed publish), `settings`,
-//! `error`, `lapin`.
+//! May depend on: `publish` (the connection, the one confirmed publish), `settings`,
+//! `error`, `lapin`, `tokio`.
 
 use super::{Broker, DeadLetter};
 use crate::error::Error;

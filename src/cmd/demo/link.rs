@@ -3,8 +3,8 @@
 //! gone when the demo disconnects) on the moderation exchange, to show what moderation
 //! gets. It declares only the two exchanges it uses, as the worker does (idempotently).
 //!
-//! May depend on: `publish` (the connection, the one confirmed publish),
-//! `settings`, `error`, `lapin`, `serde_json`.
+//! May depend on: `publish` (the connection, the one confirmed publish), `settings`,
+//! `error`, `lapin`, `serde_json`, `tokio`.
 
 use crate::error::Error;
 use crate::publish::{confirm_channel, declare_topic_exchanges, publish_confirmed, Published};

@@ -2,7 +2,7 @@
 //! what it reads back of them once the worker is done: the ledger row, the message, the
 //! memory and the tool message.
 //!
-//! May depend on: `error`, `sqlx`, `serde_json`.
+//! May depend on: `error`, `sqlx`, `serde_json`, `tokio`.
 
 use crate::error::Error;
 use serde_json::Value;
