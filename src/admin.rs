@@ -3,8 +3,8 @@
 //! - `GET /v1/messages/{id}/diagnosis`: what recovery would do to the message now (the
 //!   same decision and plan on the message as read, [`crate::recover::diagnose`], in a READ
 //!   ONLY transaction), with what detection sees in it. Locks nothing, writes nothing.
-//! - `POST /v1/messages/{id}/recover`: runs THE recovery transaction
-//!   ([`crate::recover::recover_message`], source `admin`), publishes the cleaned message
+//! - `POST /v1/messages/{id}/recover`: runs the recovery pass
+//!   ([`crate::recover::recover`], source `admin`), publishes the cleaned message
 //!   for moderation and the forwarded calls like the worker does, and says what it did:
 //!   200 done, 404 no such message, 409 nothing to recover, 422 a leak that cannot be
 //!   executed (no agent, tool not enabled, invalid arguments, a bare result object), the
@@ -46,8 +46,7 @@ use crate::metrics::Metrics;
 use crate::outbound::StandIn;
 use crate::outbox::Queued;
 use crate::publish::{PublishTarget, PublishedCounts, Publisher};
-use crate::recover::revert::{self, RevertEnvelope, RevertOutcome, RevertedBy};
-use crate::recover::Envelope;
+use crate::recover::revert::{self, RevertOutcome};
 use crate::recover::{self, Outcome, Policy, Report, Source};
 use crate::settings::{AdminSettings, AdminToken, Settings};
 use axum::extract::rejection::QueryRejection;
@@ -195,7 +194,7 @@ async fn diagnosis(
     q.map_err(invalid_query)?;
     let _share = share(&s, id).await?;
     let recover::Diagnosis { detection, report } =
-        recover::diagnose(&s.pool, id, &s.policy, Source::Admin)
+        recover::diagnose(&s.pool, &s.policy, recover::Request::new(id, Source::Admin))
             .await?
             .ok_or_else(|| ApiError::NotFound(format!("message {id} not found")))?;
     let mut body = report_body(&report, None);
@@ -223,10 +222,10 @@ async fn recover_now(
 ) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
     q.map_err(invalid_query)?;
-    let envelope = StandIn { origin: "admin" };
-    let owed = s.publisher.as_ref().map(|_| &envelope as &dyn Envelope);
+    let stand_in = StandIn::by(Source::Admin);
     let _share = share(&s, id).await?;
-    let report = recover::recover_with_outbox(&s.pool, id, &s.policy, Source::Admin, owed).await?;
+    let request = stand_in.request(id, s.publisher.is_some());
+    let report = recover::recover(&s.pool, &s.policy, request).await?;
     s.metrics.recovery_pass(
         report.mode.as_str(),
         report.call_labels(),
@@ -342,14 +341,10 @@ async fn revert_now(
 ) -> Result<Response, ApiError> {
     let id = parse_id(&raw)?;
     let Query(q) = q.map_err(invalid_query)?;
-    let envelope = StandIn { origin: "admin" };
-    let owed = s
-        .publisher
-        .as_ref()
-        .map(|_| &envelope as &dyn RevertEnvelope);
+    let stand_in = StandIn::by(Source::Admin);
+    let owed = stand_in.revert_owed(s.publisher.is_some());
     let _share = share(&s, id).await?;
-    let report =
-        revert::revert_with_outbox(&s.pool, id, RevertedBy::Admin, q.dry_run, owed).await?;
+    let report = revert::revert_message(&s.pool, id, stand_in.asker(), q.dry_run, owed).await?;
     if !q.dry_run {
         s.metrics.revert(report.outcome.as_str());
     }

@@ -1,8 +1,8 @@
 //! `toolcall-recovery backfill`: recovery for the history that was written before the
 //! worker ran. It walks `messages` by id ([`candidates`]: assistant messages whose content
 //! holds a marker's anchor byte, keyset pages), examines each ([`examine`]: a detection
-//! scan, then THE recovery transaction [`crate::recover::recover_message`], with
-//! [`crate::recover::Source::Backfill`]), republishes what changed for moderation
+//! scan, then the recovery pass, asked for with [`crate::recover::Source::Backfill`]
+//! through a group committer ([`crate::recover::committer`]), or rolled back in a dry run), republishes what changed for moderation
 //! ([`crate::publish::Publisher`]), and records how far it got every `--batch-size` candidates
 //! ([`checkpoint`]).
 //!

@@ -19,7 +19,7 @@ use crate::event::{self, FinalizedEvent, Named};
 use crate::ids::{self, AgentId, ChatId, EventId, MessageId, ID_NAMESPACE};
 use crate::outbox::{Outgoing, Target};
 use crate::recover::revert::{RevertEnvelope, RevertReport};
-use crate::recover::{self, Envelope, ForwardedCall, Mode, Outcome, Report};
+use crate::recover::{self, Envelope, ForwardedCall, Mode, Outcome, Report, Request, Source};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -271,31 +271,54 @@ impl Envelope for ForOwnedEvent {
     }
 }
 
-/// What a pass without an event owes (the backfill, the admin API: `origin` says which),
+/// What a pass without an event owes (the backfill, the admin API, `revert`: who asked is
+/// carried as the stand-in event's `origin`, [`crate::recover::Source::label`]),
 /// under a stand-in event derived from the ledger row: only a pass that changed the message
 /// is published (moderation saw the text before), and a revert publishes the restored text.
-pub struct StandIn<'a> {
-    /// `backfill`, `admin` or `cli`, carried as the stand-in event's `origin`.
-    pub origin: &'a str,
+pub struct StandIn {
+    by: Source,
 }
 
-impl Envelope for StandIn<'_> {
+impl StandIn {
+    /// What a pass (or a revert) that `by` asked for owes.
+    pub fn by(by: Source) -> Self {
+        StandIn { by }
+    }
+
+    /// Who asked.
+    pub fn asker(&self) -> &Source {
+        &self.by
+    }
+
+    /// The request of a pass over `message_id` by this stand-in's asker, owing what the
+    /// stand-in says when `publishing` (nothing to publish with, `--no-publish`: nothing).
+    pub fn request(&self, message_id: MessageId, publishing: bool) -> Request<'_> {
+        Request::new(message_id, self.by.clone()).owing(publishing.then_some(self as &dyn Envelope))
+    }
+
+    /// What a revert by this stand-in's asker owes when `publishing`.
+    pub fn revert_owed(&self, publishing: bool) -> Option<&dyn RevertEnvelope> {
+        publishing.then_some(self as &dyn RevertEnvelope)
+    }
+}
+
+impl Envelope for StandIn {
     fn outgoing(&self, report: &Report) -> Result<Vec<Outgoing>, Error> {
         match report.recovery_id {
             Some(id) if report.content_changed() => {
-                owed(report, &stand_in_event(report, id, self.origin)?)
+                owed(report, &stand_in_event(report, id, self.by.label())?)
             }
             _ => Ok(Vec::new()),
         }
     }
 }
 
-impl RevertEnvelope for StandIn<'_> {
+impl RevertEnvelope for StandIn {
     fn restored(&self, report: &RevertReport) -> Result<Vec<Outgoing>, Error> {
         let Some(id) = report.recovery_id else {
             return Ok(Vec::new());
         };
-        let event = restored_event(report, id, self.origin)?;
+        let event = restored_event(report, id, self.by.label())?;
         let mut summary = recover::empty_summary(Outcome::Reverted, Mode::Recover);
         summary["reverted_recovery_id"] = json!(id);
         Ok(moderation(
@@ -331,7 +354,9 @@ mod tests {
             memories_created: 1,
             outbox: Vec::new(),
         };
-        let owed = StandIn { origin: "backfill" }.outgoing(&report).unwrap();
+        let owed = StandIn::by(Source::Backfill { model: None })
+            .outgoing(&report)
+            .unwrap();
         assert_eq!(owed.len(), 1);
         let v: Value = serde_json::from_str(&owed[0].body).unwrap();
         assert_eq!(v["source_event_id"], json!(source_event_id(41).to_string()));

@@ -13,23 +13,23 @@
 
 use super::decide::{self, Decision, Loaded};
 use super::load::{self, Lock};
-use super::{ledger, pass, plan, recover_in, Mode, Policy, Report, Source};
+use super::{ledger, pass, plan, recover_in, Mode, Policy, Report, Request, Source};
 use crate::error::Error;
 use crate::ids::MessageId;
 use sqlx::{PgConnection, PgPool};
 use toolcall_detect::Detection;
 
-/// What recovery does to a message without committing: the transaction body of
-/// [`super::recover_message`] in a transaction that is rolled back. Row locks are held
-/// only for its length; identity values it drew are not given back (gaps in ids).
+/// What recovery does to a message without committing: the pass of [`super::recover`] in
+/// a transaction that is rolled back (what the request owes is written and rolled back
+/// too). Row locks are held only for its length; identity values it drew are not given
+/// back (gaps in ids).
 pub async fn what_if(
     pool: &PgPool,
-    id: MessageId,
     policy: &Policy,
-    source: Source,
+    request: Request<'_>,
 ) -> Result<Report, Error> {
     let mut tx = pool.begin().await?;
-    let report = recover_in(&mut tx, id, policy, source).await;
+    let report = recover_in(&mut tx, policy, request).await;
     tx.rollback().await?;
     report
 }
@@ -44,14 +44,18 @@ pub struct Diagnosis {
     pub report: Report,
 }
 
-/// What a pass from `source` would do to the message now, read-only; `None` for an
-/// unknown message.
+/// What the pass `request` asks for would do to the message now, read-only (nothing is
+/// owed: nothing is written); `None` for an unknown message.
 pub async fn diagnose(
     pool: &PgPool,
-    id: MessageId,
     policy: &Policy,
-    source: Source,
+    request: Request<'_>,
 ) -> Result<Option<Diagnosis>, Error> {
+    let Request {
+        message_id: id,
+        source,
+        ..
+    } = request;
     let mut tx = pool.begin().await?;
     sqlx::query("SET TRANSACTION READ ONLY")
         .execute(&mut *tx)
