@@ -17,7 +17,7 @@
 //! `lapin`, `tokio`. Knows nothing about events or recovery.
 
 use crate::error::Error;
-use crate::publish::{self, Line, Published};
+use crate::publish::{self, Line, Message, Published};
 use crate::settings::{Names, PublishSettings, Settings};
 use lapin::options::{
     BasicCancelOptions, BasicConsumeOptions, BasicQosOptions, ConfirmSelectOptions,
@@ -211,23 +211,8 @@ pub fn string_value(s: &str) -> AMQPValue {
 impl Line for Session {
     /// [`publish::publish_confirmed`] on this session's publishing channel; a channel or
     /// connection error marks the session broken.
-    async fn publish(
-        &self,
-        exchange: &str,
-        routing_key: &str,
-        body: &[u8],
-        message_id: Option<&str>,
-        headers: FieldTable,
-    ) -> Result<Published, Error> {
-        let result = publish::publish_confirmed(
-            &self.publish,
-            exchange,
-            routing_key,
-            body,
-            message_id,
-            headers,
-        )
-        .await;
+    async fn publish(&self, message: Message<'_>) -> Result<Published, Error> {
+        let result = publish::publish_confirmed(&self.publish, message).await;
         if matches!(&result, Err(Error::Broker(_))) {
             self.health.mark_broken();
         }

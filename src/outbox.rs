@@ -17,9 +17,9 @@
 mod send;
 mod write;
 
-pub use send::{claim, mark_sent, note_failure, park, pending, Marker};
-pub use write::enqueue;
-pub(crate) use write::{enqueue_all, Owed};
+pub use send::Marker;
+pub(crate) use send::{claim, mark_sent, note_failure, park, pending};
+pub(crate) use write::{enqueue, enqueue_all, Owed};
 
 use crate::error::Error;
 use sqlx::postgres::PgRow;
@@ -77,7 +77,7 @@ pub struct Queued {
 impl Queued {
     /// Rows of `outbox` (`id`, `target`, `message_key`, `body`), in id order: RETURNING
     /// gives no order, and the ids are the order the rows were written in.
-    pub fn from_rows(rows: Vec<PgRow>) -> Result<Vec<Queued>, Error> {
+    pub(crate) fn from_rows(rows: Vec<PgRow>) -> Result<Vec<Queued>, Error> {
         let mut queued = Vec::with_capacity(rows.len());
         for row in rows {
             let label: String = row.try_get("target")?;

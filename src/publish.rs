@@ -25,7 +25,8 @@ mod unroutable;
 
 pub use publisher::{PublishTarget, Publisher};
 pub use relay::Relay;
-pub use sender::{Line, PublishedCounts, Sender};
+pub use sender::PublishedCounts;
+pub(crate) use sender::{Line, Sender};
 
 use crate::error::Error;
 use crate::metrics::Metrics;
@@ -40,7 +41,7 @@ use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, Exchange
 /// The broker URL, parsed. lapin's own parse error quotes the whole URL, password
 /// included, and a failed connection is logged on every retry: so the error here names the
 /// URL masked and leaves lapin's text out.
-pub fn uri(url: &SecretUrl) -> Result<lapin::uri::AMQPUri, Error> {
+pub(crate) fn uri(url: &SecretUrl) -> Result<lapin::uri::AMQPUri, Error> {
     url.expose().parse().map_err(|_| {
         Error::Startup(format!(
             "AMQP_URL {url} is not an AMQP URL (amqp://user:password@host:port/vhost, or \
@@ -51,7 +52,7 @@ pub fn uri(url: &SecretUrl) -> Result<lapin::uri::AMQPUri, Error> {
 
 /// A broker connection named `name` (as `rabbitmqctl list_connections` shows it), over TLS
 /// for `amqps://`, on the process's tokio runtime.
-pub async fn connect(url: &SecretUrl, name: &str) -> Result<Connection, Error> {
+pub(crate) async fn connect(url: &SecretUrl, name: &str) -> Result<Connection, Error> {
     let props = ConnectionProperties::default()
         .with_executor(tokio_executor_trait::Tokio::current())
         .with_reactor(tokio_reactor_trait::Tokio)
@@ -60,7 +61,10 @@ pub async fn connect(url: &SecretUrl, name: &str) -> Result<Connection, Error> {
 }
 
 /// A connection named `name` with one channel in confirm mode: a publisher's own line.
-pub async fn confirm_channel(url: &SecretUrl, name: &str) -> Result<(Connection, Channel), Error> {
+pub(crate) async fn confirm_channel(
+    url: &SecretUrl,
+    name: &str,
+) -> Result<(Connection, Channel), Error> {
     let connection = connect(url, name).await?;
     let channel = connection.create_channel().await?;
     channel
@@ -70,7 +74,7 @@ pub async fn confirm_channel(url: &SecretUrl, name: &str) -> Result<(Connection,
 }
 
 /// Declares durable topic exchanges (idempotent: the same declares wherever they are made).
-pub async fn declare_topic_exchanges<'a>(
+pub(crate) async fn declare_topic_exchanges<'a>(
     channel: &Channel,
     exchanges: impl IntoIterator<Item = &'a String>,
 ) -> Result<(), Error> {
@@ -100,18 +104,36 @@ pub enum Published {
     Unroutable,
 }
 
+/// One message to publish: where it goes, its body, its AMQP message id (deterministic
+/// where consumers drop duplicates by it) and headers.
+pub struct Message<'a> {
+    /// The exchange.
+    pub exchange: &'a str,
+    /// The routing key.
+    pub routing_key: &'a str,
+    /// The JSON body, sent byte for byte.
+    pub body: &'a [u8],
+    /// The AMQP `message_id`, if any.
+    pub message_id: Option<&'a str>,
+    /// The headers (empty but for dead letters and their replays).
+    pub headers: FieldTable,
+}
+
 /// Publishes a persistent JSON message with the mandatory flag on `channel` (in confirm
 /// mode) and waits for the broker's confirm. A negative confirm is an error (retry); a
 /// returned (unroutable) message is reported, not an error. The one publish of the crate:
-/// every [`Line`] publishes with it.
+/// every [`Line`] publishes with it, and so do the `dead-letters` and `demo` commands.
 pub async fn publish_confirmed(
     channel: &Channel,
-    exchange: &str,
-    routing_key: &str,
-    body: &[u8],
-    message_id: Option<&str>,
-    headers: FieldTable,
+    message: Message<'_>,
 ) -> Result<Published, Error> {
+    let Message {
+        exchange,
+        routing_key,
+        body,
+        message_id,
+        headers,
+    } = message;
     let mut props = BasicProperties::default()
         .with_delivery_mode(2)
         .with_content_type(ShortString::from("application/json"))

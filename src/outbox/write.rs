@@ -38,7 +38,7 @@ pub(crate) struct Owed {
 }
 
 /// Writes `rows` in the caller's transaction; returns the rows still to send, in order.
-pub async fn enqueue(
+pub(crate) async fn enqueue(
     conn: &mut PgConnection,
     recovery_id: Option<i64>,
     message_id: MessageId,

@@ -11,14 +11,13 @@
 //! `settings`, `error`, `lapin`, `sqlx`, `tokio`.
 
 use super::{
-    confirm_channel, declare_topic_exchanges, publish_confirmed, Exchanges, Line, Published,
-    PublishedCounts, Sender,
+    confirm_channel, declare_topic_exchanges, publish_confirmed, Exchanges, Line, Message,
+    Published, PublishedCounts, Sender,
 };
 use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::outbox::{Marker, Outgoing, Queued};
 use crate::settings::{PublishSettings, SecretUrl};
-use lapin::types::FieldTable;
 use lapin::{Channel, Connection};
 use sqlx::PgPool;
 use std::sync::Arc;
@@ -133,17 +132,9 @@ impl Publisher {
 }
 
 impl Line for Publisher {
-    async fn publish(
-        &self,
-        exchange: &str,
-        routing_key: &str,
-        body: &[u8],
-        message_id: Option<&str>,
-        headers: FieldTable,
-    ) -> Result<Published, Error> {
+    async fn publish(&self, message: Message<'_>) -> Result<Published, Error> {
         let channel = self.channel().await?;
-        let published =
-            publish_confirmed(&channel, exchange, routing_key, body, message_id, headers).await;
+        let published = publish_confirmed(&channel, message).await;
         if matches!(published, Err(Error::Broker(_))) {
             // Drop the link so the next publish reconnects.
             self.link.lock().await.take();

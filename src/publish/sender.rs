@@ -12,7 +12,7 @@
 //! May depend on: the parent `publish`, `outbox` (the rows, marking, parking), `ids`,
 //! `metrics`, `error`, `lapin`, `sqlx`.
 
-use super::{count, Exchanges, Published};
+use super::{count, Exchanges, Message, Published};
 use crate::error::Error;
 use crate::ids::MessageId;
 use crate::metrics::Metrics;
@@ -22,16 +22,12 @@ use sqlx::PgPool;
 use std::future::Future;
 
 /// A confirm-mode channel to publish on.
-pub trait Line: Sync {
+pub(crate) trait Line: Sync {
     /// [`super::publish_confirmed`] on the line's channel. A broker failure (the channel or
     /// the connection is gone) also puts the line out of use: the next user opens a new one.
     fn publish(
         &self,
-        exchange: &str,
-        routing_key: &str,
-        body: &[u8],
-        message_id: Option<&str>,
-        headers: FieldTable,
+        message: Message<'_>,
     ) -> impl Future<Output = Result<Published, Error>> + Send;
 }
 
@@ -58,28 +54,28 @@ impl PublishedCounts {
 }
 
 /// Outbox rows sent over a line to the two output exchanges, counted in `metrics`.
-pub struct Sender<'a, L> {
+pub(crate) struct Sender<'a, L> {
     /// Where they are published.
-    pub line: &'a L,
+    pub(crate) line: &'a L,
     /// The exchange of each target.
-    pub exchanges: &'a Exchanges,
+    pub(crate) exchanges: &'a Exchanges,
     /// Where every confirmed publish is counted.
-    pub metrics: &'a Metrics,
+    pub(crate) metrics: &'a Metrics,
 }
 
 impl<L: Line> Sender<'_, L> {
     /// One row, persistent, mandatory and confirmed, under its message id; counted.
-    pub async fn send(&self, out: &Outgoing) -> Result<Published, Error> {
+    pub(crate) async fn send(&self, out: &Outgoing) -> Result<Published, Error> {
         let (exchange, routing_key) = self.exchanges.route(out.target);
         let published = self
             .line
-            .publish(
+            .publish(Message {
                 exchange,
                 routing_key,
-                out.body.as_bytes(),
-                Some(&out.key),
-                FieldTable::default(),
-            )
+                body: out.body.as_bytes(),
+                message_id: Some(&out.key),
+                headers: FieldTable::default(),
+            })
             .await?;
         count(self.metrics, exchange, published);
         Ok(published)
@@ -91,7 +87,7 @@ impl<L: Line> Sender<'_, L> {
     /// the broker returned as unroutable stays pending (counted, noted, and sent again by
     /// the relay once a queue is bound). A broker failure stops the sending: what was not
     /// confirmed stays pending in the outbox, and the error says so.
-    pub async fn deliver(
+    pub(crate) async fn deliver(
         &self,
         pool: &PgPool,
         rows: &[Queued],
@@ -136,7 +132,7 @@ impl<L: Line> Sender<'_, L> {
     /// Sends what a pass that wrote nothing owes (a clean message's moderation, say). A
     /// publish the broker returns as unroutable is parked in the outbox, so the relay sends
     /// it once a queue is bound: a finalized message is never dropped on the floor.
-    pub async fn send_direct(
+    pub(crate) async fn send_direct(
         &self,
         pool: &PgPool,
         message_id: MessageId,

@@ -9,7 +9,7 @@ use super::{truncate, Worker};
 use crate::amqp::{self, Session};
 use crate::error::Error;
 use crate::ids::EventId;
-use crate::publish::{Line, Published};
+use crate::publish::{Line, Message, Published};
 use crate::retry;
 use crate::shutdown::Shutdown;
 use backon::Retryable;
@@ -100,13 +100,13 @@ impl Worker {
         );
         let names = &self.settings.names;
         match session
-            .publish(
-                &names.dead_letter_exchange,
-                &names.dead_letter_queue,
+            .publish(Message {
+                exchange: &names.dead_letter_exchange,
+                routing_key: &names.dead_letter_queue,
                 body,
-                None,
+                message_id: None,
                 headers,
-            )
+            })
             .await?
         {
             Published::Routed => Ok(()),

@@ -19,7 +19,7 @@
 
 use super::{Broker, DeadLetter};
 use crate::error::Error;
-use crate::publish::{publish_confirmed, Published};
+use crate::publish::{publish_confirmed, Message, Published};
 use lapin::options::{BasicAckOptions, BasicGetOptions, BasicNackOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{Channel, Connection};
@@ -213,16 +213,14 @@ impl Queue {
             .routing_key
             .as_deref()
             .unwrap_or(&names.input_routing_key);
-        match publish_confirmed(
-            &self.channel,
-            &names.input_exchange,
+        let message = Message {
+            exchange: &names.input_exchange,
             routing_key,
-            &letter.body,
-            None,
-            letter.replay_headers(),
-        )
-        .await?
-        {
+            body: &letter.body,
+            message_id: None,
+            headers: letter.replay_headers(),
+        };
+        match publish_confirmed(&self.channel, message).await? {
             Published::Routed => Ok(()),
             Published::Unroutable => Err(Error::Startup(format!(
                 "the broker routed the replay of {} to no queue: nothing is bound to {:?} with \

@@ -7,7 +7,9 @@
 //! `error`, `lapin`, `serde_json`, `tokio`.
 
 use crate::error::Error;
-use crate::publish::{confirm_channel, declare_topic_exchanges, publish_confirmed, Published};
+use crate::publish::{
+    confirm_channel, declare_topic_exchanges, publish_confirmed, Message, Published,
+};
 use crate::settings::{Names, PublishSettings, SecretUrl};
 use lapin::options::{BasicGetOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
@@ -72,15 +74,14 @@ impl Link {
         event_id: &str,
         body: &[u8],
     ) -> Result<Published, Error> {
-        publish_confirmed(
-            &self.channel,
-            &names.input_exchange,
-            &names.input_routing_key,
+        let message = Message {
+            exchange: &names.input_exchange,
+            routing_key: &names.input_routing_key,
             body,
-            Some(event_id),
-            FieldTable::default(),
-        )
-        .await
+            message_id: Some(event_id),
+            headers: FieldTable::default(),
+        };
+        publish_confirmed(&self.channel, message).await
     }
 
     /// The moderation message published for the event `source_event_id`, waiting for it
