@@ -34,6 +34,7 @@
 //! `budget`, `error`, `axum`, `sqlx`, `subtle`, `outbox`, `tokio`. Never on `backfill` or
 //! `cmd`.
 
+mod asked;
 mod auth;
 mod error;
 
@@ -49,8 +50,8 @@ use crate::publish::{PublishTarget, PublishedCounts, Publisher};
 use crate::recover::revert::{self, RevertOutcome};
 use crate::recover::{self, Outcome, Policy, Report, Source};
 use crate::settings::{AdminSettings, AdminToken, Settings};
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use asked::Asked;
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -178,20 +179,10 @@ async fn guard(State(s): State<AdminState>, req: Request, next: Next) -> Respons
     }
 }
 
-fn parse_id(raw: &str) -> Result<MessageId, ApiError> {
-    match raw.parse::<i64>() {
-        Ok(id) if id > 0 => Ok(MessageId::new(id)),
-        _ => Err(ApiError::InvalidId(raw.chars().take(40).collect())),
-    }
-}
-
 async fn diagnosis(
     State(s): State<AdminState>,
-    Path(raw): Path<String>,
-    q: Result<Query<NoQuery>, QueryRejection>,
+    Asked { id, .. }: Asked<NoQuery>,
 ) -> Result<Response, ApiError> {
-    let id = parse_id(&raw)?;
-    q.map_err(invalid_query)?;
     let _share = share(&s, id).await?;
     let recover::Diagnosis { detection, report } =
         recover::diagnose(&s.pool, &s.policy, recover::Request::new(id, Source::Admin))
@@ -217,11 +208,8 @@ struct NoQuery {}
 
 async fn recover_now(
     State(s): State<AdminState>,
-    Path(raw): Path<String>,
-    q: Result<Query<NoQuery>, QueryRejection>,
+    Asked { id, .. }: Asked<NoQuery>,
 ) -> Result<Response, ApiError> {
-    let id = parse_id(&raw)?;
-    q.map_err(invalid_query)?;
     let stand_in = StandIn::by(Source::Admin);
     let _share = share(&s, id).await?;
     let request = stand_in.request(id, s.publisher.is_some());
@@ -298,11 +286,8 @@ struct LedgerQuery {
 
 async fn ledger(
     State(s): State<AdminState>,
-    Path(raw): Path<String>,
-    q: Result<Query<LedgerQuery>, QueryRejection>,
+    Asked { id, query: q }: Asked<LedgerQuery>,
 ) -> Result<Response, ApiError> {
-    let id = parse_id(&raw)?;
-    let Query(q) = q.map_err(invalid_query)?;
     let body = crate::ledger::message_ledger(&s.pool, id.get(), q.show_text).await?;
     // Ledger rows outlive a message the app deleted; with neither, the id is unknown.
     let listed = body["recoveries"].as_array().is_some_and(|r| !r.is_empty());
@@ -310,10 +295,6 @@ async fn ledger(
         return Err(ApiError::NotFound(format!("message {id} not found")));
     }
     Ok(json_response(StatusCode::OK, &body))
-}
-
-fn invalid_query(e: QueryRejection) -> ApiError {
-    ApiError::InvalidQuery(e.body_text())
 }
 
 async fn message_exists(pool: &PgPool, id: MessageId) -> Result<bool, ApiError> {
@@ -336,11 +317,8 @@ struct RevertQuery {
 
 async fn revert_now(
     State(s): State<AdminState>,
-    Path(raw): Path<String>,
-    q: Result<Query<RevertQuery>, QueryRejection>,
+    Asked { id, query: q }: Asked<RevertQuery>,
 ) -> Result<Response, ApiError> {
-    let id = parse_id(&raw)?;
-    let Query(q) = q.map_err(invalid_query)?;
     let stand_in = StandIn::by(Source::Admin);
     let owed = stand_in.revert_owed(s.publisher.is_some());
     let _share = share(&s, id).await?;
@@ -476,16 +454,4 @@ fn leaks_body(d: &Detection) -> Value {
 
 fn preview(s: &str) -> String {
     recover::preview(s, PREVIEW_CHARS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ids_must_be_positive_integers() {
-        assert!(parse_id("12").is_ok());
-        assert!(parse_id("0").is_err());
-        assert!(parse_id("x1").is_err());
-    }
 }

@@ -62,6 +62,20 @@ pub fn revert_event_id(recovery_id: i64) -> EventId {
     ))
 }
 
+/// The [`StandInMessage`] of a report of a pass or of a revert: both name the message
+/// alike, and neither type knows the other.
+macro_rules! stand_in_message {
+    ($report:expr) => {
+        StandInMessage {
+            message_id: $report.message_id,
+            chat_id: $report.chat_id,
+            agent_id: $report.agent_id,
+            content: &$report.content,
+            tools_used: &$report.tools_used,
+        }
+    };
+}
+
 /// The stand-in `message.finalized` event of a reverted message: the message as the revert
 /// restored it, under the id of the revert of ledger row `recovery_id`.
 pub fn restored_event(
@@ -71,13 +85,7 @@ pub fn restored_event(
 ) -> Result<FinalizedEvent, Error> {
     stand_in(
         revert_event_id(recovery_id),
-        &StandInMessage {
-            message_id: report.message_id,
-            chat_id: report.chat_id,
-            agent_id: report.agent_id,
-            content: &report.content,
-            tools_used: &report.tools_used,
-        },
+        &stand_in_message!(report),
         origin,
     )
 }
@@ -100,13 +108,7 @@ pub fn stand_in_event(
 ) -> Result<FinalizedEvent, Error> {
     stand_in(
         source_event_id(recovery_id),
-        &StandInMessage {
-            message_id: report.message_id,
-            chat_id: report.chat_id,
-            agent_id: report.agent_id,
-            content: &report.content,
-            tools_used: &report.tools_used,
-        },
+        &stand_in_message!(report),
         origin,
     )
 }

@@ -16,7 +16,7 @@ use super::decide::{self, Decision, Loaded};
 use super::effects;
 use super::load::{self, Lock, MessageRow};
 use super::pass::{self, Work};
-use super::{ledger, plan, BatchError, Mode, Policy, Report, Request};
+use super::{ledger, BatchError, Mode, Policy, Report, Request};
 use crate::error::{Error, Poison};
 use crate::outbox::{self, Owed};
 use sqlx::{Connection, PgConnection};
@@ -166,16 +166,15 @@ async fn decide_all<'a>(
             tools_used,
         } = p;
         let loaded = Loaded::new(content, tools_used, context);
-        let detection = decide::detect_with(&loaded, &policy.detect);
         let source = &items[index].source;
-        match decide::decide(&mut report, &loaded, detection, policy, source) {
+        match decide::step(&mut report, &loaded, policy, source, |_| {}) {
             Decision::Done => done.push((index, report)),
             Decision::AlreadyRecovered(prev) => already.push((index, report, prev)),
             Decision::Pass {
                 detection,
                 replayed,
+                planned,
             } => {
-                let planned = plan::plan(&detection, &loaded.enabled_tools, &policy.detect);
                 let pass = pass::prepare(&row, &loaded.content, &detection, planned, replayed);
                 works.push(Work {
                     index,

@@ -3,9 +3,9 @@
 //! - [`what_if`]: the pass itself in a transaction that is rolled back (the backfill's
 //!   `--dry-run`): exactly what a real run would do, at the cost of the real run's row
 //!   locks and writes, undone.
-//! - [`diagnose`]: the admin API's `GET .../diagnosis`: the same decision and plan
-//!   (`decide`, `plan.rs`) on the message as read, in a READ ONLY transaction. It locks
-//!   nothing beyond what a read takes and writes nothing, so no trigger of the app fires.
+//! - [`diagnose`]: the admin API's `GET .../diagnosis`: the same steps of the pass after
+//!   its reads (`decide::step`, written once for both: detection, decision, plan) on the
+//!   message as read, in a READ ONLY transaction. It locks nothing beyond what a read takes and writes nothing, so no trigger of the app fires.
 //!   Only what the database alone decides is missing: ids it would draw, and an insert it
 //!   would refuse.
 //!
@@ -13,7 +13,7 @@
 
 use super::decide::{self, Decision, Loaded};
 use super::load::{self, Lock};
-use super::{ledger, pass, plan, recover_in, Mode, Policy, Report, Request, Source};
+use super::{ledger, pass, recover_in, Mode, Policy, Report, Request, Source};
 use crate::error::Error;
 use crate::ids::MessageId;
 use sqlx::{PgConnection, PgPool};
@@ -88,8 +88,10 @@ async fn diagnose_in(
         .pop()
         .ok_or_else(|| Error::Bug("a message without its context".into()))?;
     let loaded = Loaded::new(content, tools_used, context);
-    let detection = decide::detect_with(&loaded, &policy.detect);
-    match decide::decide(&mut report, &loaded, detection.clone(), policy, source) {
+    let mut detection = Detection::default();
+    match decide::step(&mut report, &loaded, policy, source, |seen| {
+        detection = seen.clone()
+    }) {
         Decision::Done => {}
         Decision::AlreadyRecovered(prev) => {
             let applied: Vec<i64> = (prev.mode == Mode::Recover)
@@ -104,9 +106,11 @@ async fn diagnose_in(
         }
         Decision::Pass {
             detection: planned_on,
+            planned,
             ..
         } => {
-            let planned = plan::plan(&planned_on, &loaded.enabled_tools, &policy.detect);
+            // The diagnosis describes the calls themselves, not that a replayed pass would
+            // leave them unrun (`replayed` left out, as it always was).
             let mut described = pass::prepare(&row, &loaded.content, &planned_on, planned, None);
             described.repaired = pass::would_repair(conn, row.chat_id).await?;
             pass::describe(&mut report, &loaded.content, &planned_on, described);
