@@ -4,12 +4,12 @@
 //! deterministic `event_id`, `source_event_id` and `recovery`. Nothing of the event is
 //! copied on the way but into the body itself.
 //!
-//! May depend on: the parent `outbound`, `event`, `recover::outbox`, `error`, `serde`.
+//! May depend on: the parent `outbound`, `event`, `outbox`, `error`, `serde`.
 
 use super::text;
 use crate::error::Error;
 use crate::event::{self, FinalizedEvent};
-use crate::recover::outbox::{Outgoing, Target};
+use crate::outbox::{Outgoing, Target};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 
