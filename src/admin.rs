@@ -377,7 +377,7 @@ async fn deliver(
         Ok(counts) => Ok(counts),
         Err(e @ Error::Database(_)) => Err(e.into()),
         Err(e) => {
-            tracing::warn!(message_id = %id, recovery_id = ?recovery_id, error = %e,
+            tracing::warn!(message_id = %id, recovery_id, error = %e,
                 "committed; its publishes stay in the outbox for the relay");
             let sent = PublishedCounts {
                 pending: rows.len(),
