@@ -42,6 +42,9 @@ enum Class {
     OpenerDropped,
     /// The closing token missing at the end of the message.
     CloserDropped,
+    /// The closing token missing and prose after the call: with the tools enabled, the
+    /// call goes from its opener through its body (no opener left), the prose stays.
+    CloserDroppedProse,
     /// The call glued to the end of a sentence.
     Glued,
     /// The call between two sentences.
@@ -67,6 +70,7 @@ const CLASSES: &[Class] = &[
     Class::Spaced,
     Class::OpenerDropped,
     Class::CloserDropped,
+    Class::CloserDroppedProse,
     Class::Glued,
     Class::Between,
     Class::NonAscii,
@@ -946,10 +950,20 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
             let text = t[..t.len() - c.len()].to_string();
             out.push(with(
                 Class::CloserDropped,
-                text,
+                text.clone(),
                 v.enabled_tools.clone(),
                 calls.clone(),
                 exp.clone(),
+            ));
+            // The model went on writing after the call whose closer a server dropped: the
+            // opener and the body go, nothing of the markup is left before the prose.
+            let prose = "\nThen I kept writing about it.";
+            out.push(with(
+                Class::CloserDroppedProse,
+                format!("{text}{prose}"),
+                enabled_with_calls(v),
+                calls.clone(),
+                format!("{exp}{prose}"),
             ));
             break;
         }
