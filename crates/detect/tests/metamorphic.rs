@@ -151,6 +151,38 @@ fn object_args(v: &Vector) -> Result<(), &'static str> {
         .ok_or("arguments that are not an object need the wrapper to be read as a call")
 }
 
+/// Gemma 4 stripped (`<|tool_call>`, `<tool_call|>` and the string delimiter `<|"|>` are
+/// special tokens in its tokenizer): `call:NAME{key:value,n:42}` still says where each value
+/// ends only where no string value holds `,` `{` `}` `:` (its template writes `,` between
+/// arguments, `:` after keys, braces around objects), or reads as a number, a boolean or
+/// null (the delimiter was what kept it a string), or is empty or padded with spaces.
+fn gemma4_stripped(v: &Vector) -> Result<(), &'static str> {
+    fn plain(a: &Value) -> bool {
+        match a {
+            Value::String(s) => {
+                !s.is_empty()
+                    && s.trim() == s
+                    && !s.contains([',', '{', '}', ':', '[', ']', '<'])
+                    && !matches!(
+                        serde_json::from_str::<Value>(s),
+                        Ok(Value::Number(_) | Value::Bool(_) | Value::Null)
+                    )
+            }
+            Value::Array(items) => items.iter().all(plain),
+            Value::Object(m) => m.values().all(plain),
+            _ => true,
+        }
+    }
+    glued_to_word(v, &["<|tool_call>"])?;
+    v.expected_calls
+        .iter()
+        .all(|(_, a)| plain(a))
+        .then_some(())
+        .ok_or(
+            "a string value holds , { } : or reads as a scalar once its <|\"|> delimiters are gone",
+        )
+}
+
 fn hermes_stripped(v: &Vector) -> Result<(), &'static str> {
     identifier_names(v)?;
     object_args(v)
@@ -587,8 +619,8 @@ const SPECS: &[Spec] = &[
     },
     Spec {
         family: "gemma4",
-        tokens: &["<|tool_call>", "<tool_call|>"],
-        stripped: lost,
+        tokens: &["<|tool_call>", "<tool_call|>", "<|\"|>"],
+        stripped: gemma4_stripped,
         spellings: &[],
         spaced: false,
         openers: &[],
