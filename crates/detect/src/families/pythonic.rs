@@ -42,7 +42,15 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         .map(|i| from + i)
     {
         from = p + 1;
-        if !probe(bytes, p) || !stands_alone_before(bytes, p) || ctx.quoted(p) {
+        if !probe(bytes, p) || ctx.quoted(p) {
+            continue;
+        }
+        if !stands_alone_before(bytes, p) {
+            ctx.declined(p..p + 1, || {
+                "a call's bracket inside a sentence (not at a line's start or after a \
+                 sentence's end) is the text talking about markup"
+                    .into()
+            });
             continue;
         }
         seen += 1;
@@ -50,6 +58,11 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             break;
         }
         let Some((calls, mut end)) = list_at(text, p).or_else(|| labeled_at(text, p)) else {
+            ctx.declined(p..p + 1, || {
+                "a bracket that is neither a list of keyword calls nor a label of at most \
+                 three words and one call filling the rest of it"
+                    .into()
+            });
             continue;
         };
         // `[a(x=1)] and [b(y=2)]`: lists joined by a connective stand apart together (each
@@ -65,7 +78,11 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             run.push((start..next_end, more));
             end = next_end;
         }
-        if stands_alone_after(bytes, end) && run.iter().all(|(_, c)| all_enabled(c)) {
+        if !stands_alone_after(bytes, end) {
+            ctx.declined(p..end, || {
+                "the calls' bracket does not stand apart from the text after it".into()
+            });
+        } else if run.iter().all(|(_, c)| all_enabled(c)) {
             for (span, calls) in run {
                 found.push((span.start..with_trailing(text, span.end, &[]), calls));
             }
