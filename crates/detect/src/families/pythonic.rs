@@ -323,15 +323,18 @@ fn label_probe(bytes: &[u8], from: usize) -> bool {
                 name.skip_while(|b| b.is_ascii_alphanumeric() || **b == b'_' || **b >= 0x80);
             matches!(after.find(|b| **b != b' '), Some(b'(' | b'{'))
         }
-        // `Calling NAME with {`: the label's letters ran into the name's `_` or digits, or
-        // the name is one word: the bytes up to the brace end in ` with `.
-        _ => {
-            let rest = bytes.get(from..).unwrap_or_default();
-            let rest = &rest[..rest.len().min(MAX_LABEL * 4)];
+        // `Calling NAME with {`: the letters and spaces run up to the brace (a one-word
+        // name), or into the name's `_` or digits, and then to the brace on the same line.
+        // Anything else (`[the docs](..)`, `[1]`) stops here, at the first byte.
+        Some(b'{') => head[..stop].trim_ascii_end().ends_with(b" with"),
+        Some(b) if b == b'_' || b.is_ascii_digit() => {
+            let far = (from + MAX_LABEL * 4).min(bytes.len());
+            let rest = bytes.get(from..far).unwrap_or_default();
             rest.iter()
-                .position(|b| *b == b'{')
-                .is_some_and(|brace| rest[..brace].trim_ascii_end().ends_with(b" with"))
+                .position(|b| matches!(b, b'{' | b']' | b'\n'))
+                .is_some_and(|e| rest[e] == b'{' && rest[..e].trim_ascii_end().ends_with(b" with"))
         }
+        _ => false,
     }
 }
 
