@@ -167,8 +167,8 @@ const MAX_LABEL_WORDS: usize = 3;
 /// A call a front end or proxy wrote in brackets with a short label (`[Tool Use:
 /// NAME({json})]`, `[Tool call: NAME(k="v")]`, `[Calling NAME with {json}]`): the bracket's
 /// content is exactly the label and one call, so the brackets and the label are the call's
-/// markup and go with it. The label is at most [`MAX_LABEL_WORDS`] words of letters, ending
-/// in `:`, or words before the name with `with` between the name and a JSON object. The
+/// markup and go with it. The label is at most [`MAX_LABEL_WORDS`] words of letters, the
+/// first capitalised as software writes it (`Tool Use`, `Calling`), ending in `:`, or words before the name with `with` between the name and a JSON object. The
 /// call is a keyword call, `NAME({json})` or `NAME {json}`; whether it names an enabled
 /// tool is the caller's check, as for a list.
 fn labeled_at(text: &str, p: usize) -> Option<(Vec<Call>, usize)> {
@@ -177,6 +177,7 @@ fn labeled_at(text: &str, p: usize) -> Option<(Vec<Call>, usize)> {
     let words = |label: &str| {
         let n = label.split_whitespace().count();
         (1..=MAX_LABEL_WORDS).contains(&n)
+            && !label.trim_start().starts_with(char::is_lowercase)
             && label
                 .chars()
                 .all(|c| c.is_alphabetic() || c == ' ' || c == '-')
@@ -283,7 +284,12 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
         return false;
     };
     if bytes.get(end) != Some(&b'(') {
-        return matches!(bytes.get(end), Some(b' ' | b':')) && label_probe(bytes, p + 1);
+        // A label starts with a capital (or a letter of another script): a front end's
+        // `Tool Use:`, not a markdown link's `[the docs]`, which stops here.
+        let capital = bytes
+            .get(i)
+            .is_some_and(|b| b.is_ascii_uppercase() || *b >= 0xC2);
+        return capital && matches!(bytes.get(end), Some(b' ' | b':')) && label_probe(bytes, p + 1);
     }
     let arg = skip_ws(end + 1);
     if bytes.get(arg) == Some(&b')') {
