@@ -42,6 +42,9 @@ enum Class {
     OpenerDropped,
     /// The closing token missing at the end of the message.
     CloserDropped,
+    /// The closing token missing and prose after the call: with the tools enabled, the
+    /// call goes from its opener through its body (no opener left), the prose stays.
+    CloserDroppedProse,
     /// The call glued to the end of a sentence.
     Glued,
     /// The call between two sentences.
@@ -67,6 +70,7 @@ const CLASSES: &[Class] = &[
     Class::Spaced,
     Class::OpenerDropped,
     Class::CloserDropped,
+    Class::CloserDroppedProse,
     Class::Glued,
     Class::Between,
     Class::NonAscii,
@@ -145,6 +149,38 @@ fn object_args(v: &Vector) -> Result<(), &'static str> {
         .all(|(_, a)| a.is_object())
         .then_some(())
         .ok_or("arguments that are not an object need the wrapper to be read as a call")
+}
+
+/// Gemma 4 stripped (`<|tool_call>`, `<tool_call|>` and the string delimiter `<|"|>` are
+/// special tokens in its tokenizer): `call:NAME{key:value,n:42}` still says where each value
+/// ends only where no string value holds `,` `{` `}` `:` (its template writes `,` between
+/// arguments, `:` after keys, braces around objects), or reads as a number, a boolean or
+/// null (the delimiter was what kept it a string), or is empty or padded with spaces.
+fn gemma4_stripped(v: &Vector) -> Result<(), &'static str> {
+    fn plain(a: &Value) -> bool {
+        match a {
+            Value::String(s) => {
+                !s.is_empty()
+                    && s.trim() == s
+                    && !s.contains([',', '{', '}', ':', '[', ']', '<'])
+                    && !matches!(
+                        serde_json::from_str::<Value>(s),
+                        Ok(Value::Number(_) | Value::Bool(_) | Value::Null)
+                    )
+            }
+            Value::Array(items) => items.iter().all(plain),
+            Value::Object(m) => m.values().all(plain),
+            _ => true,
+        }
+    }
+    glued_to_word(v, &["<|tool_call>"])?;
+    v.expected_calls
+        .iter()
+        .all(|(_, a)| plain(a))
+        .then_some(())
+        .ok_or(
+            "a string value holds , { } : or reads as a scalar once its <|\"|> delimiters are gone",
+        )
 }
 
 fn hermes_stripped(v: &Vector) -> Result<(), &'static str> {
@@ -583,8 +619,8 @@ const SPECS: &[Spec] = &[
     },
     Spec {
         family: "gemma4",
-        tokens: &["<|tool_call>", "<tool_call|>"],
-        stripped: lost,
+        tokens: &["<|tool_call>", "<tool_call|>", "<|\"|>"],
+        stripped: gemma4_stripped,
         spellings: &[],
         spaced: false,
         openers: &[],
@@ -946,10 +982,20 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
             let text = t[..t.len() - c.len()].to_string();
             out.push(with(
                 Class::CloserDropped,
-                text,
+                text.clone(),
                 v.enabled_tools.clone(),
                 calls.clone(),
                 exp.clone(),
+            ));
+            // The model went on writing after the call whose closer a server dropped: the
+            // opener and the body go, nothing of the markup is left before the prose.
+            let prose = "\nThen I kept writing about it.";
+            out.push(with(
+                Class::CloserDroppedProse,
+                format!("{text}{prose}"),
+                enabled_with_calls(v),
+                calls.clone(),
+                format!("{exp}{prose}"),
             ));
             break;
         }

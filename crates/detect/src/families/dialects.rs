@@ -281,7 +281,7 @@ pub(super) fn python_tag_call(
     text: &str,
     pos: usize,
     _: Option<usize>,
-    _: &Ctx<'_>,
+    ctx: &Ctx<'_>,
 ) -> Option<(Vec<Call>, usize)> {
     const EOM: &str = "<|eom_id|>";
     let at = skip_ws(text, pos);
@@ -303,6 +303,9 @@ pub(super) fn python_tag_call(
             return Some((vec![call], end));
         }
     }
+    if let Some(run) = python_tag_pythonic(text, at, ctx) {
+        return Some(run);
+    }
     if !at_start {
         return None;
     }
@@ -317,6 +320,45 @@ pub(super) fn python_tag_call(
         arguments: json!({ "code": code.trim() }),
     };
     Some((vec![call], eom))
+}
+
+/// Llama 3.2's and 3.3's calls of custom tools after `<|python_tag|>` in Python syntax
+/// (llama-models' prompt_format docs: `<|python_tag|>NAME(k="v")`, several separated by `;`,
+/// the row's separator, or by line breaks; or a list `[a(..), b(..)]` as Llama 3.2 writes
+/// them). Code for `code_interpreter` looks the same, so a call counts only where its name
+/// is a tool the agent has enabled; every call of the run must be one.
+fn python_tag_pythonic(text: &str, at: usize, ctx: &Ctx<'_>) -> Option<(Vec<Call>, usize)> {
+    let enabled = |calls: &[Call]| calls.iter().all(|c| ctx.tool_enabled(&c.name));
+    if text.as_bytes().get(at) == Some(&b'[') {
+        let (calls, end) = python::parse_call_list(text, at, PyOpts::STRICT)?;
+        return enabled(&calls).then_some((calls, end));
+    }
+    let (first, mut end) = python::parse_call(text, at, PyOpts::STRICT)?;
+    let mut calls = vec![first];
+    if !enabled(&calls) {
+        return None;
+    }
+    // Further calls each on a line of their own; a line that is not such a call ends the
+    // run (it is the model's text after the calls).
+    loop {
+        let line_end =
+            end + text.get(end..)?.len() - text.get(end..)?.trim_start_matches([' ', '\t']).len();
+        if !text
+            .get(line_end..)
+            .is_some_and(|r| r.starts_with(['\n', '\r']))
+        {
+            break;
+        }
+        let next = skip_ws(text, line_end);
+        match python::parse_call(text, next, PyOpts::STRICT) {
+            Some((call, e)) if enabled(std::slice::from_ref(&call)) => {
+                calls.push(call);
+                end = e;
+            }
+            _ => break,
+        }
+    }
+    Some((calls, end))
 }
 
 /// `{tool => "NAME", args => {--key "value" ...}}`: a hash in Perl's spelling (MiniMax models

@@ -24,7 +24,7 @@
 
 use super::bodies::{parse, Closers, Grammar};
 use super::rows::Row;
-use super::util::{merge, with_trailing};
+use super::util::{lost_closer_ok, merge, with_trailing};
 use crate::grammar::is_ident_char;
 use crate::grammar::text::{eat_any, preceded_by, rest_is_blank, skip_ws, AnyFinder};
 use crate::types::{Call, Family};
@@ -386,7 +386,9 @@ fn block(
         _ if in_section => {
             let ok = match f.section_close_missing {
                 Missing::Never => false,
-                Missing::AtEnd => rest_is_blank(text, end),
+                Missing::AtEnd => {
+                    rest_is_blank(text, end) || lost_closer_ok(text, start, end, &calls, ctx)
+                }
                 Missing::Always => true,
             };
             if !ok {
@@ -453,7 +455,10 @@ fn one_call(
         _ => {
             let ok = match f.call_close_missing {
                 Missing::Never => false,
-                Missing::AtEnd => rest_is_blank(text, body_end),
+                Missing::AtEnd => {
+                    rest_is_blank(text, body_end)
+                        || (opened && lost_closer_ok(text, q, body_end, &calls, ctx))
+                }
                 Missing::Always => true,
             };
             // A bare call (its opener missing) needs its orphan closer, unless it ends

@@ -14,13 +14,13 @@
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
 use super::util::{
-    at_lit, find_from, json_value_at, merge, preceded_by, rest_is_blank, skip_ws, Block, Finder,
-    MAX_CANDIDATES,
+    at_lit, find_from, json_value_at, lost_closer_ok, merge, preceded_by, rest_is_blank, skip_ws,
+    Block, Finder, MAX_CANDIDATES,
 };
 use crate::grammar::json::{call_of, Keys};
 use crate::grammar::xml::{parse_invoke_run, InvokeSyntax, INVOKE};
 use crate::grammar::ValueMode;
-use crate::types::Family;
+use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
 
 /// Literal markers one of which any leak of this family contains.
@@ -51,16 +51,24 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     merge(text, Family::Minimax, pieces, out);
 }
 
-/// After a run of invokes ending at `run_end`: the end of the block including `closer`,
-/// or the run's end when the closer is missing and nothing but whitespace follows.
-fn block_end(text: &str, run_end: usize, closers: &[&str]) -> Option<usize> {
+/// After a run of invokes opened at `open` and ending at `run_end`: the end of the block
+/// including `closer`, or the run's end when the closer is missing and nothing but
+/// whitespace follows (or, for enabled tools, prose standing apart: [`lost_closer_ok`]).
+fn block_end(
+    text: &str,
+    (open, run_end): (usize, usize),
+    closers: &[&str],
+    calls: &[Call],
+    ctx: &Ctx<'_>,
+) -> Option<usize> {
     let after = skip_ws(text, run_end);
     for c in closers {
         if at_lit(text, after, c) {
             return Some(after + c.len());
         }
     }
-    rest_is_blank(text, run_end).then_some(run_end)
+    (rest_is_blank(text, run_end) || lost_closer_ok(text, open, run_end, calls, ctx))
+        .then_some(run_end)
 }
 
 fn find_m2(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
@@ -81,7 +89,8 @@ fn find_m2(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
         let Some((calls, run_end)) = parse_invoke_run(text, first, &M2, &mut close) else {
             continue;
         };
-        let Some(end) = block_end(text, run_end, &["</minimax:tool_call>"]) else {
+        let Some(end) = block_end(text, (pos, run_end), &["</minimax:tool_call>"], &calls, ctx)
+        else {
             continue;
         };
         pieces.push((pos..end, calls));
@@ -122,7 +131,7 @@ fn find_m3(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
         };
         let end = if wrapped {
             let closers = [concat!("]<]minimax[>[", "</tool_call>"), "</tool_call>"];
-            match block_end(text, run_end, &closers) {
+            match block_end(text, (pos, run_end), &closers, &calls, ctx) {
                 Some(e) => e,
                 None => continue,
             }

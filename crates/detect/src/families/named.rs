@@ -52,7 +52,21 @@ pub(crate) const AT_START: &[u8] = &[];
 const GEMINI: BraceSyntax = BraceSyntax {
     quote: "<ctrl46>",
     type_quoted: false,
+    bare_strict: false,
 };
+
+/// Gemma 4's call syntax with its special tokens stripped: `<|tool_call>` `<tool_call|>` and
+/// the string delimiter `<|"|>` gone, `call:NAME{key:value,n:42}` left. Its values are read
+/// only where they are unambiguous ([`BraceSyntax::bare_strict`]); numbers and booleans are
+/// typed as the unstripped reader types bare ones.
+const GEMMA4_STRIPPED: BraceSyntax = BraceSyntax {
+    quote: "<|\"|>",
+    type_quoted: false,
+    bare_strict: true,
+};
+
+/// Gemma 4's verb before the name, all its stripping leaves of the markup.
+const GEMMA4_VERB: &str = "call:";
 
 /// How far before a `{` the name and what joins it to the object may start.
 const LOOKBACK: usize = 192;
@@ -115,6 +129,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         Family::Pythonic,
         Family::Lmstudio,
         Family::Gemini,
+        Family::Gemma4,
         Family::Harmony,
     ] {
         let blocks: Vec<Block> = by_family
@@ -152,10 +167,11 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
                 .iter()
                 .rev()
                 .take_while(|b| {
-                    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-') || **b >= 0x80
+                    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.') || **b >= 0x80
                 })
                 .count();
-            bytes[..p - name].ends_with(b"default_api:")
+            let head = &bytes[..p - name];
+            head.ends_with(b"default_api:") || head.ends_with(GEMMA4_VERB.as_bytes())
         }
         _ => false,
     }
@@ -279,6 +295,11 @@ fn at_brace(
         return None;
     }
     let gemini = word.rfind("default_api:");
+    if gemini.is_none() && join == Join::Glued {
+        if let Some(call) = gemma4_stripped(&found, run.start, word, p) {
+            return call;
+        }
+    }
     let mut family = match join {
         _ if gemini.is_some() => Family::Gemini,
         Join::Glued => Family::Mistral,
@@ -344,6 +365,51 @@ fn at_brace(
         first.0 = run.start + verb;
     }
     found.finish(family, 0, end, &names, args, true)
+}
+
+/// Gemma 4 stripped of its special tokens: `call:NAME{key:value}` (the run of name
+/// characters `word` starting at `run_start`, the object at `p`), on a line of its own or
+/// glued after a sentence's end like the other stripped forms (`Sure.call:NAME{..}`), for an
+/// enabled tool. `None` where the run is no such call (then the other readings go on);
+/// a call whose values are ambiguous is declined here, and no other reading takes it.
+fn gemma4_stripped(
+    found: &Found<'_, '_>,
+    run_start: usize,
+    word: &str,
+    p: usize,
+) -> Option<Option<(Family, Range<usize>, Call)>> {
+    let text = found.text;
+    // The verb starts the run, or follows the sentence's end glued to it (`look.call:`);
+    // `startcall:` and `recall:` are other words.
+    let verb = word.rfind(GEMMA4_VERB)?;
+    if verb > 0 && !word[..verb].ends_with(['.', '!', '?', ':']) {
+        return None;
+    }
+    let name = &word[verb + GEMMA4_VERB.len()..];
+    if !is_tool_name(name) || name.contains(':') {
+        return None;
+    }
+    let Some((args, end)) = brace::parse_object(text, p, &GEMMA4_STRIPPED) else {
+        found.ctx.declined(run_start + verb..p + 1, || {
+            "Gemma 4's call:NAME{..} with its <|\"|> delimiters stripped: a value holds `, ` \
+             `{` `}` or `:` (or the object does not close), so where a string ends is ambiguous"
+                .into()
+        });
+        return Some(None);
+    };
+    // What follows is a new line, the end, a sentence glued where `<tool_call|>` was, or
+    // the next stripped call.
+    let rest = text.get(end..).unwrap_or_default();
+    let next = rest.chars().next();
+    let glued_call = rest.starts_with(GEMMA4_VERB);
+    if !glued_call && next.is_some_and(|c| !(c.is_whitespace() || c.is_uppercase() || c == '<')) {
+        found.ctx.declined(run_start + verb..end, || {
+            "Gemma 4's stripped call:NAME{..} runs into the text after it".into()
+        });
+        return Some(None);
+    }
+    let names = [(run_start + verb, name)];
+    Some(found.finish(Family::Gemma4, 0, end, &names, args, true))
 }
 
 /// What every shape ends with: the text, the tools and where the previous call ended.

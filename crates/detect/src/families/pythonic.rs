@@ -14,8 +14,9 @@
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
 use super::util::with_trailing;
-use super::util::{find_from, merge, skip_ws};
-use crate::grammar::python::{parse_call_list, PyOpts};
+use super::util::{find_from, is_tool_name, json_value_at, merge, skip_ws};
+use crate::grammar::is_ident_char;
+use crate::grammar::python::{parse_call, parse_call_list, PyOpts};
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
 
@@ -41,14 +42,27 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         .map(|i| from + i)
     {
         from = p + 1;
-        if !probe(bytes, p) || !stands_alone_before(bytes, p) || ctx.quoted(p) {
+        if !probe(bytes, p) || ctx.quoted(p) {
+            continue;
+        }
+        if !stands_alone_before(bytes, p) {
+            ctx.declined(p..p + 1, || {
+                "a call's bracket inside a sentence (not at a line's start or after a \
+                 sentence's end) is the text talking about markup"
+                    .into()
+            });
             continue;
         }
         seen += 1;
         if seen > super::MAX_CANDIDATES {
             break;
         }
-        let Some((calls, mut end)) = list_at(text, p) else {
+        let Some((calls, mut end)) = list_at(text, p).or_else(|| labeled_at(text, p)) else {
+            ctx.declined(p..p + 1, || {
+                "a bracket that is neither a list of keyword calls nor a label of at most \
+                 three words and one call filling the rest of it"
+                    .into()
+            });
             continue;
         };
         // `[a(x=1)] and [b(y=2)]`: lists joined by a connective stand apart together (each
@@ -64,7 +78,11 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             run.push((start..next_end, more));
             end = next_end;
         }
-        if stands_alone_after(bytes, end) && run.iter().all(|(_, c)| all_enabled(c)) {
+        if !stands_alone_after(bytes, end) {
+            ctx.declined(p..end, || {
+                "the calls' bracket does not stand apart from the text after it".into()
+            });
+        } else if run.iter().all(|(_, c)| all_enabled(c)) {
             for (span, calls) in run {
                 found.push((span.start..with_trailing(text, span.end, &[]), calls));
             }
@@ -129,7 +147,9 @@ fn joined_list(text: &str, end: usize) -> Option<(usize, Vec<Call>, usize)> {
     if !list.starts_with('[') || !probe(text.as_bytes(), p) {
         return None;
     }
-    list_at(text, p).map(|(calls, end)| (p, calls, end))
+    list_at(text, p)
+        .or_else(|| labeled_at(text, p))
+        .map(|(calls, end)| (p, calls, end))
 }
 
 /// The call list at `p`: strict Python literals, or LFM2's lenient strings (its lists keep
@@ -138,9 +158,99 @@ fn list_at(text: &str, p: usize) -> Option<(Vec<Call>, usize)> {
     parse_call_list(text, p, PyOpts::STRICT).or_else(|| parse_call_list(text, p, PyOpts::LENIENT))
 }
 
+/// The longest label a front end writes before the call in its brackets (`Tool Use:`,
+/// `Tool call:`, `Calling`): a few words, no sentence.
+const MAX_LABEL: usize = 32;
+/// At most this many words in a label.
+const MAX_LABEL_WORDS: usize = 3;
+
+/// A call a front end or proxy wrote in brackets with a short label (`[Tool Use:
+/// NAME({json})]`, `[Tool call: NAME(k="v")]`, `[Calling NAME with {json}]`): the bracket's
+/// content is exactly the label and one call, so the brackets and the label are the call's
+/// markup and go with it. The label is at most [`MAX_LABEL_WORDS`] words of letters, the
+/// first capitalised as software writes it (`Tool Use`, `Calling`), ending in `:`, or words before the name with `with` between the name and a JSON object. The
+/// call is a keyword call, `NAME({json})` or `NAME {json}`; whether it names an enabled
+/// tool is the caller's check, as for a list.
+fn labeled_at(text: &str, p: usize) -> Option<(Vec<Call>, usize)> {
+    let inner = text.get(p + 1..)?;
+    let head = inner.get(..floor_char(inner, MAX_LABEL + 1))?;
+    let words = |label: &str| {
+        let n = label.split_whitespace().count();
+        (1..=MAX_LABEL_WORDS).contains(&n)
+            && !label.trim_start().starts_with(char::is_lowercase)
+            && label
+                .chars()
+                .all(|c| c.is_alphabetic() || c == ' ' || c == '-')
+    };
+    let (call, end) = match head.find(':') {
+        Some(colon) if words(&head[..colon]) => {
+            let at = skip_ws(text, p + 1 + colon + 1);
+            match parse_call(text, at, PyOpts::STRICT) {
+                Some(c) => c,
+                None => json_call(text, at)?,
+            }
+        }
+        _ => {
+            // `Calling NAME with {..}`: the label's words, the name, `with`, the object.
+            let brace = inner.get(..floor_char(inner, MAX_LABEL * 4))?.find('{')?;
+            let before = inner.get(..brace)?.trim_end().strip_suffix(" with")?;
+            let before = before.trim_end();
+            let name_at = before.rfind(' ')?;
+            let (label, name) = (&before[..name_at], &before[name_at + 1..]);
+            if !words(label) || label.len() > MAX_LABEL {
+                return None;
+            }
+            let (arguments, e) = json_value_at(text, p + 1 + brace)?;
+            (call_named(name, arguments)?, e)
+        }
+    };
+    let close = skip_ws(text, end);
+    (text.as_bytes().get(close) == Some(&b']')).then(|| (vec![call], close + 1))
+}
+
+/// The largest char boundary of `s` at most `n`.
+fn floor_char(s: &str, n: usize) -> usize {
+    let mut n = n.min(s.len());
+    while !s.is_char_boundary(n) {
+        n -= 1;
+    }
+    n
+}
+
+/// `NAME({json})` or `NAME {json}` at `at`: the call and the offset past it.
+fn json_call(text: &str, at: usize) -> Option<(Call, usize)> {
+    let rest = text.get(at..)?;
+    let name_len = rest.find(|c: char| !(is_ident_char(c) || c == '-'))?;
+    let name = rest.get(..name_len)?;
+    let mut i = skip_ws(text, at + name_len);
+    let paren = text.as_bytes().get(i) == Some(&b'(');
+    if paren {
+        i = skip_ws(text, i + 1);
+    }
+    let (arguments, mut end) = json_value_at(text, i)?;
+    if paren {
+        end = skip_ws(text, end);
+        if text.as_bytes().get(end) != Some(&b')') {
+            return None;
+        }
+        end += 1;
+    }
+    Some((call_named(name, arguments)?, end))
+}
+
+/// A call of `name` with an argument object.
+fn call_named(name: &str, arguments: serde_json::Value) -> Option<Call> {
+    (is_tool_name(name) && arguments.is_object()).then(|| Call {
+        name: name.to_string(),
+        arguments,
+    })
+}
+
 /// Whether the `[` at `p` opens what could be a call list: not an index (`a[f(x)]`), an
-/// identifier, `(`, then `)` or a keyword argument `name=`. The prefilter asks this at
-/// every `[`, so it looks at a few bytes and no further.
+/// identifier, `(`, then `)` or a keyword argument `name=`; or a short label and a call
+/// ([`labeled_at`]): words ending in `:` before the call's shape, or words and a name
+/// before ` with {`. The prefilter asks this at every `[`, so it looks at a few bytes and
+/// no further.
 pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
     // Bytes of a UTF-8 sequence (>= 0x80) count as name bytes: names may be in any script.
     let ident = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_' || *b >= 0x80;
@@ -170,10 +280,18 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
     {
         return false;
     }
-    let Some(open) = word_end(i).filter(|&e| bytes.get(e) == Some(&b'(')) else {
+    let Some(end) = word_end(i) else {
         return false;
     };
-    let arg = skip_ws(open + 1);
+    if bytes.get(end) != Some(&b'(') {
+        // A label starts with a capital (or a letter of another script): a front end's
+        // `Tool Use:`, not a markdown link's `[the docs]`, which stops here.
+        let capital = bytes
+            .get(i)
+            .is_some_and(|b| b.is_ascii_uppercase() || *b >= 0xC2);
+        return capital && matches!(bytes.get(end), Some(b' ' | b':')) && label_probe(bytes, p + 1);
+    }
+    let arg = skip_ws(end + 1);
     if bytes.get(arg) == Some(&b')') {
         return true;
     }
@@ -181,6 +299,46 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
         Some(e) if e > arg => {
             let eq = skip_ws(e);
             bytes.get(eq) == Some(&b'=') && bytes.get(eq + 1) != Some(&b'=')
+        }
+        _ => false,
+    }
+}
+
+/// The probe's side of [`labeled_at`], on at most [`MAX_LABEL`] bytes after the `[` at
+/// `from - 1`: letters and spaces up to a `:` followed by a name and `(` or `{`, or up to
+/// ` with {`.
+fn label_probe(bytes: &[u8], from: usize) -> bool {
+    let limit = (from + MAX_LABEL + 1).min(bytes.len());
+    let Some(head) = bytes.get(from..limit) else {
+        return false;
+    };
+    let Some(stop) = head
+        .iter()
+        .position(|b| !(b.is_ascii_alphabetic() || *b == b' ' || *b == b'-' || *b >= 0x80))
+    else {
+        return false;
+    };
+    let at = |i: usize| head.get(i).copied();
+    match at(stop) {
+        Some(b':') => {
+            // A name, then `(` or `{` (after spaces): the call's shape.
+            let rest = bytes.get(from + stop + 1..).unwrap_or_default();
+            let rest = &rest[..rest.len().min(MAX_LABEL * 4)];
+            let name = rest.iter().skip_while(|b| **b == b' ');
+            let mut after =
+                name.skip_while(|b| b.is_ascii_alphanumeric() || **b == b'_' || **b >= 0x80);
+            matches!(after.find(|b| **b != b' '), Some(b'(' | b'{'))
+        }
+        // `Calling NAME with {`: the letters and spaces run up to the brace (a one-word
+        // name), or into the name's `_` or digits, and then to the brace on the same line.
+        // Anything else (`[the docs](..)`, `[1]`) stops here, at the first byte.
+        Some(b'{') => head[..stop].trim_ascii_end().ends_with(b" with"),
+        Some(b) if b == b'_' || b.is_ascii_digit() => {
+            let far = (from + MAX_LABEL * 4).min(bytes.len());
+            let rest = bytes.get(from..far).unwrap_or_default();
+            rest.iter()
+                .position(|b| matches!(b, b'{' | b']' | b'\n'))
+                .is_some_and(|e| rest[e] == b'{' && rest[..e].trim_ascii_end().ends_with(b" with"))
         }
         _ => false,
     }

@@ -182,6 +182,7 @@ pub static FORMATS: &[Format] = &[
             Grammar::Brace(&BraceSyntax {
                 quote: "<escape>",
                 type_quoted: true,
+                bare_strict: false,
             }),
         )
     },
@@ -194,6 +195,7 @@ pub static FORMATS: &[Format] = &[
             Grammar::Brace(&BraceSyntax {
                 quote: "<|\"|>",
                 type_quoted: false,
+                bare_strict: false,
             }),
         )
     },

@@ -3,7 +3,8 @@
 //! The control tokens that end a turn, and the merging of neighbouring blocks into one
 //! leak, live here too: the engine and the own finders share them.
 //!
-//! May depend on: `crate::grammar`, `super::engine`, `super::rows`, `crate::types`.
+//! May depend on: `crate::grammar`, `super::engine`, `super::rows`, `crate::types`,
+//! `crate::Ctx`.
 
 pub use super::engine::MAX_CANDIDATES;
 pub use crate::grammar::json::{decode_arguments, value_at as json_value_at, whole as json_whole};
@@ -16,7 +17,7 @@ use crate::grammar::json::{call_of, Keys};
 use crate::grammar::text::{eat, eat_any};
 use crate::types::Call;
 use crate::types::Family;
-use crate::Leak;
+use crate::{Ctx, Leak};
 use serde_json::Value;
 use std::ops::Range;
 
@@ -177,4 +178,36 @@ pub fn merge(
         }
     }
     out.extend(cur);
+}
+
+/// Whether a call (or section) opened at `open` whose body ends at `end` still counts
+/// although its closer is missing and text follows: a server dropped the closer (a special
+/// token) and the model went on writing. The opener stands and the body parsed completely,
+/// so the span from the opener through the body is the call (the opener is no residue left
+/// before the prose); but the closer was the marker that said where the markup ends, so,
+/// like every reading that lost a marker, it counts only where every call names a tool the
+/// agent has enabled. What follows must be prose standing apart from the call (after
+/// whitespace, a word): a call glued to more markup (`..}<`, the closer being cut) or
+/// to a word is not known to have ended there.
+pub fn lost_closer_ok(text: &str, open: usize, end: usize, calls: &[Call], ctx: &Ctx<'_>) -> bool {
+    let rest = text.get(end..).unwrap_or_default();
+    let next = rest.trim_start();
+    let prose = next.len() < rest.len() && next.starts_with(char::is_alphanumeric);
+    if !prose {
+        ctx.declined(open..end, || {
+            "the closer is missing and what follows the call is not prose standing apart \
+             from it (markup, or a word glued to it)"
+                .into()
+        });
+        return false;
+    }
+    let enabled = !calls.is_empty() && calls.iter().all(|c| ctx.tool_enabled(&c.name));
+    if !enabled {
+        ctx.declined(open..end, || {
+            "the closer is missing and text follows the call: without the closer only an \
+             enabled tool's name says it is markup"
+                .into()
+        });
+    }
+    enabled
 }

@@ -17,6 +17,12 @@ pub struct BraceSyntax {
     /// Whether a delimited value is typed like an XML parameter (`10` -> 10) or kept as a
     /// string.
     pub type_quoted: bool,
+    /// The delimiters were stripped (`skip_special_tokens`), so a bare value may be a string
+    /// that had `,` `{` `}` `:` in it: read only what the format's own serializer could have
+    /// written unambiguously. A bare value ends right at `,` `}` `]` (no space before), a `,`
+    /// is followed right away by the next key or value (Gemma's template writes none), and a
+    /// value holding `:` or running into `{` `[` is refused.
+    pub bare_strict: bool,
 }
 
 /// Deepest nesting of `{}`/`[]` accepted in arguments.
@@ -98,8 +104,20 @@ impl<'a> Parser<'a> {
             let v = self.value(depth)?;
             map.insert(key, v);
             self.ws();
-            self.eat(",");
+            self.sep()?;
         }
+    }
+
+    /// The optional `,` between two members or items; with [`BraceSyntax::bare_strict`]
+    /// nothing but the next member may follow it (`a, b` is a string's comma and a space).
+    fn sep(&mut self) -> Option<()> {
+        if self.eat(",")
+            && self.spec.bare_strict
+            && self.rest().starts_with(|c: char| c.is_whitespace())
+        {
+            return None;
+        }
+        Some(())
     }
 
     /// `[value, value]`.
@@ -115,7 +133,7 @@ impl<'a> Parser<'a> {
             }
             items.push(self.value(depth)?);
             self.ws();
-            self.eat(",");
+            self.sep()?;
         }
     }
 
@@ -169,6 +187,12 @@ impl<'a> Parser<'a> {
         let len = rest.find([',', '}', ']', '{', '[']).unwrap_or(rest.len());
         let raw = rest.get(..len)?.trim();
         if raw.is_empty() || raw.contains('<') || raw.contains(':') {
+            return None;
+        }
+        if self.spec.bare_strict
+            && (raw.len() != rest.get(..len)?.trim_start().len()
+                || rest[len..].starts_with(['{', '[']))
+        {
             return None;
         }
         self.i += len;

@@ -223,11 +223,14 @@ mod internlm {
     }
 
     #[test]
-    fn missing_end_only_at_end_of_text() {
+    fn missing_end_at_end_of_text_or_before_text_for_enabled_tools() {
         let t = "<|action_start|><|plugin|>{\"name\": \"f\", \"parameters\": {}}";
         assert_eq!(run(t, &["f"]).cleaned.as_deref(), Some(""));
+        // Issue #20 round 3: the closer dropped and text after the complete call: the
+        // opener goes with the call (an enabled tool's), the text stays.
         let t = "<|action_start|><|plugin|>{\"name\": \"f\", \"parameters\": {}} more";
-        assert!(run(t, &["f"]).is_clean());
+        assert_eq!(run(t, &["f"]).cleaned.as_deref(), Some("more"));
+        assert!(run(t, &["g"]).is_clean());
     }
 }
 
