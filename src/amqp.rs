@@ -14,8 +14,8 @@ use crate::error::Error;
 use crate::publish::{self, Published};
 use crate::settings::{Names, PublishSettings, SecretUrl, Settings};
 use lapin::options::{
-    BasicCancelOptions, BasicConsumeOptions, BasicQosOptions, ConfirmSelectOptions,
-    ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicQosOptions,
+    ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Channel, Connection, ConnectionProperties, Consumer, ExchangeKind};
@@ -245,6 +245,16 @@ impl Session {
             self.health.mark_broken();
         }
         result
+    }
+
+    /// Acks the delivery `tag` of the consuming channel; with `multiple`, every delivery
+    /// up to it. An error marks the session broken.
+    pub async fn ack(&self, tag: u64, multiple: bool) -> Result<(), Error> {
+        let result = self
+            .consume
+            .basic_ack(tag, BasicAckOptions { multiple })
+            .await;
+        result.map_err(|e| self.broken(e.into()))
     }
 
     /// Whether both channels are open.

@@ -33,6 +33,7 @@
 //! `publish`, `amqp`, `budget`, `metrics`, `retry`, `shutdown`, `settings`, `error`);
 //! nothing depends on it but `startup`.
 
+mod acks;
 mod consume;
 mod dead_letter;
 mod outgoing;
@@ -56,10 +57,10 @@ use crate::recover::{self, Mode, Outcome, Policy, Source};
 use crate::retry;
 use crate::settings::Settings;
 use crate::shutdown::Shutdown;
+use acks::Acks;
 use backon::Retryable;
 use futures_util::FutureExt;
 use lapin::message::Delivery;
-use lapin::options::BasicAckOptions;
 use lapin::Consumer;
 use sqlx::PgPool;
 use std::panic::AssertUnwindSafe;
@@ -99,14 +100,21 @@ pub struct Worker {
     finished: Notify,
 }
 
-/// A delivery being finished: the delivery (its acker and headers), its body (moved out
-/// of it to be decoded), the ids for the log lines, and when it was taken.
-struct Taken<'a> {
+/// A delivery as taken in: its headers and tag, the book its ack goes to, and when it was
+/// taken.
+struct Delivered<'a> {
     delivery: &'a Delivery,
+    acks: &'a Acks,
+    started: Instant,
+}
+
+/// A delivery being finished: the delivery, its body (moved out of it to be decoded), the
+/// ids for the log lines.
+struct Taken<'a> {
+    delivered: &'a Delivered<'a>,
     body: &'a [u8],
     event_id: Option<EventId>,
     message_id: Option<MessageId>,
-    started: Instant,
 }
 
 /// What a delivery ended as, for the events metrics.
@@ -178,10 +186,23 @@ impl Worker {
             }
             connected_before = true;
             let session = Arc::new(session);
+            let acks = Arc::new(Acks::default());
+            let acking = tokio::spawn(acks.clone().run(session.clone()));
             self.broker_ready.store(true, Ordering::SeqCst);
-            self.consume(session.clone(), consumer, &mut window, &mut shutdown)
+            self.consume(session.clone(), consumer, &acks, &mut window, &mut shutdown)
                 .await;
             self.broker_ready.store(false, Ordering::SeqCst);
+            // What the drained deliveries finished is acked before the session closes.
+            acks.close();
+            match tokio::time::timeout(CLOSE_TIMEOUT, acking).await {
+                Ok(Ok(sent)) => tracing::debug!(
+                    deliveries = sent.deliveries,
+                    frames = sent.frames,
+                    "acks of the session"
+                ),
+                Ok(Err(e)) => tracing::error!(error = %e, "the acking task failed"),
+                Err(_) => tracing::warn!("the last acks of the session timed out"),
+            }
             if tokio::time::timeout(CLOSE_TIMEOUT, session.close())
                 .await
                 .is_err()
@@ -218,7 +239,13 @@ impl Worker {
     /// One delivery: its share of the byte budget, then decoded and processed (or, when it
     /// does not decode, [`Self::unexamined`]), then finished. A delivery still waiting for
     /// its share when shutdown begins is left unacked: the session's close returns it.
-    async fn handle(&self, session: &Session, mut delivery: Delivery, shutdown: Shutdown) {
+    async fn handle(
+        &self,
+        session: &Session,
+        acks: &Acks,
+        mut delivery: Delivery,
+        shutdown: Shutdown,
+    ) {
         let started = Instant::now();
         let size = delivery.data.len();
         self.metrics.in_flight(1);
@@ -230,13 +257,18 @@ impl Worker {
         };
         if let Some(_share) = share {
             let body = std::mem::take(&mut delivery.data);
+            let delivered = Delivered {
+                delivery: &delivery,
+                acks,
+                started,
+            };
             match event::decode(body, self.settings.max_body_bytes) {
                 Ok(event) => {
-                    self.examine(session, &delivery, Arc::new(event), &shutdown, started)
+                    self.examine(session, &delivered, Arc::new(event), &shutdown)
                         .await
                 }
                 Err(undecoded) => {
-                    self.unexamined(session, &delivery, undecoded, &shutdown, started)
+                    self.unexamined(session, &delivered, undecoded, &shutdown)
                         .await
                 }
             }
@@ -253,10 +285,9 @@ impl Worker {
     async fn examine(
         &self,
         session: &Session,
-        delivery: &Delivery,
+        delivered: &Delivered<'_>,
         event: Arc<FinalizedEvent>,
         shutdown: &Shutdown,
-        started: Instant,
     ) {
         let model = self.model(&event);
         // A panic (a bug in detection, say) must not leave the delivery unacked forever,
@@ -278,16 +309,16 @@ impl Worker {
             Err(e) => Err(e),
         };
         let taken = Taken {
-            delivery,
+            delivered,
             body: event.body(),
             event_id: Some(event.event_id),
             message_id: Some(event.message.id),
-            started,
         };
         self.finish(session, taken, result, shutdown).await;
     }
 
-    /// Dead-letters what failed for good, acks what is done, leaves the rest unacked.
+    /// Dead-letters what failed for good, acks what is done (in the session's next round of
+    /// acks, [`acks`]), leaves the rest unacked.
     async fn finish(
         &self,
         session: &Session,
@@ -296,12 +327,12 @@ impl Worker {
         shutdown: &Shutdown,
     ) {
         let Taken {
-            delivery,
+            delivered,
             body,
             event_id,
             message_id,
-            started,
         } = taken;
+        let delivery = delivered.delivery;
         let result = match result {
             Err(e) if e.kind() != ErrorKind::Transient => {
                 let reason = e.dead_letter_reason();
@@ -320,24 +351,19 @@ impl Worker {
             other => other.map(|(outcome, mode, model)| Done::Processed(outcome, mode, model)),
         };
         match result {
-            Ok(done) => match delivery.acker.ack(BasicAckOptions::default()).await {
-                Ok(()) => {
-                    if let Done::Processed(outcome, mode, model) = done {
-                        self.metrics.event(outcome.as_str(), mode.as_str());
-                        self.metrics.message_seen(self.models.name(model));
-                        if outcome == Outcome::Clean {
-                            tracing::debug!(event_id = %show(event_id), message_id = %show(message_id), outcome = outcome.as_str(), "event processed");
-                        } else {
-                            tracing::info!(event_id = %show(event_id), message_id = %show(message_id), outcome = outcome.as_str(), "event processed");
-                        }
+            Ok(done) => {
+                delivered.acks.done(delivery.delivery_tag);
+                if let Done::Processed(outcome, mode, model) = done {
+                    self.metrics.event(outcome.as_str(), mode.as_str());
+                    self.metrics.message_seen(self.models.name(model));
+                    if outcome == Outcome::Clean {
+                        tracing::debug!(event_id = %show(event_id), message_id = %show(message_id), outcome = outcome.as_str(), "event processed");
+                    } else {
+                        tracing::info!(event_id = %show(event_id), message_id = %show(message_id), outcome = outcome.as_str(), "event processed");
                     }
-                    self.metrics.processed_in(started.elapsed());
                 }
-                Err(e) => {
-                    tracing::warn!(event_id = %show(event_id), error = %e, "ack failed; the broker will redeliver (idempotent)");
-                    session.health.mark_broken();
-                }
-            },
+                self.metrics.processed_in(delivered.started.elapsed());
+            }
             Err(e) => {
                 tracing::info!(event_id = %show(event_id), error = %e, "delivery left unacked; the broker will redeliver it");
             }

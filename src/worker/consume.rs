@@ -5,6 +5,7 @@
 //!
 //! May depend on: the parent `worker`, `amqp`, `shutdown`, `metrics`.
 
+use super::acks::Acks;
 use super::window::{Change, Window, IDLE};
 use super::{Worker, BROKEN_SESSION_GRACE};
 use crate::amqp::Session;
@@ -35,6 +36,7 @@ enum Step {
 /// What one session's consuming shares with the helpers below.
 struct Consuming<'a> {
     session: &'a Arc<Session>,
+    acks: &'a Arc<Acks>,
     window: &'a mut Window,
     tasks: JoinSet<()>,
     shutdown: &'a Shutdown,
@@ -46,6 +48,7 @@ impl Worker {
         self: &Arc<Self>,
         session: Arc<Session>,
         consumer: Consumer,
+        acks: &Arc<Acks>,
         window: &mut Window,
         shutdown: &mut Shutdown,
     ) {
@@ -56,6 +59,7 @@ impl Worker {
         let mut stop = shutdown.clone();
         let mut c = Consuming {
             session: &session,
+            acks,
             window,
             tasks: JoinSet::new(),
             shutdown,
@@ -111,11 +115,13 @@ impl Worker {
         let held = self.held.fetch_add(len, Ordering::SeqCst) + len;
         self.metrics.in_flight_bytes(len as i64);
         let change = c.window.arrived(len, held);
+        c.acks.taken(delivery.delivery_tag);
         let worker = self.clone();
         let session = c.session.clone();
+        let acks = c.acks.clone();
         let shutdown = c.shutdown.clone();
         c.tasks.spawn(async move {
-            worker.handle(&session, delivery, shutdown).await;
+            worker.handle(&session, &acks, delivery, shutdown).await;
         });
         change
     }
