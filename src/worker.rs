@@ -46,7 +46,7 @@ use crate::budget::Budget;
 use crate::error::{Error, ErrorKind};
 use crate::event::{self, FinalizedEvent, Role};
 use crate::ids::{EventId, MessageId, ModelId};
-use crate::metrics::Metrics;
+use crate::metrics::{Counter, Metrics};
 use crate::model::{Label, Models};
 use crate::outbound::{self, ForEvent, ForOwnedEvent};
 use crate::publish::outbox::Marker;
@@ -62,6 +62,7 @@ use backon::Retryable;
 use futures_util::FutureExt;
 use lapin::message::Delivery;
 use lapin::Consumer;
+use serde_json::value::RawValue;
 use sqlx::PgPool;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -98,6 +99,55 @@ pub struct Worker {
     held: AtomicUsize,
     /// Woken when a delivery is finished (the window may be waiting for room).
     finished: Notify,
+    /// What is the same for every clean event, worked out once.
+    clean: Clean,
+    /// The per-event counters, looked up once.
+    counters: Counters,
+}
+
+/// The `recovery` object of a clean message's moderation body, written once (`None` if it
+/// could not be: then it is built per event, as before).
+struct Clean(Option<Box<RawValue>>);
+
+/// The counters every acked event adds to, by its outcome and mode and by its model's
+/// label, looked up once: counting an event hashes no label.
+struct Counters {
+    /// By [`Outcome::ALL`], then [`Mode::ALL`].
+    events: Vec<Counter>,
+    /// By [`Label::index`].
+    seen: Vec<Counter>,
+}
+
+impl Counters {
+    fn new(metrics: &Metrics, models: &Models) -> Self {
+        let events = Outcome::ALL
+            .iter()
+            .flat_map(|o| Mode::ALL.iter().map(|m| (o.as_str(), m.as_str())))
+            .map(|(o, m)| metrics.event_counter(o, m))
+            .collect();
+        let seen = models
+            .names()
+            .map(|n| metrics.message_seen_counter(n))
+            .collect();
+        Counters { events, seen }
+    }
+
+    /// Counts an acked event (by looking its labels up when they are not in the tables).
+    fn count(&self, metrics: &Metrics, outcome: Outcome, mode: Mode, model: &str, label: Label) {
+        let o = Outcome::ALL.iter().position(|x| *x == outcome);
+        let m = Mode::ALL.iter().position(|x| *x == mode);
+        match o
+            .zip(m)
+            .and_then(|(o, m)| self.events.get(o * Mode::ALL.len() + m))
+        {
+            Some(c) => c.inc(),
+            None => metrics.event(outcome.as_str(), mode.as_str()),
+        }
+        match self.seen.get(label.index()) {
+            Some(c) => c.inc(),
+            None => metrics.message_seen(model),
+        }
+    }
 }
 
 /// A delivery as taken in: its headers and tag, the book its ack goes to, and when it was
@@ -138,7 +188,13 @@ impl Worker {
     ) -> Self {
         let policy = settings.policy();
         let models = settings.models.models.clone();
+        let clean = Clean(
+            outbound::written_once(&recover::empty_summary(Outcome::Clean, policy.mode)).ok(),
+        );
+        let counters = Counters::new(&metrics, &models);
         Worker {
+            clean,
+            counters,
             exchanges: Exchanges::from_settings(&settings.publish),
             budget,
             held: AtomicUsize::new(0),
@@ -354,8 +410,9 @@ impl Worker {
             Ok(done) => {
                 delivered.acks.done(delivery.delivery_tag);
                 if let Done::Processed(outcome, mode, model) = done {
-                    self.metrics.event(outcome.as_str(), mode.as_str());
-                    self.metrics.message_seen(self.models.name(model));
+                    let name = self.models.name(model);
+                    self.counters
+                        .count(&self.metrics, outcome, mode, name, model);
                     if outcome == Outcome::Clean {
                         tracing::debug!(event_id = %show(event_id), message_id = %show(message_id), outcome = outcome.as_str(), "event processed");
                     } else {
@@ -397,12 +454,28 @@ impl Worker {
         if !self.needs_recovery(event, content.as_deref()) {
             let blank = content.as_deref().is_none_or(|c| c.trim().is_empty());
             drop(content);
-            let summary = recover::empty_summary(Outcome::Clean, self.policy.mode);
-            let owed = outbound::moderation_unchanged(event, blank, &summary)?;
+            let owed = match &self.clean.0 {
+                Some(summary) => outbound::moderation_unchanged(event, blank, &**summary)?,
+                None => {
+                    let summary = recover::empty_summary(Outcome::Clean, self.policy.mode);
+                    outbound::moderation_unchanged(event, blank, &summary)?
+                }
+            };
             self.send_direct(session, event.message.id, owed).await?;
             return Ok((Outcome::Clean, self.policy.mode));
         }
         drop(content);
+        // Boxed: the recovery's future is large, and every event's task would carry (and
+        // move) its room; only a leak allocates it.
+        Box::pin(self.recover(session, event)).await
+    }
+
+    /// A leak: THE recovery transaction through a committer, then what it owes sent.
+    async fn recover(
+        &self,
+        session: &Session,
+        event: &Arc<FinalizedEvent>,
+    ) -> Result<(Outcome, Mode), Error> {
         let source = Source::Event {
             event_id: event.event_id,
             model: event.message.model_id.clone(),
