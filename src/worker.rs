@@ -22,7 +22,10 @@
 //! reaches moderation. Transient failures are retried in-process with backoff, without
 //! acking or requeueing; when the broker session breaks, unacked deliveries are left to
 //! the broker to redeliver and a new session is built; a wait that shutdown stops leaves
-//! its delivery unacked for the next worker. Nothing is acked that was not done.
+//! its delivery unacked for the next worker. Nothing is acked that was not done. Acks are
+//! sent by the session's acking task (`worker/acks.rs`), several finished deliveries to a
+//! frame where one `multiple` ack says exactly that; a delivery is counted (events, model,
+//! processing time) when its ack is handed to that task.
 //!
 //! Every processed event is counted by the model that wrote it (`model`: a label of the
 //! configured list, computed with a few slices of the id, no allocation), on ack, like the

@@ -75,14 +75,15 @@ impl Book {
         self.open.insert(tag);
     }
 
-    /// A delivery is finished and may be acked. False (and nothing to ack) for a tag that is
-    /// not open: never taken in, or finished before.
-    pub(super) fn finished(&mut self, tag: u64) -> bool {
-        let open = self.open.remove(&tag);
-        if open {
-            self.finished.push(tag);
+    /// A delivery is finished and may be acked. `None` (and nothing to ack) for a tag that
+    /// is not open: never taken in, or finished before; else whether it is the first
+    /// finished since the last [`Book::due`] (then the acking task needs waking).
+    pub(super) fn finished(&mut self, tag: u64) -> Option<bool> {
+        if !self.open.remove(&tag) {
+            return None;
         }
-        open
+        self.finished.push(tag);
+        Some(self.finished.len() == 1)
     }
 
     /// The acks due now, each finished tag in exactly one of them; they leave the book.
@@ -140,13 +141,14 @@ impl Acks {
 
     /// A delivery is finished: its ack is sent in the acking task's next round.
     pub(super) fn done(&self, tag: u64) {
-        if self.book().finished(tag) {
-            self.wake.notify_one();
-        } else {
-            tracing::debug!(
+        match self.book().finished(tag) {
+            // The first since the last round wakes the task; the others find it woken.
+            Some(true) => self.wake.notify_one(),
+            Some(false) => {}
+            None => tracing::debug!(
                 tag,
                 "a delivery finished twice or never taken in; not acked"
-            );
+            ),
         }
     }
 
@@ -199,13 +201,13 @@ mod tests {
     #[test]
     fn deliveries_finished_in_order_are_acked_with_one_multiple_ack() {
         let mut b = book(1..=5);
-        for t in [2, 1, 3] {
-            assert!(b.finished(t));
-        }
+        assert_eq!(b.finished(2), Some(true), "the first wakes the task");
+        assert_eq!(b.finished(1), Some(false));
+        assert_eq!(b.finished(3), Some(false));
         assert_eq!(b.due(), vec![Ack::UpTo(3)]);
         assert_eq!(b.due(), vec![], "each finished tag once");
-        assert!(b.finished(5));
-        assert!(b.finished(4));
+        assert_eq!(b.finished(5), Some(true));
+        assert_eq!(b.finished(4), Some(false));
         assert_eq!(b.due(), vec![Ack::UpTo(5)]);
         assert_eq!(
             b.sent,
@@ -247,9 +249,9 @@ mod tests {
     #[test]
     fn a_tag_finished_twice_or_never_taken_is_not_acked() {
         let mut b = book(1..=2);
-        assert!(b.finished(1));
-        assert!(!b.finished(1));
-        assert!(!b.finished(9));
+        assert_eq!(b.finished(1), Some(true));
+        assert_eq!(b.finished(1), None);
+        assert_eq!(b.finished(9), None);
         assert_eq!(b.due(), vec![Ack::UpTo(1)]);
     }
 

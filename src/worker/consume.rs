@@ -10,7 +10,7 @@ use super::window::{Change, Window, IDLE};
 use super::{Worker, BROKEN_SESSION_GRACE};
 use crate::amqp::Session;
 use crate::shutdown::Shutdown;
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use lapin::message::Delivery;
 use lapin::Consumer;
 use std::sync::atomic::Ordering;
@@ -66,20 +66,18 @@ impl Worker {
         };
         let mut consumer = Some(consumer);
         let mut last = Instant::now();
-        loop {
+        'consuming: loop {
             while c.tasks.try_join_next().is_some() {}
             let paused = consumer.is_none();
             let step = tokio::select! {
                 d = next(&mut consumer) => match d {
                     Some(Ok(delivery)) => Step::Delivery(delivery),
                     Some(Err(e)) => {
-                        tracing::warn!(error = %e, "consumer failed; rebuilding the session");
-                        session.health.mark_broken();
+                        ended(&session, Some(e));
                         break;
                     }
                     None => {
-                        tracing::warn!("consumer closed by the broker; rebuilding the session");
-                        session.health.mark_broken();
+                        ended(&session, None);
                         break;
                     }
                 },
@@ -91,7 +89,28 @@ impl Worker {
             let change = match step {
                 Step::Delivery(delivery) => {
                     last = Instant::now();
-                    self.take_in(&mut c, delivery)
+                    let mut change = self.take_in(&mut c, delivery);
+                    // Under load the broker sends deliveries in bursts: those the consumer
+                    // already holds are taken in without a turn of the loop each (its
+                    // timer and wake-up registrations cost more than a take-in).
+                    while change.is_none() && !stop.is_shutdown() && !session.health.is_broken() {
+                        let Some(ready) = consumer.as_mut().and_then(|k| k.next().now_or_never())
+                        else {
+                            break;
+                        };
+                        match ready {
+                            Some(Ok(delivery)) => change = self.take_in(&mut c, delivery),
+                            Some(Err(e)) => {
+                                ended(&session, Some(e));
+                                break 'consuming;
+                            }
+                            None => {
+                                ended(&session, None);
+                                break 'consuming;
+                            }
+                        }
+                    }
+                    change
                 }
                 Step::Finished => c.window.resume(self.held()).map(Change::To),
                 Step::Idle => {
@@ -202,6 +221,15 @@ async fn next(consumer: &mut Option<Consumer>) -> Option<Result<Delivery, lapin:
         Some(consumer) => consumer.next().await,
         None => std::future::pending().await,
     }
+}
+
+/// The consumer failed (`Some`) or the broker closed it: the session is rebuilt.
+fn ended(session: &Session, error: Option<lapin::Error>) {
+    match error {
+        Some(e) => tracing::warn!(error = %e, "consumer failed; rebuilding the session"),
+        None => tracing::warn!("consumer closed by the broker; rebuilding the session"),
+    }
+    session.health.mark_broken();
 }
 
 fn broken(e: &dyn std::fmt::Display) -> Broken {
