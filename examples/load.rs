@@ -11,7 +11,7 @@
 //!   ceiling;
 //! - `txn`: the worker's recovery transaction alone, no broker (the dirty-path ceiling), swept
 //!   over client counts (`--txn-clients`); the best count is the ceiling. One recovery per
-//!   commit (`recover::recover_with_outbox`, the outbox row included) and, for
+//!   commit (`recover::recover`, the outbox row included) and, for
 //!   `--txn-per-commit 16`, 16 messages in one transaction, ids ascending, both with the
 //!   statements of one message at a time (`per-message`) and with the statements of a
 //!   batch (`batched`: `recover::recover_batch`, one `unnest` statement per kind).
@@ -48,10 +48,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::Semaphore;
 use toolcall_recovery::ids::MessageId;
 use toolcall_recovery::outbound::StandIn;
-use toolcall_recovery::recover::outbox::{self, Envelope};
-use toolcall_recovery::recover::{
-    recover_batch, recover_in, recover_with_outbox, BatchItem, Source,
-};
+use toolcall_recovery::recover::{recover, recover_batch, recover_in, Source};
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -1272,22 +1269,17 @@ async fn recover_group(
     policy: &toolcall_recovery::recover::Policy,
     statements: Option<Statements>,
 ) -> Result<(), String> {
-    let envelope = StandIn { origin: "load" };
-    let source = || Source::Backfill { model: None };
+    let envelope = StandIn::by(Source::Backfill { model: None });
     match (ids, statements) {
         ([id], _) => {
-            recover_with_outbox(pool, MessageId::new(*id), policy, source(), Some(&envelope))
+            recover(pool, policy, envelope.request(MessageId::new(*id), true))
                 .await
                 .map_err(|e| e.to_string())?;
         }
         (_, Some(Statements::Batched) | None) => {
             let items = ids
                 .iter()
-                .map(|&id| BatchItem {
-                    message_id: MessageId::new(id),
-                    source: source(),
-                    envelope: Some(&envelope),
-                })
+                .map(|&id| envelope.request(MessageId::new(id), true))
                 .collect();
             recover_batch(pool, policy, items)
                 .await
@@ -1308,16 +1300,11 @@ async fn per_message(
     pool: &PgPool,
     ids: &[i64],
     policy: &toolcall_recovery::recover::Policy,
-    envelope: &StandIn<'_>,
+    envelope: &StandIn,
 ) -> Result<(), toolcall_recovery::error::Error> {
     let mut tx = pool.begin().await?;
     for id in ids {
-        let id = MessageId::new(*id);
-        let report = recover_in(&mut tx, id, policy, Source::Backfill { model: None }).await?;
-        if report.recorded() {
-            let owed = envelope.outgoing(&report)?;
-            outbox::enqueue(&mut tx, report.recovery_id, id, owed).await?;
-        }
+        recover_in(&mut tx, policy, envelope.request(MessageId::new(*id), true)).await?;
     }
     tx.commit().await?;
     Ok(())

@@ -3,8 +3,8 @@
 //! - `GET /v1/messages/{id}/diagnosis`: what recovery would do to the message now (the
 //!   same decision and plan on the message as read, [`crate::recover::diagnose`], in a READ
 //!   ONLY transaction), with what detection sees in it. Locks nothing, writes nothing.
-//! - `POST /v1/messages/{id}/recover`: runs THE recovery transaction
-//!   ([`crate::recover::recover_message`], source `admin`), publishes the cleaned message
+//! - `POST /v1/messages/{id}/recover`: runs the recovery pass
+//!   ([`crate::recover::recover`], source `admin`), publishes the cleaned message
 //!   for moderation and the forwarded calls like the worker does, and says what it did:
 //!   200 done, 404 no such message, 409 nothing to recover, 422 a leak that cannot be
 //!   executed (no agent, tool not enabled, invalid arguments, a bare result object), the
@@ -31,8 +31,10 @@
 //! mapping in `error`.
 //!
 //! May depend on: `recover`, `publish`, `outbound`, `ledger`, `metrics`, `ids`, `settings`,
-//! `budget`, `error`, `axum`, `sqlx`, `subtle`. Never on `backfill` or `cmd`.
+//! `budget`, `error`, `axum`, `sqlx`, `subtle`, `outbox`, `tokio`. Never on `backfill` or
+//! `cmd`.
 
+mod asked;
 mod auth;
 mod error;
 
@@ -43,13 +45,13 @@ use crate::error::Error;
 use crate::ids::MessageId;
 use crate::metrics::Metrics;
 use crate::outbound::StandIn;
+use crate::outbox::Queued;
 use crate::publish::{PublishTarget, PublishedCounts, Publisher};
-use crate::recover::outbox::{Envelope, Queued};
-use crate::recover::revert::{self, RevertOutcome, RevertedBy};
+use crate::recover::revert::{self, RevertOutcome};
 use crate::recover::{self, Outcome, Policy, Report, Source};
 use crate::settings::{AdminSettings, AdminToken, Settings};
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use asked::Asked;
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -177,23 +179,13 @@ async fn guard(State(s): State<AdminState>, req: Request, next: Next) -> Respons
     }
 }
 
-fn parse_id(raw: &str) -> Result<MessageId, ApiError> {
-    match raw.parse::<i64>() {
-        Ok(id) if id > 0 => Ok(MessageId::new(id)),
-        _ => Err(ApiError::InvalidId(raw.chars().take(40).collect())),
-    }
-}
-
 async fn diagnosis(
     State(s): State<AdminState>,
-    Path(raw): Path<String>,
-    q: Result<Query<NoQuery>, QueryRejection>,
+    Asked { id, .. }: Asked<NoQuery>,
 ) -> Result<Response, ApiError> {
-    let id = parse_id(&raw)?;
-    q.map_err(invalid_query)?;
     let _share = share(&s, id).await?;
     let recover::Diagnosis { detection, report } =
-        recover::diagnose(&s.pool, id, &s.policy, Source::Admin)
+        recover::diagnose(&s.pool, &s.policy, recover::Request::new(id, Source::Admin))
             .await?
             .ok_or_else(|| ApiError::NotFound(format!("message {id} not found")))?;
     let mut body = report_body(&report, None);
@@ -216,15 +208,12 @@ struct NoQuery {}
 
 async fn recover_now(
     State(s): State<AdminState>,
-    Path(raw): Path<String>,
-    q: Result<Query<NoQuery>, QueryRejection>,
+    Asked { id, .. }: Asked<NoQuery>,
 ) -> Result<Response, ApiError> {
-    let id = parse_id(&raw)?;
-    q.map_err(invalid_query)?;
-    let envelope = StandIn { origin: "admin" };
-    let owed = s.publisher.as_ref().map(|_| &envelope as &dyn Envelope);
+    let stand_in = StandIn::by(Source::Admin);
     let _share = share(&s, id).await?;
-    let report = recover::recover_with_outbox(&s.pool, id, &s.policy, Source::Admin, owed).await?;
+    let request = stand_in.request(id, s.publisher.is_some());
+    let report = recover::recover(&s.pool, &s.policy, request).await?;
     s.metrics.recovery_pass(
         report.mode.as_str(),
         report.call_labels(),
@@ -297,11 +286,8 @@ struct LedgerQuery {
 
 async fn ledger(
     State(s): State<AdminState>,
-    Path(raw): Path<String>,
-    q: Result<Query<LedgerQuery>, QueryRejection>,
+    Asked { id, query: q }: Asked<LedgerQuery>,
 ) -> Result<Response, ApiError> {
-    let id = parse_id(&raw)?;
-    let Query(q) = q.map_err(invalid_query)?;
     let body = crate::ledger::message_ledger(&s.pool, id.get(), q.show_text).await?;
     // Ledger rows outlive a message the app deleted; with neither, the id is unknown.
     let listed = body["recoveries"].as_array().is_some_and(|r| !r.is_empty());
@@ -309,10 +295,6 @@ async fn ledger(
         return Err(ApiError::NotFound(format!("message {id} not found")));
     }
     Ok(json_response(StatusCode::OK, &body))
-}
-
-fn invalid_query(e: QueryRejection) -> ApiError {
-    ApiError::InvalidQuery(e.body_text())
 }
 
 async fn message_exists(pool: &PgPool, id: MessageId) -> Result<bool, ApiError> {
@@ -335,16 +317,12 @@ struct RevertQuery {
 
 async fn revert_now(
     State(s): State<AdminState>,
-    Path(raw): Path<String>,
-    q: Result<Query<RevertQuery>, QueryRejection>,
+    Asked { id, query: q }: Asked<RevertQuery>,
 ) -> Result<Response, ApiError> {
-    let id = parse_id(&raw)?;
-    let Query(q) = q.map_err(invalid_query)?;
-    let envelope = StandIn { origin: "admin" };
-    let owed = s.publisher.as_ref().map(|_| &envelope as &dyn Envelope);
+    let stand_in = StandIn::by(Source::Admin);
+    let owed = stand_in.revert_owed(s.publisher.is_some());
     let _share = share(&s, id).await?;
-    let report =
-        revert::revert_with_outbox(&s.pool, id, RevertedBy::Admin, q.dry_run, owed).await?;
+    let report = revert::revert_message(&s.pool, id, stand_in.asker(), q.dry_run, owed).await?;
     if !q.dry_run {
         s.metrics.revert(report.outcome.as_str());
     }
@@ -476,16 +454,4 @@ fn leaks_body(d: &Detection) -> Value {
 
 fn preview(s: &str) -> String {
     recover::preview(s, PREVIEW_CHARS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ids_must_be_positive_integers() {
-        assert!(parse_id("12").is_ok());
-        assert!(parse_id("0").is_err());
-        assert!(parse_id("x1").is_err());
-    }
 }

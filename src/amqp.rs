@@ -8,32 +8,26 @@
 //! not to the one running (measured on 3.10 with a quorum queue). The deliveries of the
 //! cancelled consumer stay ours to ack.
 //!
-//! May depend on: `settings`, `error`, `lapin`. Knows nothing about events or recovery.
+//! The session is one of the two lines of `publish` ([`publish::Line`]): its publishing
+//! channel shares the consumer's connection, so that one broken session is one fault, and a
+//! publish that fails in the broker breaks the session. Connecting and publishing are
+//! `publish`'s.
+//!
+//! May depend on: `publish` (connecting, the confirmed publish), `settings`, `error`,
+//! `lapin`, `tokio`. Knows nothing about events or recovery.
 
 use crate::error::Error;
-use crate::publish::{self, Published};
-use crate::settings::{Names, PublishSettings, SecretUrl, Settings};
+use crate::publish::{self, Line, Message, Published};
+use crate::settings::{Names, PublishSettings, Settings};
 use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicQosOptions,
     ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, LongString};
-use lapin::{Channel, Connection, ConnectionProperties, Consumer, ExchangeKind};
+use lapin::{Channel, Connection, Consumer, ExchangeKind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
-
-/// The broker URL, parsed. lapin's own parse error quotes the whole URL, password
-/// included, and a failed connection is logged on every retry: so the error here names the
-/// URL masked and leaves lapin's text out.
-pub fn uri(url: &SecretUrl) -> Result<lapin::uri::AMQPUri, Error> {
-    url.expose().parse().map_err(|_| {
-        Error::Startup(format!(
-            "AMQP_URL {url} is not an AMQP URL (amqp://user:password@host:port/vhost, or \
-             amqps:// for TLS)"
-        ))
-    })
-}
 
 /// Consumer tag prefix.
 const CONSUMER_TAG: &str = "toolcall-recovery";
@@ -81,11 +75,8 @@ pub struct Session {
 /// Connects and declares the topology; returns the session and the consumer, whose window
 /// is `prefetch` deliveries.
 pub async fn open(settings: &Settings, prefetch: u16) -> Result<(Session, Consumer), Error> {
-    let props = ConnectionProperties::default()
-        .with_executor(tokio_executor_trait::Tokio::current())
-        .with_reactor(tokio_reactor_trait::Tokio)
-        .with_connection_name(LongString::from(settings.connection_name.clone()));
-    let connection = Connection::connect_uri(uri(&settings.publish.amqp_url)?, props).await?;
+    let connection =
+        publish::connect(&settings.publish.amqp_url, &settings.connection_name).await?;
     let health = Arc::new(Health::default());
     {
         let h = health.clone();
@@ -150,23 +141,19 @@ pub async fn declare_topology(
     publish: &PublishSettings,
     delivery_limit: u32,
 ) -> Result<(), Error> {
+    publish::declare_topic_exchanges(
+        ch,
+        [
+            &names.input_exchange,
+            &publish.moderation_exchange,
+            &publish.tool_calls_exchange,
+        ],
+    )
+    .await?;
     let durable = ExchangeDeclareOptions {
         durable: true,
         ..Default::default()
     };
-    for exchange in [
-        &names.input_exchange,
-        &publish.moderation_exchange,
-        &publish.tool_calls_exchange,
-    ] {
-        ch.exchange_declare(
-            exchange,
-            ExchangeKind::Topic,
-            durable,
-            FieldTable::default(),
-        )
-        .await?;
-    }
     ch.exchange_declare(
         &names.dead_letter_exchange,
         ExchangeKind::Direct,
@@ -221,32 +208,19 @@ pub fn string_value(s: &str) -> AMQPValue {
     AMQPValue::LongString(LongString::from(s.to_string()))
 }
 
-impl Session {
+impl Line for Session {
     /// [`publish::publish_confirmed`] on this session's publishing channel; a channel or
     /// connection error marks the session broken.
-    pub async fn publish(
-        &self,
-        exchange: &str,
-        routing_key: &str,
-        body: &[u8],
-        message_id: Option<&str>,
-        headers: FieldTable,
-    ) -> Result<Published, Error> {
-        let result = publish::publish_confirmed(
-            &self.publish,
-            exchange,
-            routing_key,
-            body,
-            message_id,
-            headers,
-        )
-        .await;
+    async fn publish(&self, message: Message<'_>) -> Result<Published, Error> {
+        let result = publish::publish_confirmed(&self.publish, message).await;
         if matches!(&result, Err(Error::Broker(_))) {
             self.health.mark_broken();
         }
         result
     }
+}
 
+impl Session {
     /// Acks the delivery `tag` of the consuming channel; with `multiple`, every delivery
     /// up to it. An error marks the session broken.
     pub async fn ack(&self, tag: u64, multiple: bool) -> Result<(), Error> {

@@ -1,8 +1,8 @@
 //! `toolcall-recovery backfill`: recovery for the history that was written before the
 //! worker ran. It walks `messages` by id ([`candidates`]: assistant messages whose content
 //! holds a marker's anchor byte, keyset pages), examines each ([`examine`]: a detection
-//! scan, then THE recovery transaction [`crate::recover::recover_message`], with
-//! [`crate::recover::Source::Backfill`]), republishes what changed for moderation
+//! scan, then the recovery pass, asked for with [`crate::recover::Source::Backfill`]
+//! through a group committer ([`crate::recover::committer`]), or rolled back in a dry run), republishes what changed for moderation
 //! ([`crate::publish::Publisher`]), and records how far it got every `--batch-size` candidates
 //! ([`checkpoint`]).
 //!
@@ -32,7 +32,8 @@
 //!   not paced; default: no cap).
 //!
 //! May depend on: `recover`, `publish`, `store`, `settings`, `metrics`, `http` (optional
-//! `/metrics`), `shutdown`, `ids`, `error`, its submodules. Never on `admin` or `cmd`.
+//! `/metrics`), `shutdown`, `ids`, `error`, `outbox` (the marker), `outbound` (the stand-in
+//! envelope), `model`, `retry`, `sqlx`, `tokio`, its submodules. Never on `admin` or `cmd`.
 
 pub mod candidates;
 pub mod checkpoint;
@@ -50,7 +51,7 @@ pub use summary::{ModelSummary, Summary};
 
 use crate::error::Error;
 use crate::metrics::Metrics;
-use crate::publish::outbox::Marker;
+use crate::outbox::Marker;
 use crate::publish::{PublishTarget, Publisher};
 use crate::recover::committer::Committer;
 use crate::recover::{Mode, Policy};

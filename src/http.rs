@@ -4,7 +4,7 @@
 //! idle timeouts and a connection limit.
 //!
 //! May depend on: `metrics`, `settings` (the server's limits), `shutdown`, `axum`, `hyper`,
-//! `sqlx` (the readiness probe).
+//! `sqlx` (the readiness probe), `tokio`.
 
 mod serve;
 

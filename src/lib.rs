@@ -6,9 +6,10 @@
 //!
 //! The data path, one module per step:
 //! [`event`] (decode a delivery into valid types) -> detection ([`detect`]) ->
-//! [`recover`] (THE recovery transaction: lock, re-detect, memory, tool message, ledger,
-//! transcript repair) -> [`publish`] (send with confirms the bodies [`outbound`] builds) ->
-//! ack, driven by [`worker`] over the broker session of [`amqp`].
+//! [`recover`] (the recovery pass, one transaction: lock, re-detect, memory, tool message,
+//! ledger, transcript repair, and what it owes the broker written to the [`outbox`]) ->
+//! [`publish`] (send with confirms the bodies [`outbound`] builds) -> ack, driven by
+//! [`worker`] over the broker session of [`amqp`].
 //!
 //! Three more ways into recover and publish: [`backfill`] (historical messages), [`admin`]
 //! (the app's diagnosis, "fix" and revert endpoints) and the `revert` command ([`cmd`]);
@@ -16,8 +17,9 @@
 //! command, the admin API's ledger endpoint); [`cmd`] holds the small commands (`scan`,
 //! `ledger`, `revert`).
 //!
-//! Around it: [`ids`] (the id types every module may name), [`settings`] (all
-//! configuration), [`store`] (pool, migrations), [`http`] (`/metrics`, `/healthz`,
+//! Around it: [`ids`] (the id types every module may name), [`settings`] (the setting
+//! groups the commands share and the worker's settings; a one-off command's own flags live
+//! with the command), [`store`] (pool, migrations), [`http`] (`/metrics`, `/healthz`,
 //! `/readyz`), [`metrics`], [`model`] (the bounded `model` label of a model id),
 //! [`telemetry`] (logs), [`shutdown`] and [`retry`], [`budget`] (the bytes of bodies worked
 //! on at once), [`error`]
@@ -37,6 +39,7 @@ pub mod ledger;
 pub mod metrics;
 pub mod model;
 pub mod outbound;
+pub mod outbox;
 pub mod publish;
 pub mod recover;
 pub mod retry;

@@ -6,7 +6,8 @@
 //! for the backfill, the admin API and revert); the recovery transaction writes that to the
 //! outbox and `publish` sends it. The moderation body itself is written by [`moderation`].
 //!
-//! May depend on: `ids`, `event` (the decoded event), `recover` (the report types),
+//! May depend on: `ids`, `event` (the decoded event), `recover` (the report types and the envelopes),
+//! `outbox` (the row type),
 //! `error`. No I/O: no broker, no database.
 
 mod moderation;
@@ -16,9 +17,9 @@ pub use moderation::{moderation_body, moderation_unchanged, written_once};
 use crate::error::Error;
 use crate::event::{self, FinalizedEvent, Named};
 use crate::ids::{self, AgentId, ChatId, EventId, MessageId, ID_NAMESPACE};
-use crate::recover::outbox::{Envelope, Outgoing, Target};
-use crate::recover::revert::RevertReport;
-use crate::recover::{self, ForwardedCall, Mode, Outcome, Report};
+use crate::outbox::{Outgoing, Target};
+use crate::recover::revert::{RevertEnvelope, RevertReport};
+use crate::recover::{self, Envelope, ForwardedCall, Mode, Outcome, Report, Request, Source};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -61,6 +62,20 @@ pub fn revert_event_id(recovery_id: i64) -> EventId {
     ))
 }
 
+/// The [`StandInMessage`] of a report of a pass or of a revert: both name the message
+/// alike, and neither type knows the other.
+macro_rules! stand_in_message {
+    ($report:expr) => {
+        StandInMessage {
+            message_id: $report.message_id,
+            chat_id: $report.chat_id,
+            agent_id: $report.agent_id,
+            content: &$report.content,
+            tools_used: &$report.tools_used,
+        }
+    };
+}
+
 /// The stand-in `message.finalized` event of a reverted message: the message as the revert
 /// restored it, under the id of the revert of ledger row `recovery_id`.
 pub fn restored_event(
@@ -70,13 +85,7 @@ pub fn restored_event(
 ) -> Result<FinalizedEvent, Error> {
     stand_in(
         revert_event_id(recovery_id),
-        &StandInMessage {
-            message_id: report.message_id,
-            chat_id: report.chat_id,
-            agent_id: report.agent_id,
-            content: &report.content,
-            tools_used: &report.tools_used,
-        },
+        &stand_in_message!(report),
         origin,
     )
 }
@@ -99,13 +108,7 @@ pub fn stand_in_event(
 ) -> Result<FinalizedEvent, Error> {
     stand_in(
         source_event_id(recovery_id),
-        &StandInMessage {
-            message_id: report.message_id,
-            chat_id: report.chat_id,
-            agent_id: report.agent_id,
-            content: &report.content,
-            tools_used: &report.tools_used,
-        },
+        &stand_in_message!(report),
         origin,
     )
 }
@@ -270,29 +273,54 @@ impl Envelope for ForOwnedEvent {
     }
 }
 
-/// What a pass without an event owes (the backfill, the admin API: `origin` says which),
+/// What a pass without an event owes (the backfill, the admin API, `revert`: who asked is
+/// carried as the stand-in event's `origin`, [`crate::recover::Source::label`]),
 /// under a stand-in event derived from the ledger row: only a pass that changed the message
 /// is published (moderation saw the text before), and a revert publishes the restored text.
-pub struct StandIn<'a> {
-    /// `backfill`, `admin` or `cli`, carried as the stand-in event's `origin`.
-    pub origin: &'a str,
+pub struct StandIn {
+    by: Source,
 }
 
-impl Envelope for StandIn<'_> {
+impl StandIn {
+    /// What a pass (or a revert) that `by` asked for owes.
+    pub fn by(by: Source) -> Self {
+        StandIn { by }
+    }
+
+    /// Who asked.
+    pub fn asker(&self) -> &Source {
+        &self.by
+    }
+
+    /// The request of a pass over `message_id` by this stand-in's asker, owing what the
+    /// stand-in says when `publishing` (nothing to publish with, `--no-publish`: nothing).
+    pub fn request(&self, message_id: MessageId, publishing: bool) -> Request<'_> {
+        Request::new(message_id, self.by.clone()).owing(publishing.then_some(self as &dyn Envelope))
+    }
+
+    /// What a revert by this stand-in's asker owes when `publishing`.
+    pub fn revert_owed(&self, publishing: bool) -> Option<&dyn RevertEnvelope> {
+        publishing.then_some(self as &dyn RevertEnvelope)
+    }
+}
+
+impl Envelope for StandIn {
     fn outgoing(&self, report: &Report) -> Result<Vec<Outgoing>, Error> {
         match report.recovery_id {
             Some(id) if report.content_changed() => {
-                owed(report, &stand_in_event(report, id, self.origin)?)
+                owed(report, &stand_in_event(report, id, self.by.label())?)
             }
             _ => Ok(Vec::new()),
         }
     }
+}
 
+impl RevertEnvelope for StandIn {
     fn restored(&self, report: &RevertReport) -> Result<Vec<Outgoing>, Error> {
         let Some(id) = report.recovery_id else {
             return Ok(Vec::new());
         };
-        let event = restored_event(report, id, self.origin)?;
+        let event = restored_event(report, id, self.by.label())?;
         let mut summary = recover::empty_summary(Outcome::Reverted, Mode::Recover);
         summary["reverted_recovery_id"] = json!(id);
         Ok(moderation(
@@ -328,7 +356,9 @@ mod tests {
             memories_created: 1,
             outbox: Vec::new(),
         };
-        let owed = StandIn { origin: "backfill" }.outgoing(&report).unwrap();
+        let owed = StandIn::by(Source::Backfill { model: None })
+            .outgoing(&report)
+            .unwrap();
         assert_eq!(owed.len(), 1);
         let v: Value = serde_json::from_str(&owed[0].body).unwrap();
         assert_eq!(v["source_event_id"], json!(source_event_id(41).to_string()));

@@ -1,5 +1,8 @@
-//! THE recovery transaction (contract §3): one function, [`recover_message`], that the
-//! worker, the backfill and the admin API all call. Given a message id it locks the row,
+//! The recovery pass (contract §3), one transaction, with one front door: a [`Request`]
+//! (which message, who asked, what to owe the broker) taken by [`recover`], the group
+//! commit ([`recover_batch`], through a [`committer::Committer`]), the dry run
+//! ([`what_if`]) and the diagnosis ([`diagnose`]); the worker, the backfill and the admin
+//! API all come in through it. Given a message id the pass locks the row,
 //! re-detects on the content as stored (the database is the truth; an event may be
 //! stale), applies the recovery table, writes the ledger, repairs the chat's transcript and
 //! commits, returning a [`Report`] of what it did. It knows nothing about AMQP: publishing
@@ -22,8 +25,8 @@
 //! effects (`pass.rs`, `save_memory.rs`), the ledger (`ledger.rs`) and the outbox. A single
 //! message is the batch of one.
 //!
-//! May depend on: `ids`, `settings`, `error`, `toolcall_detect`, `sqlx`, `tokio`. No broker,
-//! no HTTP.
+//! May depend on: `ids`, `settings`, `error`, `toolcall_detect`, `outbox` (the write side),
+//! `sqlx`, `tokio`. No broker, no HTTP.
 
 /// Transcript repair of the chats in the array parameter `$chats`: a tool message without
 /// a name gets the name of the assistant call with its tool_call_id, `unknown` for an
@@ -53,9 +56,9 @@ pub mod committer;
 mod decide;
 mod dry_run;
 mod effects;
+mod envelope;
 mod ledger;
 mod load;
-pub mod outbox;
 mod pass;
 mod plan;
 mod policy;
@@ -64,6 +67,7 @@ pub mod revert;
 mod save_memory;
 
 pub use dry_run::{diagnose, what_if, Diagnosis};
+pub use envelope::Envelope;
 pub use ledger::tool_call_event_id;
 pub use plan::planned_outcomes;
 pub use policy::{FamilyMode, Mode, Policy};
@@ -99,62 +103,66 @@ pub fn failed_summary(mode: Mode, reason: &str) -> Value {
     summary
 }
 
-/// Runs the recovery of one message in one transaction and commits it, publishing
-/// nothing: [`recover_with_outbox`] without an envelope.
-pub async fn recover_message(
-    pool: &PgPool,
-    message_id: MessageId,
-    policy: &Policy,
-    source: Source,
-) -> Result<Report, Error> {
-    recover_with_outbox(pool, message_id, policy, source, None).await
+/// One ask of recovery, the front door every way in goes through: which message, who
+/// asked, and what a pass that records something owes the broker (written to the outbox
+/// in the pass's transaction; none: `--no-publish`, or nothing to publish with). Taken by
+/// [`recover`] (the pass alone, committed), [`recover_batch`] (several in one commit: the
+/// group commit of [`committer::Committer`], which takes the same three things with the
+/// envelope owned), [`recover_in`] (in the caller's transaction), [`what_if`] (rolled
+/// back) and [`diagnose`] (read only, described).
+pub struct Request<'a> {
+    /// The message.
+    pub message_id: MessageId,
+    /// Who asked (recorded in the ledger).
+    pub source: Source,
+    /// What a recorded pass owes the broker (written to the outbox).
+    pub envelope: Option<&'a dyn Envelope>,
 }
 
-/// Runs the recovery of one message in one transaction and commits it. A pass that
-/// records something (a ledger row) also writes, in the same transaction, what `envelope`
-/// says it owes the broker to the outbox; those rows come back in [`Report::outbox`], for
-/// the caller to send after the commit. Without an envelope nothing is owed (`--no-publish`).
+impl<'a> Request<'a> {
+    /// A request from `source` for `message_id` that owes the broker nothing.
+    pub fn new(message_id: MessageId, source: Source) -> Self {
+        Request {
+            message_id,
+            source,
+            envelope: None,
+        }
+    }
+
+    /// The same request, owing what `envelope` says (nothing without one).
+    pub fn owing(mut self, envelope: Option<&'a dyn Envelope>) -> Self {
+        self.envelope = envelope;
+        self
+    }
+}
+
+/// Runs the recovery pass of one message in one transaction and commits it. A pass that
+/// records something (a ledger row) also writes, in the same transaction, what the
+/// request's envelope says it owes the broker to the outbox; those rows come back in
+/// [`Report::outbox`], for the caller to send after the commit.
 ///
 /// Errors: [`crate::error::Poison::MissingMessage`] when the row does not exist; database errors
 /// otherwise (see [`Error::kind`] for which are worth a retry). Nothing is written unless
 /// the whole pass commits.
-pub async fn recover_with_outbox(
+pub async fn recover(
     pool: &PgPool,
-    message_id: MessageId,
     policy: &Policy,
-    source: Source,
-    envelope: Option<&dyn outbox::Envelope>,
+    request: Request<'_>,
 ) -> Result<Report, Error> {
     let mut conn = pool.acquire().await?;
-    let item = BatchItem {
-        message_id,
-        source,
-        envelope,
-    };
-    with_outbox_on(&mut conn, policy, item).await
+    alone_on(&mut conn, policy, request).await
 }
 
-/// [`recover_with_outbox`] on a connection the caller holds (a committer keeps one while it
-/// has work).
-async fn with_outbox_on(
+/// [`recover`] on a connection the caller holds (a committer keeps one while it has work).
+async fn alone_on(
     conn: &mut PgConnection,
     policy: &Policy,
-    item: BatchItem<'_>,
+    request: Request<'_>,
 ) -> Result<Report, Error> {
     let mut tx = conn.begin().await?;
-    let report = batch::one(&mut tx, policy, item, Lock::Wait).await?;
+    let report = batch::one(&mut tx, policy, request, Lock::Wait).await?;
     tx.commit().await?;
     Ok(report)
-}
-
-/// One message of a [`recover_batch`].
-pub struct BatchItem<'a> {
-    /// The message.
-    pub message_id: MessageId,
-    /// Where the pass comes from.
-    pub source: Source,
-    /// What a recorded pass owes the broker (written to the outbox).
-    pub envelope: Option<&'a dyn outbox::Envelope>,
 }
 
 /// Why a [`recover_batch`] committed nothing.
@@ -183,7 +191,7 @@ fn may_be_one_items(error: &Error) -> bool {
 
 /// The recoveries of several messages in ONE transaction and one commit (group commit:
 /// where the commit, not the work, is the cost). Each pass is exactly the pass of
-/// [`recover_with_outbox`], and they run together: one statement per kind for the whole
+/// [`recover`], and they run together: one statement per kind for the whole
 /// batch (`batch.rs`). The reports come back in the order of `items`.
 ///
 /// All or nothing: an error rolls back every pass and says which item failed
@@ -201,7 +209,7 @@ fn may_be_one_items(error: &Error) -> bool {
 pub async fn recover_batch(
     pool: &PgPool,
     policy: &Policy,
-    items: Vec<BatchItem<'_>>,
+    items: Vec<Request<'_>>,
 ) -> Result<Vec<Report>, BatchError> {
     let mut conn = pool.acquire().await?;
     batch_on(&mut conn, policy, &items).await
@@ -211,7 +219,7 @@ pub async fn recover_batch(
 async fn batch_on(
     conn: &mut PgConnection,
     policy: &Policy,
-    items: &[BatchItem<'_>],
+    items: &[Request<'_>],
 ) -> Result<Vec<Report>, BatchError> {
     match together(conn, policy, items).await {
         Err(e) if e.failed.is_none() && items.len() > 1 && may_be_one_items(&e.error) => {
@@ -226,7 +234,7 @@ async fn batch_on(
 async fn together(
     conn: &mut PgConnection,
     policy: &Policy,
-    items: &[BatchItem<'_>],
+    items: &[Request<'_>],
 ) -> Result<Vec<Report>, BatchError> {
     let mut tx = conn.begin().await?;
     match batch::run(&mut tx, policy, items, Lock::NoWait).await {
@@ -251,7 +259,7 @@ async fn together(
 async fn one_after_another(
     conn: &mut PgConnection,
     policy: &Policy,
-    items: &[BatchItem<'_>],
+    items: &[Request<'_>],
 ) -> Result<Vec<Report>, BatchError> {
     let mut order: Vec<usize> = (0..items.len()).collect();
     order.sort_by_key(|&i| items[i].message_id);
@@ -277,20 +285,14 @@ async fn one_after_another(
         .collect()
 }
 
-/// The body of [`recover_message`] on a connection already inside a transaction (for
-/// callers that compose it with their own writes, or roll it back).
+/// The pass of [`recover`] on a connection already inside a transaction (for callers
+/// that compose it with their own writes, or roll it back: [`what_if`]).
 pub async fn recover_in(
     conn: &mut PgConnection,
-    message_id: MessageId,
     policy: &Policy,
-    source: Source,
+    request: Request<'_>,
 ) -> Result<Report, Error> {
-    let item = BatchItem {
-        message_id,
-        source,
-        envelope: None,
-    };
-    batch::one(conn, policy, item, Lock::Wait).await
+    batch::one(conn, policy, request, Lock::Wait).await
 }
 
 fn string_entries(v: &Value) -> Vec<String> {

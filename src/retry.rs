@@ -2,7 +2,7 @@
 //! limit on attempts: an outage is waited out, the delivery is never acked or requeued
 //! while it lasts) and a sleeper that cuts the wait short when shutdown begins.
 //!
-//! May depend on: `shutdown`, `backon`.
+//! May depend on: `shutdown`, `backon`, `tokio`.
 
 use crate::shutdown::Shutdown;
 use backon::ExponentialBuilder;

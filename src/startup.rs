@@ -5,17 +5,16 @@
 //! Drain order on shutdown (see `shutdown`): worker (cancel consumer, finish in-flight,
 //! close session) -> database pool -> HTTP server.
 //!
-//! May depend on: every module.
+//! May depend on: every module, `sqlx`, `tokio`.
 
 use crate::admin::{self, AdminState};
-use crate::amqp;
 use crate::budget::Budget;
 use crate::error::{self, Error};
 use crate::http::{self, AppState};
 use crate::metrics::{Metrics, Prime};
 use crate::model::Models;
-use crate::publish::outbox::Marker;
-use crate::publish::{PublishTarget, Publisher, Relay};
+use crate::outbox::Marker;
+use crate::publish::{self, PublishTarget, Publisher, Relay};
 use crate::recover;
 use crate::settings::{DatabaseSettings, SchemaSettings, Settings};
 use crate::shutdown::{self, Shutdown, Trigger};
@@ -97,7 +96,60 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
         "starting"
     );
     // A malformed broker URL can never work: stop now rather than retry (and log) forever.
-    amqp::uri(&settings.publish.amqp_url)?;
+    publish::uri(&settings.publish.amqp_url)?;
+    let pool = ready_database(&settings).await?;
+    let metrics = Arc::new(Metrics::new());
+    let index = look_at_index(&pool, &metrics, None).await;
+    let policy = settings.policy();
+    prime(&metrics, &policy, &settings.models.models);
+    log_policy(&policy);
+    let broker_ready = Arc::new(AtomicBool::new(false));
+    let (trigger, shutdown) = shutdown::channel();
+    // One byte budget for everything that takes in message bodies: deliveries, admin passes.
+    let budget = Budget::new(settings.max_in_flight_bytes);
+    let http = serve_http(&settings, &pool, &metrics, &broker_ready, &budget).await?;
+    let http_addr = http.addr;
+    let index_watch = tokio::spawn(watch_index(
+        pool.clone(),
+        metrics.clone(),
+        index,
+        shutdown.clone(),
+    ));
+    let relay = tokio::spawn(relay(&settings, &pool, &metrics).run(shutdown.clone()));
+    let (marker, marking) = Marker::start(
+        store::connect_options(&settings.database)?.application_name("toolcall-recovery-outbox"),
+    );
+    let worker = Arc::new(Worker::new(
+        settings,
+        pool.clone(),
+        metrics,
+        broker_ready,
+        marker,
+        budget,
+    ));
+    let beside = Beside {
+        marking,
+        relay,
+        index_watch,
+        pool,
+        http,
+    };
+    let task = tokio::spawn(async move {
+        // `run` consumes the worker: once it returns, the last marker is dropped and the
+        // marking task writes what is left and ends.
+        worker.run(shutdown).await;
+        beside.drain().await;
+    });
+    Ok(Running {
+        http_addr,
+        trigger,
+        task,
+    })
+}
+
+/// The pool, once the database is ready for the worker: the app's tables there with their
+/// grants, and the worker's migrations applied (by it, with `--migrate`).
+async fn ready_database(settings: &Settings) -> Result<sqlx::PgPool, Error> {
     let provision = if settings.provisions_development() {
         Provision::Development
     } else {
@@ -119,90 +171,87 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
     if provision == Provision::Development {
         require_app_side(&pool, &settings.database).await?;
     }
-    let metrics = Arc::new(Metrics::new());
-    let index = look_at_index(&pool, &metrics, None).await;
-    let policy = settings.policy();
-    prime(&metrics, &policy, &settings.models.models);
-    log_policy(&policy);
-    let broker_ready = Arc::new(AtomicBool::new(false));
+    Ok(pool)
+}
+
+/// The HTTP server, serving until it is told to stop.
+struct Serving {
+    addr: SocketAddr,
+    stop: Trigger,
+    task: JoinHandle<()>,
+}
+
+/// Binds the HTTP port and serves `/metrics`, `/healthz`, `/readyz` and the admin API.
+async fn serve_http(
+    settings: &Settings,
+    pool: &sqlx::PgPool,
+    metrics: &Arc<Metrics>,
+    broker_ready: &Arc<AtomicBool>,
+    budget: &Budget,
+) -> Result<Serving, Error> {
     let listener = tokio::net::TcpListener::bind(settings.http_addr)
         .await
         .map_err(|e| Error::Startup(format!("cannot listen on {}: {e}", settings.http_addr)))?;
-    let http_addr = listener
+    let addr = listener
         .local_addr()
         .map_err(|e| Error::Startup(format!("no local address: {e}")))?;
-    let (trigger, shutdown) = shutdown::channel();
-    let (http_stop, http_stopped) = shutdown::channel();
-    // One byte budget for everything that takes in message bodies: deliveries, admin passes.
-    let budget = Budget::new(settings.max_in_flight_bytes);
-    let mut admin_state =
-        AdminState::new(pool.clone(), &settings, &settings.admin, metrics.clone());
+    let (stop, stopped) = shutdown::channel();
+    let mut admin_state = AdminState::new(pool.clone(), settings, &settings.admin, metrics.clone());
     admin_state.budget = Some(budget.clone());
-    let admin = admin::router(admin_state);
     let app = http::router(AppState {
         metrics: metrics.clone(),
         pool: pool.clone(),
         broker_ready: broker_ready.clone(),
     })
-    .merge(admin);
-    let limits = settings.http_limits();
-    let server = tokio::spawn(http::serve(listener, app, limits, http_stopped));
-    tracing::info!(%http_addr, "HTTP listening");
-    let index_watch = tokio::spawn(watch_index(
-        pool.clone(),
-        metrics.clone(),
-        index,
-        shutdown.clone(),
-    ));
-    let relay = tokio::spawn(
-        Relay {
-            pool: pool.clone(),
-            publisher: Publisher::new(
-                PublishTarget::from_settings(
-                    &settings.publish,
-                    &format!("{}-relay", settings.connection_name),
-                ),
-                metrics.clone(),
+    .merge(admin::router(admin_state));
+    let task = tokio::spawn(http::serve(listener, app, settings.http_limits(), stopped));
+    tracing::info!(http_addr = %addr, "HTTP listening");
+    Ok(Serving { addr, stop, task })
+}
+
+/// The outbox relay, on a publisher (a connection) of its own.
+fn relay(settings: &Settings, pool: &sqlx::PgPool, metrics: &Arc<Metrics>) -> Relay {
+    Relay {
+        pool: pool.clone(),
+        publisher: Publisher::new(
+            PublishTarget::from_settings(
+                &settings.publish,
+                &format!("{}-relay", settings.connection_name),
             ),
-            metrics: metrics.clone(),
-            interval: Duration::from_secs(settings.outbox_relay_secs.max(1)),
-            grace: Duration::from_secs(settings.outbox_grace_secs),
-        }
-        .run(shutdown.clone()),
-    );
-    let (marker, marking) = Marker::start(
-        store::connect_options(&settings.database)?.application_name("toolcall-recovery-outbox"),
-    );
-    let worker = Arc::new(Worker::new(
-        settings,
-        pool.clone(),
-        metrics,
-        broker_ready,
-        marker,
-        budget,
-    ));
-    let task = tokio::spawn(async move {
-        // `run` consumes the worker: once it returns, the last marker is dropped and the
-        // marking task writes what is left and ends.
-        worker.run(shutdown).await;
-        let _ = tokio::time::timeout(Duration::from_secs(5), marking).await;
-        let _ = tokio::time::timeout(Duration::from_secs(5), relay).await;
-        let _ = index_watch.await;
-        if tokio::time::timeout(Duration::from_secs(5), pool.close())
+            metrics.clone(),
+        ),
+        metrics: metrics.clone(),
+        interval: Duration::from_secs(settings.outbox_relay_secs.max(1)),
+        grace: Duration::from_secs(settings.outbox_grace_secs),
+    }
+}
+
+/// What runs beside the worker, stopped after it in this order.
+struct Beside {
+    marking: JoinHandle<()>,
+    relay: JoinHandle<()>,
+    index_watch: JoinHandle<()>,
+    pool: sqlx::PgPool,
+    http: Serving,
+}
+
+impl Beside {
+    /// The drain after the worker: the last marks, the relay, the index watch, the pool,
+    /// then the HTTP server (`/readyz` answers until the end).
+    async fn drain(self) {
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.marking).await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.relay).await;
+        let _ = self.index_watch.await;
+        if tokio::time::timeout(Duration::from_secs(5), self.pool.close())
             .await
             .is_err()
         {
             tracing::warn!("closing the database pool timed out");
         }
-        http_stop.fire();
-        let _ = server.await;
+        self.http.stop.fire();
+        let _ = self.http.task.await;
         tracing::info!("stopped");
-    });
-    Ok(Running {
-        http_addr,
-        trigger,
-        task,
-    })
+    }
 }
 
 /// The app's tables are there and the worker's role has its grants on them.

@@ -33,8 +33,8 @@
 //! calls are.
 //!
 //! May depend on: everything below it (`event`, `ids`, `model`, `recover`, `outbound`,
-//! `publish`, `amqp`, `budget`, `metrics`, `retry`, `shutdown`, `settings`, `error`);
-//! nothing depends on it but `startup`.
+//! `publish`, `amqp`, `budget`, `metrics`, `retry`, `shutdown`, `settings`, `error`,
+//! `outbox`, `lapin`, `sqlx`, `tokio`); nothing depends on it but `startup`.
 
 mod acks;
 mod consume;
@@ -52,10 +52,10 @@ use crate::ids::{EventId, MessageId, ModelId};
 use crate::metrics::{Counter, Metrics};
 use crate::model::{Label, Models};
 use crate::outbound::{self, ForEvent, ForOwnedEvent};
-use crate::publish::outbox::Marker;
+use crate::outbox::Marker;
 use crate::publish::Exchanges;
 use crate::recover::committer::Committer;
-use crate::recover::outbox::Envelope;
+use crate::recover::Envelope;
 use crate::recover::{self, Mode, Outcome, Policy, Source};
 use crate::retry;
 use crate::settings::Settings;

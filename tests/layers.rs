@@ -6,12 +6,17 @@
 //! - `recover` knows no broker and no HTTP;
 //! - `backfill`, `admin` and the commands of `cmd` import nothing from each other;
 //! - the smaller rooms import only what their module docs allow (see [`RULES`]);
+//! - no import circle, between rooms or between modules at any depth;
+//! - every module's "May depend on" header names what it imports from other rooms;
 //! - nothing in the repository reads `../shared` (a fresh clone has nothing beside it).
 //!
 //! A room is a top-level module: `src/x.rs` together with `src/x/`. What a room imports is
 //! every `crate::<room>` path in its files, and every external crate path named in
 //! [`EXTERNAL`]. Plain text, no parser: a rule broken inside a comment fails too, which
 //! only asks for a better comment.
+
+#[path = "layers/modules.rs"]
+mod modules;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -66,6 +71,14 @@ const RULES: &[(&str, &[&str], &str)] = &[
             "sqlx", "axum", "tokio",
         ],
         "the bodies of what is published are plain data",
+    ),
+    (
+        "outbox",
+        &[
+            "recover", "publish", "amqp", "outbound", "http", "admin", "worker", "backfill", "cmd",
+            "startup", "lapin", "axum",
+        ],
+        "the outbox stores and hands back rows: it knows neither who owes them nor the broker",
     ),
     (
         "publish",
@@ -235,6 +248,80 @@ fn rooms_import_only_what_the_architecture_allows() {
                 || (forbidden.contains(&"*") && (crate_room || external))
             {
                 broken.push(format!("src/{file} imports `{imported}` ({why})"));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}
+
+/// No module imports its way back to itself, between rooms (`amqp` -> `publish` ->
+/// `amqp`) or between modules at any depth (`recover::outbox` -> `recover::revert` ->
+/// `recover::outbox`): a circle means neither side can be read, changed or tested without
+/// the other.
+#[test]
+fn no_import_circles() {
+    let modules = modules::read(&root().join("src"));
+    let graph = modules::imports(&modules);
+    let mut found = Vec::new();
+    for circle in modules::circles(&modules::between_rooms(&graph)) {
+        found.push(format!("rooms: {}", circle.join(" <-> ")));
+    }
+    for circle in modules::circles(&graph) {
+        found.push(format!("modules: {}", circle.join(" <-> ")));
+    }
+    assert!(found.is_empty(), "import circles:\n{}", found.join("\n"));
+}
+
+/// Every module says what it may depend on ("May depend on:" in its module docs), and its
+/// imports from other rooms (and of the crates in [`EXTERNAL`]) are among what it names;
+/// so are those of every file of the room against the room's own header. Imports inside a
+/// room are the room's business.
+#[test]
+fn module_headers_name_what_the_module_imports() {
+    let modules = modules::read(&root().join("src"));
+    let graph = modules::imports(&modules);
+    let header_of = |path: &str| {
+        modules
+            .iter()
+            .find(|m| m.path == path)
+            .and_then(|m| m.header.as_ref())
+    };
+    let mut broken = Vec::new();
+    for m in &modules {
+        let Some(own) = m.header.as_ref() else {
+            broken.push(format!(
+                "{}: no \"May depend on:\" in its module docs",
+                m.file
+            ));
+            continue;
+        };
+        let room = header_of(m.room());
+        let mut used: Vec<String> = graph[&m.path]
+            .iter()
+            .filter(|t| modules::room_of(t) != m.room())
+            .cloned()
+            .collect();
+        let modules_used = used.len();
+        used.extend(
+            EXTERNAL
+                .iter()
+                .filter(|e| mentions_crate(&m.code, e))
+                .map(|e| e.to_string()),
+        );
+        for (i, target) in used.into_iter().enumerate() {
+            let module = i < modules_used;
+            if !own.allows(&target, module) {
+                broken.push(format!(
+                    "{} imports `{target}`; its header does not say so",
+                    m.file
+                ));
+            }
+            if room.is_some_and(|h| !h.allows(&target, module)) {
+                broken.push(format!(
+                    "{} imports `{target}`; the header of its room `{}` does not say so",
+                    m.file,
+                    m.room()
+                ));
             }
         }
     }

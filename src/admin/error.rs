@@ -2,7 +2,7 @@
 //! JSON body `{"error": {"code": ..., "message": ...}}` (plus `recovery`, what the pass
 //! did, where a pass ran).
 //!
-//! May depend on: `error`, `axum`.
+//! May depend on: `error`, `axum`, `sqlx`.
 
 use super::MAX_BODY_BYTES;
 use crate::error::{Error, ErrorKind, Poison};

@@ -1,7 +1,7 @@
 //! One candidate message: a detection scan with the agent's tools decides whether the
 //! recovery transaction is needed at all (no database work for the many rows the SQL
-//! prefilter lets through that hold no leak); then [`recover::recover_message`] runs, or,
-//! in a dry run, the same transaction body rolled back ([`recover::what_if`]). Nothing here decides
+//! prefilter lets through that hold no leak); then the recovery pass runs (through the group
+//! committer), or, in a dry run, the same pass rolled back ([`recover::what_if`]). Nothing here decides
 //! what recovery does: that is `recover`'s alone.
 //!
 //! Each examined message carries its model's label (`model`, from the page's model column)
@@ -9,7 +9,7 @@
 //! model: the same counts the worker's per-model metrics make.
 //!
 //! May depend on: `recover`, `publish`, `metrics`, `model`, `ids`, `retry`, `shutdown`,
-//! `error`, the sibling modules.
+//! `error`, the sibling modules, `outbound`, `sqlx`, `tokio`.
 
 use super::candidates::{Candidate, ModelColumn};
 use crate::error::{Error, ErrorKind, Poison};
@@ -19,7 +19,7 @@ use crate::model::Models;
 use crate::outbound::StandIn;
 use crate::publish::{PublishedCounts, Publisher};
 use crate::recover::committer::Committer;
-use crate::recover::{self, CallReport, Mode, Outcome, Policy, Report, Source};
+use crate::recover::{self, CallReport, Mode, Outcome, Policy, Report, Request, Source};
 use crate::retry;
 use crate::shutdown::Shutdown;
 use backon::Retryable;
@@ -212,7 +212,7 @@ pub enum Passes {
     /// `--recoveries-per-commit` each). The publishes after them are bounded by the walk's
     /// leaks in flight and mark their rows sent through the publisher's marker, not the
     /// pool.
-    Commit(Committer<StandIn<'static>>),
+    Commit(Committer<StandIn>),
 }
 
 /// Everything examining a message needs.
@@ -313,13 +313,10 @@ impl Examiner {
                 // A closed semaphore cannot happen (it is never closed), and would only
                 // mean running without the bound.
                 let _permit = at_once.acquire().await.ok();
-                recover::what_if(&self.pool, id, &self.policy, source).await
+                recover::what_if(&self.pool, &self.policy, Request::new(id, source)).await
             }
             Passes::Commit(committer) => {
-                let owed = self
-                    .publisher
-                    .as_ref()
-                    .map(|_| StandIn { origin: "backfill" });
+                let owed = self.publisher.as_ref().map(|_| StandIn::by(source.clone()));
                 committer.recover(id, source, owed).await
             }
         }

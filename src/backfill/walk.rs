@@ -8,7 +8,7 @@
 //! `--batch-size`, saved to the checkpoint; progress (bar, log line, gauge) is shown every
 //! `--batch-size` candidates and every [`SHOW_EVERY`], so it moves whatever the rate.
 //!
-//! May depend on: the sibling modules, `metrics`, `shutdown`, `error`.
+//! May depend on: the sibling modules, `metrics`, `shutdown`, `error`, `tokio`.
 
 use super::candidates::Candidate;
 use super::checkpoint::{self, Step};

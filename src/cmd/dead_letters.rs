@@ -9,8 +9,8 @@
 //! How the queue is read and changed without losing a message is `queue`; what a dead
 //! letter says is `letter`; the flags are `flags`; this file runs the actions and prints.
 //!
-//! May depend on: `cmd` (the broker connection), `publish` (the one confirmed publish),
-//! `settings`, `error`, `lapin`, `chrono`.
+//! May depend on: `publish` (the connection, the one confirmed publish), `settings`,
+//! `error`, `lapin`, `chrono`, `tokio`.
 
 mod flags;
 mod letter;

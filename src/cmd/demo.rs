@@ -9,9 +9,8 @@
 //! writes only its own three rows (removed again when no worker takes the event); on the
 //! broker it publishes its one event and reads a queue of its own.
 //!
-//! May depend on: `store` (the pool, the development mark, migrations), `publish` (the one
-//! confirmed publish), `cmd` (the broker connection), `settings`, `error`, `lapin`, `sqlx`,
-//! `tokio`.
+//! May depend on: `store` (the pool, the development mark, migrations), `publish` (the
+//! connection, the one confirmed publish), `settings`, `error`, `lapin`, `sqlx`, `tokio`.
 
 mod link;
 mod rows;

@@ -1,7 +1,7 @@
 //! `toolcall-recovery ledger`: the flags, the parsing of `--since` and `--outcome`, and the
 //! run (connect read-only, list, print).
 //!
-//! May depend on: `ledger`, `store`, `settings`, `error`, `recover` (labels).
+//! May depend on: `ledger`, `store`, `settings`, `error`, `recover` (labels), `sqlx`.
 
 use crate::error::Error;
 use crate::ledger::{self, render, Filter, ModelFilter, DEFAULT_LIMIT, MAX_LIMIT};

@@ -4,11 +4,11 @@
 //! list, show, replay, purge) and `demo` (one leak recovered end to end, on a development
 //! database). The worker (`run`) is `startup` + `worker`, the backfill is `backfill`;
 //! `main.rs` only parses and dispatches. The two commands that talk to the broker on their
-//! own open their connection here ([`confirm_channel`]).
+//! own open their connection with `publish::confirm_channel`.
 //!
-//! May depend on: everything below the commands (`recover`, `ledger`, `publish`, `amqp`
-//! (the broker URL), `store`, `settings`, `error`, `toolcall_detect`, `lapin`); never on
-//! `worker`, `admin`, `backfill` or on each other.
+//! May depend on: everything below the commands (`recover`, `ledger`, `publish`, `store`,
+//! `settings`, `outbound`, `metrics`, `ids`, `error`, `toolcall_detect`, `lapin`, `sqlx`,
+//! `tokio`); never on `worker`, `admin`, `backfill` or on each other.
 
 pub mod dead_letters;
 pub mod demo;
@@ -16,25 +16,3 @@ pub mod index;
 pub mod ledger;
 pub mod revert;
 pub mod scan;
-
-use crate::error::Error;
-use crate::settings::SecretUrl;
-use lapin::options::ConfirmSelectOptions;
-use lapin::types::LongString;
-use lapin::{Channel, Connection, ConnectionProperties};
-
-/// A broker connection named `name` (as `rabbitmqctl list_connections` shows it) with one
-/// channel in confirm mode: how `dead-letters` and `demo` reach the broker, publishing with
-/// [`crate::publish::publish_confirmed`].
-async fn confirm_channel(url: &SecretUrl, name: &str) -> Result<(Connection, Channel), Error> {
-    let props = ConnectionProperties::default()
-        .with_executor(tokio_executor_trait::Tokio::current())
-        .with_reactor(tokio_reactor_trait::Tokio)
-        .with_connection_name(LongString::from(name.to_string()));
-    let connection = Connection::connect_uri(crate::amqp::uri(url)?, props).await?;
-    let channel = connection.create_channel().await?;
-    channel
-        .confirm_select(ConfirmSelectOptions::default())
-        .await?;
-    Ok((connection, channel))
-}

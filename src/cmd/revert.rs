@@ -3,18 +3,16 @@
 //! republishes each restored message for moderation. `--dry-run` shows what it would do
 //! and writes nothing. For a batch, feed it ids from `toolcall-recovery ledger --json`.
 //!
-//! May depend on: `recover`, `publish` (the publisher), `store`, `settings`,
-//! `error`.
+//! May depend on: `recover`, `publish` (the publisher), `store`, `settings`, `error`,
+//! `outbound`, `metrics`, `ids`.
 
 use crate::error::{Error, Poison};
 use crate::ids::MessageId;
 use crate::metrics::Metrics;
 use crate::outbound::StandIn;
 use crate::publish::{PublishTarget, PublishedCounts, Publisher};
-use crate::recover::outbox::Envelope;
-use crate::recover::revert::{
-    revert_with_outbox, RevertOutcome, RevertReport, RevertedBy, RowFate,
-};
+use crate::recover::revert::{revert_message, RevertOutcome, RevertReport, RowFate};
+use crate::recover::Source;
 use crate::settings::{DatabaseSettings, PublishSettings};
 use crate::store;
 use serde_json::json;
@@ -81,21 +79,21 @@ pub async fn run(args: &RevertArgs, out: &mut (dyn Write + Send)) -> Result<Reve
         Some(p)
     };
     let mut summary = RevertSummary::default();
+    let stand_in = StandIn::by(Source::Cli);
+    let owed = stand_in.revert_owed(publisher.is_some());
     let result = async {
         for &id in &args.messages {
             let id = MessageId::new(id);
-            let envelope = StandIn { origin: "cli" };
-            let owed = publisher.as_ref().map(|_| &envelope as &dyn Envelope);
-            let report =
-                match revert_with_outbox(&pool, id, RevertedBy::Cli, args.dry_run, owed).await {
-                    Ok(r) => r,
-                    Err(Error::Poison(Poison::MissingMessage(_))) => {
-                        summary.refused += 1;
-                        line(out, &missing(id, args.json));
-                        continue;
-                    }
-                    Err(e) => return Err(e),
-                };
+            let report = match revert_message(&pool, id, stand_in.asker(), args.dry_run, owed).await
+            {
+                Ok(r) => r,
+                Err(Error::Poison(Poison::MissingMessage(_))) => {
+                    summary.refused += 1;
+                    line(out, &missing(id, args.json));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             let moderation = match &publisher {
                 Some(p) => Moderation::of(p.deliver(&pool, &report.outbox).await?),
                 None if args.no_publish && !args.dry_run => Moderation::Skipped,

@@ -1,7 +1,7 @@
 //! The ledger as text (one line per recovery, the removed text verbatim on request) and as
 //! JSON Lines.
 //!
-//! May depend on: the ledger's entries (`super`), std I/O.
+//! May depend on: the ledger's entries (`super`), `recover` (the mode labels), std I/O.
 
 use super::{Entry, ItemEntry};
 use crate::recover::Mode;

@@ -6,11 +6,11 @@
 //! for it from the start. A `recovery` object the same for every message (a clean one's)
 //! may come already written ([`RawValue`]).
 //!
-//! May depend on: the parent `outbound`, `event`, `recover::outbox`, `error`, `serde`.
+//! May depend on: the parent `outbound`, `event`, `outbox`, `error`, `serde`.
 
 use crate::error::Error;
 use crate::event::{self, FinalizedEvent};
-use crate::recover::outbox::{Outgoing, Target};
+use crate::outbox::{Outgoing, Target};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::value::RawValue;
 use serde_json::Value;

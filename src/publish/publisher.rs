@@ -1,25 +1,24 @@
 //! The publisher of the passes that did not come from a delivery (the backfill, the admin
-//! API, `revert`) and of the outbox relay: it sends outbox rows (the bodies `outbound`
-//! built, under their deterministic message ids), each confirmed by the broker, and marks
-//! them sent.
+//! API, `revert`) and of the outbox relay: a [`Line`] of its own, over which it sends outbox
+//! rows (the bodies `outbound` built, under their deterministic message ids) the one way
+//! every caller sends them ([`super::Sender`]).
 //!
 //! The publisher owns one connection with one confirm-mode channel, opened on first use
 //! and reopened after a failure. It only declares the two exchanges it publishes to (the
-//! same idempotent declares the worker makes); it never touches the worker's queues. Every
-//! confirmed publish is counted ([`super::count`]).
+//! same idempotent declares the worker makes); it never touches the worker's queues.
 //!
-//! May depend on: `recover::outbox` (the rows), `metrics`, `settings`, `amqp` (the URL,
-//! parsed without quoting its password), `error`, `lapin`, `sqlx`.
+//! May depend on: the parent `publish`, `outbox` (the rows, the marker), `metrics`,
+//! `settings`, `error`, `lapin`, `sqlx`, `tokio`.
 
-use super::outbox::Marker;
-use super::{count, outbox, publish_confirmed, Exchanges, Published};
+use super::{
+    confirm_channel, declare_topic_exchanges, publish_confirmed, Exchanges, Line, Message,
+    Published, PublishedCounts, Sender,
+};
 use crate::error::Error;
 use crate::metrics::Metrics;
-use crate::recover::outbox::{Outgoing, Queued, Target};
+use crate::outbox::{Marker, Outgoing, Queued};
 use crate::settings::{PublishSettings, SecretUrl};
-use lapin::options::{ConfirmSelectOptions, ExchangeDeclareOptions};
-use lapin::types::{FieldTable, LongString};
-use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
+use lapin::{Channel, Connection};
 use sqlx::PgPool;
 use std::sync::Arc;
 use tokio::sync::Mutex;
@@ -42,28 +41,6 @@ impl PublishTarget {
             amqp_url: settings.amqp_url.clone(),
             connection_name: connection_name.to_string(),
             exchanges: Exchanges::from_settings(settings),
-        }
-    }
-}
-
-/// What delivering a pass's outbox rows did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PublishedCounts {
-    /// Moderation messages confirmed (0 or 1).
-    pub moderation: u64,
-    /// Forwarded calls confirmed.
-    pub tool_calls: u64,
-    /// Confirmed but returned (no queue bound): pending in the outbox.
-    pub unroutable: usize,
-    /// Not confirmed (the broker failed): pending in the outbox.
-    pub pending: usize,
-}
-
-impl PublishedCounts {
-    fn add(&mut self, target: Target) {
-        match target {
-            Target::Moderation => self.moderation += 1,
-            Target::ToolCalls => self.tool_calls += 1,
         }
     }
 }
@@ -107,63 +84,23 @@ impl Publisher {
         self.channel().await.map(|_| ())
     }
 
-    /// Sends the outbox rows a pass wrote (in order, each confirmed by the broker) and
-    /// marks them sent. A row the broker returned as unroutable stays pending (counted,
-    /// noted, and sent again by the relay once a queue is bound). A broker failure stops
-    /// the sending: what was not confirmed stays pending, and the error says so.
+    /// Sends the outbox rows a pass wrote and marks them sent: [`Sender::deliver`].
     pub async fn deliver(&self, pool: &PgPool, rows: &[Queued]) -> Result<PublishedCounts, Error> {
-        let mut counts = PublishedCounts::default();
-        let mut sent = Vec::with_capacity(rows.len());
-        let mut result = Ok(());
-        for row in rows {
-            match self.send(&row.outgoing).await {
-                Ok(Published::Routed) => {
-                    sent.push(row.id);
-                    counts.add(row.outgoing.target);
-                }
-                Ok(Published::Unroutable) => {
-                    counts.unroutable += 1;
-                    outbox::note_failure(pool, row.id, "unroutable: no queue is bound").await?;
-                }
-                Err(e) => {
-                    counts.pending = rows.len() - sent.len() - counts.unroutable;
-                    result = Err(e);
-                    break;
-                }
-            }
-        }
-        match &self.marker {
-            Some(marker) => sent.iter().for_each(|&id| marker.sent(id)),
-            None => outbox::mark_sent(pool, &sent).await?,
-        }
-        result.map(|()| counts)
+        self.sender()
+            .deliver(pool, rows, self.marker.as_ref())
+            .await
     }
 
-    /// One outbox row, persistent, mandatory and confirmed, under its message id; counted.
+    /// One outbox row, confirmed and counted: [`Sender::send`].
     pub async fn send(&self, out: &Outgoing) -> Result<Published, Error> {
-        let (exchange, routing_key) = self.target.exchanges.route(out.target);
-        let channel = self.channel().await?;
-        let published = publish_confirmed(
-            &channel,
-            exchange,
-            routing_key,
-            out.body.as_bytes(),
-            Some(&out.key),
-            FieldTable::default(),
-        )
-        .await;
-        match published {
-            Ok(p) => {
-                count(&self.metrics, exchange, p);
-                Ok(p)
-            }
-            Err(e) => {
-                if matches!(e, Error::Broker(_)) {
-                    // Drop the link so the next publish reconnects.
-                    self.link.lock().await.take();
-                }
-                Err(e)
-            }
+        self.sender().send(out).await
+    }
+
+    fn sender(&self) -> Sender<'_, Self> {
+        Sender {
+            line: self,
+            exchanges: &self.target.exchanges,
+            metrics: &self.metrics,
         }
     }
 
@@ -182,43 +119,26 @@ impl Publisher {
                 return Ok(l.channel.clone());
             }
         }
-        let fresh = self.open().await?;
-        let channel = fresh.channel.clone();
-        *link = Some(fresh);
+        let (connection, channel) =
+            confirm_channel(&self.target.amqp_url, &self.target.connection_name).await?;
+        let exchanges = &self.target.exchanges;
+        declare_topic_exchanges(&channel, [&exchanges.moderation, &exchanges.tool_calls]).await?;
+        *link = Some(Link {
+            connection,
+            channel: channel.clone(),
+        });
         Ok(channel)
     }
+}
 
-    async fn open(&self) -> Result<Link, Error> {
-        let props = ConnectionProperties::default()
-            .with_executor(tokio_executor_trait::Tokio::current())
-            .with_reactor(tokio_reactor_trait::Tokio)
-            .with_connection_name(LongString::from(self.target.connection_name.clone()));
-        let connection =
-            Connection::connect_uri(crate::amqp::uri(&self.target.amqp_url)?, props).await?;
-        let channel = connection.create_channel().await?;
-        channel
-            .confirm_select(ConfirmSelectOptions::default())
-            .await?;
-        let durable = ExchangeDeclareOptions {
-            durable: true,
-            ..Default::default()
-        };
-        for exchange in [
-            &self.target.exchanges.moderation,
-            &self.target.exchanges.tool_calls,
-        ] {
-            channel
-                .exchange_declare(
-                    exchange,
-                    ExchangeKind::Topic,
-                    durable,
-                    FieldTable::default(),
-                )
-                .await?;
+impl Line for Publisher {
+    async fn publish(&self, message: Message<'_>) -> Result<Published, Error> {
+        let channel = self.channel().await?;
+        let published = publish_confirmed(&channel, message).await;
+        if matches!(published, Err(Error::Broker(_))) {
+            // Drop the link so the next publish reconnects.
+            self.link.lock().await.take();
         }
-        Ok(Link {
-            connection,
-            channel,
-        })
+        published
     }
 }

@@ -4,12 +4,13 @@
 //! `/metrics`. Rows younger than the grace period are left to the process that wrote them.
 //! Several replicas relay side by side: a claimed row is leased, and the others skip it.
 //!
-//! May depend on: the parent `publish` (publisher, outbox), `metrics`, `shutdown`,
-//! `error`, `sqlx`, `tokio`.
+//! May depend on: the parent `publish` (the publisher), `outbox` (claiming, marking),
+//! `metrics`, `shutdown`, `error`, `sqlx`, `tokio`.
 
-use super::{outbox, Published, Publisher};
+use super::{Published, Publisher};
 use crate::error::Error;
 use crate::metrics::Metrics;
+use crate::outbox;
 use crate::shutdown::Shutdown;
 use sqlx::PgPool;
 use std::sync::Arc;

@@ -10,15 +10,15 @@
 //! A message named twice goes in a second round of statements, which sees the first (as
 //! when passes run one after another).
 //!
-//! May depend on: the rest of `recover`, `error`, `sqlx`.
+//! May depend on: the rest of `recover`, `error`, `sqlx`, `outbox`.
 
 use super::decide::{self, Decision, Loaded};
 use super::effects;
 use super::load::{self, Lock, MessageRow};
-use super::outbox::{self, Owed};
 use super::pass::{self, Work};
-use super::{ledger, plan, BatchError, BatchItem, Mode, Policy, Report};
+use super::{ledger, BatchError, Mode, Policy, Report, Request};
 use crate::error::{Error, Poison};
+use crate::outbox::{self, Owed};
 use sqlx::{Connection, PgConnection};
 
 /// The passes of `items` in the caller's transaction, their reports in the order of
@@ -27,7 +27,7 @@ use sqlx::{Connection, PgConnection};
 pub(super) async fn run(
     conn: &mut PgConnection,
     policy: &Policy,
-    items: &[BatchItem<'_>],
+    items: &[Request<'_>],
     lock: Lock,
 ) -> Result<Vec<Report>, BatchError> {
     let mut reports: Vec<Option<Report>> = Vec::new();
@@ -47,7 +47,7 @@ pub(super) async fn run(
 pub(super) async fn one(
     conn: &mut PgConnection,
     policy: &Policy,
-    item: BatchItem<'_>,
+    item: Request<'_>,
     lock: Lock,
 ) -> Result<Report, Error> {
     let mut reports = run(conn, policy, std::slice::from_ref(&item), lock)
@@ -79,7 +79,7 @@ impl From<sqlx::Error> for BatchError {
 
 /// The items in rounds, each message at most once in a round, in id order: round `r` holds
 /// the `r`-th mention of each message.
-fn rounds(items: &[BatchItem<'_>]) -> Vec<Vec<usize>> {
+fn rounds(items: &[Request<'_>]) -> Vec<Vec<usize>> {
     let mut order: Vec<usize> = (0..items.len()).collect();
     order.sort_by_key(|&i| items[i].message_id);
     let mut rounds: Vec<Vec<usize>> = Vec::new();
@@ -108,7 +108,7 @@ struct Pending {
 async fn run_round<'a>(
     conn: &mut PgConnection,
     policy: &Policy,
-    items: &'a [BatchItem<'a>],
+    items: &'a [Request<'a>],
     round: Vec<usize>,
     lock: Lock,
 ) -> Result<Vec<(usize, Report)>, BatchError> {
@@ -145,7 +145,7 @@ async fn run_round<'a>(
 async fn decide_all<'a>(
     conn: &mut PgConnection,
     policy: &Policy,
-    items: &'a [BatchItem<'a>],
+    items: &'a [Request<'a>],
     pending: Vec<Pending>,
     done: &mut Vec<(usize, Report)>,
 ) -> Result<Vec<Work<'a>>, Error> {
@@ -166,16 +166,15 @@ async fn decide_all<'a>(
             tools_used,
         } = p;
         let loaded = Loaded::new(content, tools_used, context);
-        let detection = decide::detect_with(&loaded, &policy.detect);
         let source = &items[index].source;
-        match decide::decide(&mut report, &loaded, detection, policy, source) {
+        match decide::step(&mut report, &loaded, policy, source, |_| {}) {
             Decision::Done => done.push((index, report)),
             Decision::AlreadyRecovered(prev) => already.push((index, report, prev)),
             Decision::Pass {
                 detection,
                 replayed,
+                planned,
             } => {
-                let planned = plan::plan(&detection, &loaded.enabled_tools, &policy.detect);
                 let pass = pass::prepare(&row, &loaded.content, &detection, planned, replayed);
                 works.push(Work {
                     index,
@@ -227,7 +226,7 @@ async fn effects(conn: &mut PgConnection, works: &mut [Work<'_>]) -> Result<(), 
 /// Writes what the recorded passes owe the broker (one statement), into their reports.
 async fn enqueue(
     conn: &mut PgConnection,
-    items: &[BatchItem<'_>],
+    items: &[Request<'_>],
     done: &mut [(usize, Report)],
 ) -> Result<(), BatchError> {
     let mut owed = Vec::new();

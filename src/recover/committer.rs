@@ -19,8 +19,7 @@
 //!
 //! May depend on: the rest of `recover`, `ids`, `error`, `tokio`, `sqlx`. No broker.
 
-use super::outbox::Envelope;
-use super::{batch_on, with_outbox_on, BatchItem, Policy, Report, Source};
+use super::{alone_on, batch_on, Envelope, Policy, Report, Request, Source};
 use crate::error::Error;
 use crate::ids::MessageId;
 use futures_util::FutureExt;
@@ -92,7 +91,8 @@ impl<E: Envelope + Send + 'static> Committer<E> {
     }
 
     /// The recovery pass of `message_id`, committed (alone or with others), with the outbox
-    /// rows `envelope` says it owes: [`super::recover_with_outbox`], group-committed.
+    /// rows `envelope` says it owes: [`super::recover`], group-committed (the three things
+    /// of a [`super::Request`], the envelope owned: the pass runs on a committer's task).
     pub async fn recover(
         &self,
         message_id: MessageId,
@@ -247,9 +247,9 @@ async fn commit_on<E: Envelope>(
     let mut clean = true;
     let mut alone = Vec::new();
     while batch.len() > 1 {
-        let items: Vec<BatchItem> = batch
+        let items: Vec<Request> = batch
             .iter()
-            .map(|job| BatchItem {
+            .map(|job| Request {
                 message_id: job.message_id,
                 source: job.source.clone(),
                 envelope: job.envelope.as_ref().map(|e| e as &dyn Envelope),
@@ -287,12 +287,12 @@ async fn commit_on<E: Envelope>(
     // (a row the app holds), and must not hold up one that can go now.
     batch.append(&mut alone);
     for job in batch {
-        let item = BatchItem {
+        let item = Request {
             message_id: job.message_id,
             source: job.source,
             envelope: job.envelope.as_ref().map(|e| e as &dyn Envelope),
         };
-        let result = with_outbox_on(conn, &shared.policy, item).await;
+        let result = alone_on(conn, &shared.policy, item).await;
         match &result {
             Ok(_) => (shared.on_commit)(1),
             Err(_) => clean = false,

@@ -1,14 +1,16 @@
 //! The decision of a pass from what it read, before any effect: the report of a pass that
 //! does nothing yet, re-detection on the content as stored with the agent's real tools,
 //! and whether the message is clean, reverted, done before, or to pass through the
-//! recovery table (`plan.rs`). Pure: a batch decides every message first, then carries the
-//! decisions out together.
+//! recovery table (`plan.rs`), all in [`step`], the one list of those steps for the pass
+//! carried out and the pass described. Pure: a batch decides every message first, then
+//! carries the decisions out together.
 //!
 //! May depend on: the parent `recover` (ledger rows, report types, policy), `ids`,
 //! `toolcall_detect`. No I/O.
 
 use super::ledger::{self, PrevRecovery};
 use super::load::{Context, MessageRow};
+use super::plan::{self, Planned};
 use super::{string_entries, ForwardedCall, Mode, Outcome, Policy, Report, Source};
 use crate::ids::{AgentId, ChatId, MessageId};
 use serde_json::Value;
@@ -67,9 +69,9 @@ pub(super) fn start(row: &MessageRow, policy: &Policy) -> (Report, Option<(Strin
 }
 
 /// A pass that ends with `report` as it is: its summary.
-fn done(report: &mut Report) -> Decision {
+fn done(report: &mut Report) -> Verdict {
     report.summary = ledger::summary_of(report.outcome, report.mode, &[], 0);
-    Decision::Done
+    Verdict::Done
 }
 
 /// What a pass will do, decided from what it read; `report` is completed for the cases
@@ -79,25 +81,66 @@ pub(super) enum Decision {
     Done,
     /// A pass did the work before.
     AlreadyRecovered(PrevRecovery),
-    /// Run the recovery table on this detection; `replayed`: the ledger row whose calls
-    /// already ran on this very content (then the detection is strip-only).
+    /// Run the recovery table on this detection as `planned`; `replayed`: the ledger row
+    /// whose calls already ran on this very content (then the detection is strip-only).
+    Pass {
+        detection: Detection,
+        replayed: Option<i64>,
+        planned: Vec<Planned>,
+    },
+}
+
+/// The steps of every pass after its reads, written once for the pass carried out
+/// (`batch.rs`) and the pass described (the diagnosis, `dry_run.rs`): re-detection on the
+/// content as stored with the agent's real tools (shown to `seen`, for the diagnosis),
+/// the decision, and for a pass through the recovery table its plan (`plan.rs`).
+pub(super) fn step(
+    report: &mut Report,
+    loaded: &Loaded,
+    policy: &Policy,
+    source: &Source,
+    seen: impl FnOnce(&Detection),
+) -> Decision {
+    let detection = detect_with(loaded, &policy.detect);
+    seen(&detection);
+    match decide(report, loaded, detection, policy, source) {
+        Verdict::Done => Decision::Done,
+        Verdict::AlreadyRecovered(prev) => Decision::AlreadyRecovered(prev),
+        Verdict::Pass {
+            detection,
+            replayed,
+        } => {
+            let planned = plan::plan(&detection, &loaded.enabled_tools, &policy.detect);
+            Decision::Pass {
+                detection,
+                replayed,
+                planned,
+            }
+        }
+    }
+}
+
+/// The decision before its plan.
+enum Verdict {
+    Done,
+    AlreadyRecovered(PrevRecovery),
     Pass {
         detection: Detection,
         replayed: Option<i64>,
     },
 }
 
-pub(super) fn decide(
+fn decide(
     report: &mut Report,
     loaded: &Loaded,
     mut detection: Detection,
     policy: &Policy,
     source: &Source,
-) -> Decision {
+) -> Verdict {
     let prev = loaded.prev.clone();
     if detection.is_clean() {
         return match prev.filter(|p| p.applied()) {
-            Some(prev) => Decision::AlreadyRecovered(prev),
+            Some(prev) => Verdict::AlreadyRecovered(prev),
             None => done(report),
         };
     }
@@ -119,7 +162,7 @@ pub(super) fn decide(
             && !prev.reverted
             && prev.content_before.as_deref() == content;
         if left_by_applied || seen_by_observer {
-            return Decision::AlreadyRecovered(prev);
+            return Verdict::AlreadyRecovered(prev);
         }
     }
     // The content is what an applied pass found before it cleaned it: the app wrote the old
@@ -132,13 +175,13 @@ pub(super) fn decide(
         report.outcome = Outcome::NoAgent;
         return done(report);
     }
-    Decision::Pass {
+    Verdict::Pass {
         detection,
         replayed: loaded.replayed,
     }
 }
 
-pub(super) fn detect_with(loaded: &Loaded, config: &Config) -> Detection {
+fn detect_with(loaded: &Loaded, config: &Config) -> Detection {
     toolcall_detect::detect(
         &Input {
             content: &loaded.content,

@@ -3,9 +3,9 @@
 //! - [`what_if`]: the pass itself in a transaction that is rolled back (the backfill's
 //!   `--dry-run`): exactly what a real run would do, at the cost of the real run's row
 //!   locks and writes, undone.
-//! - [`diagnose`]: the admin API's `GET .../diagnosis`: the same decision and plan
-//!   (`decide`, `plan.rs`) on the message as read, in a READ ONLY transaction. It locks
-//!   nothing beyond what a read takes and writes nothing, so no trigger of the app fires.
+//! - [`diagnose`]: the admin API's `GET .../diagnosis`: the same steps of the pass after
+//!   its reads (`decide::step`, written once for both: detection, decision, plan) on the
+//!   message as read, in a READ ONLY transaction. It locks nothing beyond what a read takes and writes nothing, so no trigger of the app fires.
 //!   Only what the database alone decides is missing: ids it would draw, and an insert it
 //!   would refuse.
 //!
@@ -13,23 +13,23 @@
 
 use super::decide::{self, Decision, Loaded};
 use super::load::{self, Lock};
-use super::{ledger, pass, plan, recover_in, Mode, Policy, Report, Source};
+use super::{ledger, pass, recover_in, Mode, Policy, Report, Request, Source};
 use crate::error::Error;
 use crate::ids::MessageId;
 use sqlx::{PgConnection, PgPool};
 use toolcall_detect::Detection;
 
-/// What recovery does to a message without committing: the transaction body of
-/// [`super::recover_message`] in a transaction that is rolled back. Row locks are held
-/// only for its length; identity values it drew are not given back (gaps in ids).
+/// What recovery does to a message without committing: the pass of [`super::recover`] in
+/// a transaction that is rolled back (what the request owes is written and rolled back
+/// too). Row locks are held only for its length; identity values it drew are not given
+/// back (gaps in ids).
 pub async fn what_if(
     pool: &PgPool,
-    id: MessageId,
     policy: &Policy,
-    source: Source,
+    request: Request<'_>,
 ) -> Result<Report, Error> {
     let mut tx = pool.begin().await?;
-    let report = recover_in(&mut tx, id, policy, source).await;
+    let report = recover_in(&mut tx, policy, request).await;
     tx.rollback().await?;
     report
 }
@@ -44,14 +44,18 @@ pub struct Diagnosis {
     pub report: Report,
 }
 
-/// What a pass from `source` would do to the message now, read-only; `None` for an
-/// unknown message.
+/// What the pass `request` asks for would do to the message now, read-only (nothing is
+/// owed: nothing is written); `None` for an unknown message.
 pub async fn diagnose(
     pool: &PgPool,
-    id: MessageId,
     policy: &Policy,
-    source: Source,
+    request: Request<'_>,
 ) -> Result<Option<Diagnosis>, Error> {
+    let Request {
+        message_id: id,
+        source,
+        ..
+    } = request;
     let mut tx = pool.begin().await?;
     sqlx::query("SET TRANSACTION READ ONLY")
         .execute(&mut *tx)
@@ -84,8 +88,10 @@ async fn diagnose_in(
         .pop()
         .ok_or_else(|| Error::Bug("a message without its context".into()))?;
     let loaded = Loaded::new(content, tools_used, context);
-    let detection = decide::detect_with(&loaded, &policy.detect);
-    match decide::decide(&mut report, &loaded, detection.clone(), policy, source) {
+    let mut detection = Detection::default();
+    match decide::step(&mut report, &loaded, policy, source, |seen| {
+        detection = seen.clone()
+    }) {
         Decision::Done => {}
         Decision::AlreadyRecovered(prev) => {
             let applied: Vec<i64> = (prev.mode == Mode::Recover)
@@ -100,9 +106,11 @@ async fn diagnose_in(
         }
         Decision::Pass {
             detection: planned_on,
+            planned,
             ..
         } => {
-            let planned = plan::plan(&planned_on, &loaded.enabled_tools, &policy.detect);
+            // The diagnosis describes the calls themselves, not that a replayed pass would
+            // leave them unrun (`replayed` left out, as it always was).
             let mut described = pass::prepare(&row, &loaded.content, &planned_on, planned, None);
             described.repaired = pass::would_repair(conn, row.chat_id).await?;
             pass::describe(&mut report, &loaded.content, &planned_on, described);

@@ -1,7 +1,7 @@
 //! What a recovery pass reports: its source, the outcome labels, per-call reports, the
 //! calls to forward. Plain data, shared by the worker, the backfill and the admin API.
 //!
-//! May depend on: `ids`, `toolcall_detect` (families).
+//! May depend on: `ids`, `toolcall_detect` (families), `outbox`.
 
 use super::Mode;
 use crate::ids::{AgentId, ChatId, EventId, MessageId, ModelId};
@@ -9,8 +9,10 @@ use serde_json::Value;
 use toolcall_detect::Family;
 use uuid::Uuid;
 
-/// What asked for the recovery, with the model that wrote the message where the asker
-/// knows it; both recorded in the ledger (`recoveries.source`, `recoveries.model`).
+/// Who asked: for a recovery, with the model that wrote the message where the asker knows
+/// it (both recorded in the ledger, `recoveries.source`, `recoveries.model`); for a revert
+/// (`recoveries.reverted_by`); and the `origin` of the stand-in event of what either owes
+/// the broker (`outbound::StandIn`). The one name of who asked.
 #[derive(Debug, Clone)]
 pub enum Source {
     /// A `message.finalized` event.
@@ -26,16 +28,20 @@ pub enum Source {
         /// backfill's `--model-column`).
         model: Option<ModelId>,
     },
-    /// The admin API (the app's "fix" button): no model.
+    /// The admin API (the app's "fix" button, its revert): no model.
     Admin,
+    /// `toolcall-recovery revert` (it reverts; it never recovers).
+    Cli,
 }
 
 impl Source {
-    pub(super) fn label(&self) -> &'static str {
+    /// The label recorded in the ledger and carried as a stand-in event's `origin`.
+    pub fn label(&self) -> &'static str {
         match self {
             Source::Event { .. } => "event",
             Source::Backfill { .. } => "backfill",
             Source::Admin => "admin",
+            Source::Cli => "cli",
         }
     }
     pub(super) fn event_id(&self) -> Option<Uuid> {
@@ -49,7 +55,7 @@ impl Source {
             Source::Event { model, .. } | Source::Backfill { model } => {
                 model.as_ref().map(ModelId::as_str)
             }
-            Source::Admin => None,
+            Source::Admin | Source::Cli => None,
         }
     }
 }
@@ -196,9 +202,8 @@ pub struct Report {
     pub repaired_tool_messages: Vec<i64>,
     /// Memories created.
     pub memories_created: usize,
-    /// What the pass wrote to the outbox and is still to be sent (see
-    /// [`super::recover_with_outbox`]).
-    pub outbox: Vec<super::outbox::Queued>,
+    /// What the pass wrote to the outbox and is still to be sent (see [`super::recover`]).
+    pub outbox: Vec<crate::outbox::Queued>,
 }
 
 impl Report {

@@ -14,12 +14,13 @@
 //!
 //! Publishing the restored message is the caller's job, after the commit.
 //!
-//! May depend on: the parent `recover` (ledger, save_memory), `ids`, `error`, `sqlx`.
+//! May depend on: the parent `recover` (ledger, plan), `outbox` (the rows it owes), `ids`,
+//! `error`, `sqlx`.
 
-use super::outbox::{enqueue, Envelope};
-use super::{ledger, plan, string_entries, Mode};
+use super::{ledger, plan, string_entries, Mode, Source};
 use crate::error::{Error, Poison};
 use crate::ids::{AgentId, ChatId, MessageId};
+use crate::outbox::{enqueue, Outgoing};
 use serde::Serialize;
 use serde_json::{json, Value};
 use sqlx::types::Json;
@@ -40,24 +41,6 @@ const RESTORE: &str =
     "UPDATE messages SET content = $2, tools_used = $3, updated_at = now() WHERE id = $1";
 const MARK_REVERTED: &str = "UPDATE recoveries SET reverted_at = now(), reverted_by = $2, \
      revert_summary = $3 WHERE id = $1";
-
-/// Who asked for the revert; recorded in the ledger.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RevertedBy {
-    /// `toolcall-recovery revert`.
-    Cli,
-    /// `POST /v1/messages/{id}/revert`.
-    Admin,
-}
-
-impl RevertedBy {
-    fn label(self) -> &'static str {
-        match self {
-            RevertedBy::Cli => "cli",
-            RevertedBy::Admin => "admin",
-        }
-    }
-}
 
 /// What a revert came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -138,18 +121,15 @@ pub struct RevertReport {
     pub tools_used: Vec<String>,
     /// What the revert wrote to the outbox and is still to be sent.
     #[serde(skip)]
-    pub outbox: Vec<super::outbox::Queued>,
+    pub outbox: Vec<crate::outbox::Queued>,
 }
 
-/// Reverts the latest applied recovery of a message in one transaction (rolled back when
-/// `dry_run`), publishing nothing: [`revert_with_outbox`] without an envelope.
-pub async fn revert_message(
-    pool: &PgPool,
-    id: MessageId,
-    by: RevertedBy,
-    dry_run: bool,
-) -> Result<RevertReport, Error> {
-    revert_with_outbox(pool, id, by, dry_run, None).await
+/// What a revert owes the broker: the restored message for moderation (`outbound`'s
+/// stand-in event). The revert's own envelope, apart from a recovery pass's
+/// ([`super::Envelope`]): a revert reports differently, and the outbox knows neither.
+pub trait RevertEnvelope: Sync {
+    /// The messages owed for a revert that left the message restored, in sending order.
+    fn restored(&self, report: &RevertReport) -> Result<Vec<Outgoing>, Error>;
 }
 
 /// Reverts the latest applied recovery of a message in one transaction (rolled back when
@@ -157,13 +137,14 @@ pub async fn revert_message(
 /// unchanged since), what `envelope` says is owed for it (the restored message for
 /// moderation) is written to the outbox in the same transaction, once: asking again finds
 /// the row, and sends it only if it was never sent. Errors: [`Poison::MissingMessage`] for
-/// an unknown message, database errors.
-pub async fn revert_with_outbox(
+/// an unknown message, database errors. `by` is recorded in the ledger; without an
+/// envelope nothing is owed (`--no-publish`).
+pub async fn revert_message(
     pool: &PgPool,
     id: MessageId,
-    by: RevertedBy,
+    by: &Source,
     dry_run: bool,
-    envelope: Option<&dyn Envelope>,
+    envelope: Option<&dyn RevertEnvelope>,
 ) -> Result<RevertReport, Error> {
     let mut tx = pool.begin().await?;
     let mut report = revert_in(&mut tx, id, by).await?;
@@ -187,7 +168,7 @@ pub async fn revert_with_outbox(
 async fn revert_in(
     conn: &mut PgConnection,
     id: MessageId,
-    by: RevertedBy,
+    by: &Source,
 ) -> Result<RevertReport, Error> {
     let message: MessageRow = sqlx::query_as(LOCK_MESSAGE)
         .bind(id.get())
@@ -352,7 +333,7 @@ async fn delete_created(
 async fn restore(
     conn: &mut PgConnection,
     id: MessageId,
-    by: RevertedBy,
+    by: &Source,
     pass: PassRow,
     report: &mut RevertReport,
 ) -> Result<(), Error> {

@@ -3,7 +3,7 @@
 //! anew (or by pausing until enough of what is held is finished); on shutdown or a broken
 //! session the in-flight deliveries are drained (bounded in time).
 //!
-//! May depend on: the parent `worker`, `amqp`, `shutdown`, `metrics`.
+//! May depend on: the parent `worker`, `amqp`, `shutdown`, `metrics`, `lapin`, `tokio`.
 
 use super::acks::Acks;
 use super::window::{Change, Window, IDLE};

@@ -2,13 +2,14 @@
 //! dead-letter exchange with the reason in `x-tcr-reason` (and the error, the event id and
 //! the origin in other `x-tcr-*` headers), confirmed before the delivery is acked.
 //!
-//! May depend on: the parent `worker`, `amqp`, `error`, `retry`.
+//! May depend on: the parent `worker`, `amqp`, `error`, `retry`, `publish`, `shutdown`,
+//! `ids`, `lapin`.
 
 use super::{truncate, Worker};
 use crate::amqp::{self, Session};
 use crate::error::Error;
 use crate::ids::EventId;
-use crate::publish::Published;
+use crate::publish::{Line, Message, Published};
 use crate::retry;
 use crate::shutdown::Shutdown;
 use backon::Retryable;
@@ -99,13 +100,13 @@ impl Worker {
         );
         let names = &self.settings.names;
         match session
-            .publish(
-                &names.dead_letter_exchange,
-                &names.dead_letter_queue,
+            .publish(Message {
+                exchange: &names.dead_letter_exchange,
+                routing_key: &names.dead_letter_queue,
                 body,
-                None,
+                message_id: None,
                 headers,
-            )
+            })
             .await?
         {
             Published::Routed => Ok(()),

@@ -1,11 +1,12 @@
-//! What the worker sends on its session: the outbox rows a recovery wrote (confirmed, then
+//! What the worker sends on its session, through `publish`'s one way of sending
+//! ([`Sender`] over the session's line): the outbox rows a recovery wrote (confirmed, then
 //! marked sent in the background), the messages of a pass that wrote nothing (confirmed
 //! before the ack; an unroutable one is parked in the outbox rather than dropped), and the
 //! moderation message of an event whose recovery failed for good; the read of a message as
 //! stored, for that moderation and for an unexamined event's.
 //!
-//! May depend on: the parent `worker`, `amqp`, `outbound`, `publish`, `recover::outbox`,
-//! `ids`, `error`, `retry`, `sqlx`.
+//! May depend on: the parent `worker`, `amqp`, `event`, `outbound`, `publish`, `outbox`,
+//! `recover`, `shutdown`, `ids`, `error`, `sqlx`.
 
 use super::Worker;
 use crate::amqp::Session;
@@ -13,11 +14,10 @@ use crate::error::Error;
 use crate::event::FinalizedEvent;
 use crate::ids::{AgentId, ChatId, MessageId};
 use crate::outbound::{self, StoredMessage};
-use crate::publish::{self, outbox, Published};
+use crate::outbox::{Outgoing, Queued};
+use crate::publish::Sender;
 use crate::recover;
-use crate::recover::outbox::{Outgoing, Queued};
 use crate::shutdown::Shutdown;
-use lapin::types::FieldTable;
 use sqlx::Row;
 
 /// The message as stored, for the moderation of a failed recovery or of an event that
@@ -26,58 +26,41 @@ const STORED_MESSAGE: &str = "SELECT chat_id, agent_id, role, content, tools_use
      FROM messages WHERE id = $1";
 
 impl Worker {
-    /// One confirmed publish on the session, counted.
-    async fn send(&self, session: &Session, out: &Outgoing) -> Result<Published, Error> {
-        let (exchange, routing_key) = self.exchanges.route(out.target);
-        let published = session
-            .publish(
-                exchange,
-                routing_key,
-                out.body.as_bytes(),
-                Some(&out.key),
-                FieldTable::default(),
-            )
-            .await?;
-        publish::count(&self.metrics, exchange, published);
-        Ok(published)
+    /// The worker's way to send: over the session, to its exchanges, counted in its metrics.
+    fn sender<'a>(&'a self, session: &'a Session) -> Sender<'a, Session> {
+        Sender {
+            line: session,
+            exchanges: &self.exchanges,
+            metrics: &self.metrics,
+        }
     }
 
-    /// Sends rows a recovery wrote to the outbox. A confirmed row is marked sent (in the
-    /// background: a lost mark is a resend under the same id); an unroutable one stays
-    /// pending for the relay. Any error leaves the delivery unacked: the rows are safe in
-    /// the outbox whatever happens next.
+    /// Sends rows a recovery wrote to the outbox ([`Sender::deliver`]): a confirmed row is
+    /// marked sent in the background (a lost mark is a resend under the same id), an
+    /// unroutable one stays pending for the relay. Any error leaves the delivery unacked:
+    /// the rows are safe in the outbox whatever happens next.
     pub(super) async fn send_queued(
         &self,
         session: &Session,
         rows: &[Queued],
     ) -> Result<(), Error> {
-        for row in rows {
-            match self.send(session, &row.outgoing).await? {
-                Published::Routed => self.marker.sent(row.id),
-                Published::Unroutable => {
-                    outbox::note_failure(&self.pool, row.id, "unroutable: no queue is bound")
-                        .await?;
-                }
-            }
-        }
-        Ok(())
+        self.sender(session)
+            .deliver(&self.pool, rows, Some(&self.marker))
+            .await
+            .map(|_| ())
     }
 
-    /// Sends what a pass that wrote nothing owes (a clean message's moderation, say). A
-    /// publish the broker returns as unroutable is parked in the outbox, so the relay sends
-    /// it once a queue is bound: a finalized message is never dropped on the floor.
+    /// Sends what a pass that wrote nothing owes ([`Sender::send_direct`]: an unroutable
+    /// publish is parked in the outbox, never dropped).
     pub(super) async fn send_direct(
         &self,
         session: &Session,
         message_id: MessageId,
         owed: impl IntoIterator<Item = Outgoing>,
     ) -> Result<(), Error> {
-        for out in owed {
-            if self.send(session, &out).await? == Published::Unroutable {
-                outbox::park(&self.pool, message_id, &out).await?;
-            }
-        }
-        Ok(())
+        self.sender(session)
+            .send_direct(&self.pool, message_id, owed)
+            .await
     }
 
     /// Moderation of an event whose recovery failed for good (the database refused it, a

@@ -1,7 +1,8 @@
 //! Retrying one attempt at a delivery's work while it fails transiently, and waiting for a
 //! message row that is not in the database yet.
 //!
-//! May depend on: the parent `worker`, `amqp`, `retry`, `shutdown`, `metrics`, `error`.
+//! May depend on: the parent `worker`, `amqp`, `retry`, `shutdown`, `metrics`, `error`,
+//! `ids`.
 
 use super::{show, Worker};
 use crate::amqp::Session;

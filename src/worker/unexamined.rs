@@ -16,7 +16,8 @@
 //! other (`--missing-message-retry-secs`); once the window runs out the delivery is
 //! dead-lettered only.
 //!
-//! May depend on: the parent `worker`, `amqp`, `event`, `outbound`, `shutdown`, `error`.
+//! May depend on: the parent `worker`, `amqp`, `event`, `outbound`, `shutdown`, `error`,
+//! `lapin`.
 
 use super::{show, Delivered, Taken, Worker};
 use crate::amqp::Session;

@@ -10,11 +10,11 @@ use sqlx::Row;
 use toolcall_detect::Family;
 use toolcall_recovery::ids::MessageId;
 use toolcall_recovery::outbound::StandIn;
-use toolcall_recovery::recover::{self, BatchItem, Mode, Outcome, Report, Source};
+use toolcall_recovery::recover::{self, Mode, Outcome, Report, Request, Source};
 use toolcall_recovery::settings::FamilyList;
 
-fn item<'a>(id: i64, envelope: &'a StandIn<'_>) -> BatchItem<'a> {
-    BatchItem {
+fn item<'a>(id: i64, envelope: &'a StandIn) -> Request<'a> {
+    Request {
         message_id: MessageId::new(id),
         source: Source::Backfill { model: None },
         envelope: Some(envelope),
@@ -170,7 +170,7 @@ async fn seed(app: &TestApp) -> Vec<i64> {
 async fn a_batch_writes_what_the_same_passes_one_at_a_time_write() {
     let app = TestApp::prepare().await;
     let policy = app.settings.policy();
-    let stand_in = StandIn { origin: "backfill" };
+    let stand_in = StandIn::by(Source::Backfill { model: None });
     let together = seed(&app).await;
     let alone = seed(&app).await;
 
@@ -225,7 +225,7 @@ async fn each_item_of_a_batch_points_at_its_own_memory_and_tool_message() {
         let (_, _, id) = app.leak(&["save_memory"], &content).await;
         ids.push(id);
     }
-    let stand_in = StandIn { origin: "backfill" };
+    let stand_in = StandIn::by(Source::Backfill { model: None });
     // Out of id order, so the batch's order is not the ids'.
     let items = ids.iter().rev().map(|&id| item(id, &stand_in)).collect();
     let reports = recover::recover_batch(&app.pool, &app.settings.policy(), items)
@@ -293,7 +293,7 @@ async fn a_chat_in_a_batch_is_repaired_once_and_reported_on_its_first_message() 
                 .await,
         );
     }
-    let stand_in = StandIn { origin: "backfill" };
+    let stand_in = StandIn::by(Source::Backfill { model: None });
     let items = vec![item(ids[1], &stand_in), item(ids[0], &stand_in)];
     let reports = recover::recover_batch(&app.pool, &app.settings.policy(), items)
         .await
@@ -331,7 +331,7 @@ async fn a_batch_rolls_back_its_observed_passes_and_keeps_its_applied_ones() {
     let (_, _, observed) = app.leak(&["save_memory"], &mistral).await;
     let applied_leak = save("applied");
     let (_, _, applied) = app.leak(&["save_memory"], &applied_leak).await;
-    let stand_in = StandIn { origin: "backfill" };
+    let stand_in = StandIn::by(Source::Backfill { model: None });
     let items = vec![item(observed, &stand_in), item(applied, &stand_in)];
     let reports = recover::recover_batch(&app.pool, &app.settings.policy(), items)
         .await
@@ -393,7 +393,7 @@ async fn a_statement_the_database_refuses_names_the_message_whose_row_it_was() {
             .await;
         ids.push(id);
     }
-    let stand_in = StandIn { origin: "backfill" };
+    let stand_in = StandIn::by(Source::Backfill { model: None });
     let items = vec![
         item(ids[2], &stand_in),
         item(ids[1], &stand_in),

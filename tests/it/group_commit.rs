@@ -12,12 +12,12 @@ use std::time::Duration;
 use toolcall_recovery::ids::{EventId, MessageId};
 use toolcall_recovery::outbound::StandIn;
 use toolcall_recovery::recover::committer::Committer;
-use toolcall_recovery::recover::{self, BatchItem, Outcome, Source};
+use toolcall_recovery::recover::{self, Outcome, Request, Source};
 
 const T: Duration = Duration::from_secs(30);
 
-fn item<'a>(id: i64, envelope: &'a StandIn<'_>) -> BatchItem<'a> {
-    BatchItem {
+fn item<'a>(id: i64, envelope: &'a StandIn) -> Request<'a> {
+    Request {
         message_id: MessageId::new(id),
         source: Source::Backfill { model: None },
         envelope: Some(envelope),
@@ -37,7 +37,7 @@ async fn a_batch_recovers_each_message_once_and_reports_in_order() {
             .await;
         ids.push(id);
     }
-    let stand_in = StandIn { origin: "backfill" };
+    let stand_in = StandIn::by(Source::Backfill { model: None });
     // Out of id order, and the first message named twice.
     let order = [ids[2], ids[0], ids[1], ids[0]];
     let items = order.iter().map(|&id| item(id, &stand_in)).collect();
@@ -79,7 +79,7 @@ async fn a_batch_with_a_failing_pass_commits_nothing() {
     let app = TestApp::prepare().await;
     let leak = result_prefix_leak("Likes tea", "fact", "Noted.");
     let (_, _, id) = app.leak(&["save_memory"], &leak).await;
-    let stand_in = StandIn { origin: "backfill" };
+    let stand_in = StandIn::by(Source::Backfill { model: None });
     let items = vec![item(id, &stand_in), item(987_654_321, &stand_in)];
     let result = recover::recover_batch(&app.pool, &app.settings.policy(), items).await;
 
@@ -107,7 +107,7 @@ async fn a_row_held_elsewhere_fails_the_batch_at_once_naming_it() {
         .leak(&["save_memory"], &result_prefix_leak("b", "fact", "Ok."))
         .await;
     let app_tx = app.lock_row(held).await;
-    let stand_in = StandIn { origin: "backfill" };
+    let stand_in = StandIn::by(Source::Backfill { model: None });
     let items = vec![item(free, &stand_in), item(held, &stand_in)];
     let err = tokio::time::timeout(
         Duration::from_secs(10),
@@ -145,7 +145,7 @@ async fn the_rest_goes_on_while_one_is_held(free: usize) {
     let held = ids[free / 2];
     let app_tx = app.lock_row(held).await;
     let commits = Arc::new(AtomicUsize::new(0));
-    let committer: Committer<StandIn<'static>> = {
+    let committer: Committer<StandIn> = {
         let commits = commits.clone();
         Committer::start(
             app.pool.clone(),
@@ -164,7 +164,7 @@ async fn the_rest_goes_on_while_one_is_held(free: usize) {
             committer.recover(
                 MessageId::new(id),
                 Source::Backfill { model: None },
-                Some(StandIn { origin: "backfill" }),
+                Some(StandIn::by(Source::Backfill { model: None })),
             )
         }))
         .await

@@ -12,7 +12,7 @@ use toolcall_recovery::detect::Family;
 use toolcall_recovery::ids::MessageId;
 use toolcall_recovery::ledger::{self, Filter};
 use toolcall_recovery::recover::Mode;
-use toolcall_recovery::recover::{self, Outcome, Report, Source};
+use toolcall_recovery::recover::{self, Outcome, Report, Request, Source};
 
 /// Text around the leaks that only `--show-text` may print.
 const PRIVATE: &str = "PRIVATE-REPLY-7f3a";
@@ -20,11 +20,10 @@ const PRIVATE: &str = "PRIVATE-REPLY-7f3a";
 /// THE recovery, as the backfill runs it (the one place that names its policy argument).
 async fn recover(app: &TestApp, id: i64) -> Report {
     let config = recover::Policy::default();
-    recover::recover_message(
+    recover::recover(
         &app.pool,
-        MessageId::new(id),
         &config,
-        Source::Backfill { model: None },
+        Request::new(MessageId::new(id), Source::Backfill { model: None }),
     )
     .await
     .expect("recovery runs")

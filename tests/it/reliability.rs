@@ -23,7 +23,7 @@ use toolcall_recovery::ids::MessageId;
 use toolcall_recovery::metrics::Metrics;
 use toolcall_recovery::outbound::StandIn;
 use toolcall_recovery::publish::{Exchanges, PublishTarget, Publisher};
-use toolcall_recovery::recover::{self, Source};
+use toolcall_recovery::recover::{self, Request, Source};
 use toolcall_recovery::settings::{AdminToken, SecretUrl};
 
 const T: Duration = Duration::from_secs(20);
@@ -182,24 +182,22 @@ async fn what_a_committed_pass_owes_is_sent_even_if_its_process_died() {
             &result_prefix_leak("Likes tea", "fact", "Noted."),
         )
         .await;
-    let report = recover::recover_with_outbox(
+    let report = recover::recover(
         &app.pool,
-        MessageId::new(id),
         &app.settings.policy(),
-        Source::Backfill { model: None },
-        Some(&StandIn { origin: "backfill" }),
+        Request::new(MessageId::new(id), Source::Backfill { model: None })
+            .owing(Some(&StandIn::by(Source::Backfill { model: None }))),
     )
     .await
     .unwrap();
     assert_eq!(report.outbox.len(), 1);
     // ... and the process is gone: nothing sent. A rerun finds the message clean and owes
     // nothing more.
-    let again = recover::recover_with_outbox(
+    let again = recover::recover(
         &app.pool,
-        MessageId::new(id),
         &app.settings.policy(),
-        Source::Backfill { model: None },
-        Some(&StandIn { origin: "backfill" }),
+        Request::new(MessageId::new(id), Source::Backfill { model: None })
+            .owing(Some(&StandIn::by(Source::Backfill { model: None }))),
     )
     .await
     .unwrap();

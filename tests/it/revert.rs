@@ -16,10 +16,8 @@ use serde_json::{json, Value};
 use std::time::Duration;
 use toolcall_recovery::error::{Error, Poison};
 use toolcall_recovery::ids::{EventId, MessageId};
-use toolcall_recovery::recover::revert::{
-    revert_message, RevertOutcome, RevertReport, RevertedBy, RowFate,
-};
-use toolcall_recovery::recover::{self, Mode, Outcome, Policy, Report, Source};
+use toolcall_recovery::recover::revert::{revert_message, RevertOutcome, RevertReport, RowFate};
+use toolcall_recovery::recover::{self, Mode, Outcome, Policy, Report, Request, Source};
 use toolcall_recovery::settings::AdminToken;
 use uuid::Uuid;
 
@@ -104,18 +102,17 @@ impl TestApp {
 
     /// THE recovery, as the backfill runs it.
     async fn recover(&self, id: i64) -> Report {
-        recover::recover_message(
+        recover::recover(
             &self.pool,
-            MessageId::new(id),
             &Policy::default(),
-            Source::Backfill { model: None },
+            Request::new(MessageId::new(id), Source::Backfill { model: None }),
         )
         .await
         .expect("recovery runs")
     }
 
     async fn revert(&self, id: i64) -> RevertReport {
-        revert_message(&self.pool, MessageId::new(id), RevertedBy::Cli, false)
+        revert_message(&self.pool, MessageId::new(id), &Source::Cli, false, None)
             .await
             .expect("revert runs")
     }
@@ -525,10 +522,13 @@ impl TestApp {
                 },
             ),
         ] {
-            let pass =
-                recover::recover_message(&self.pool, MessageId::new(id), &policy, source.clone())
-                    .await
-                    .expect("pass runs");
+            let pass = recover::recover(
+                &self.pool,
+                &policy,
+                Request::new(MessageId::new(id), source.clone()),
+            )
+            .await
+            .expect("pass runs");
             assert_eq!(pass.outcome, Outcome::Reverted, "{what}: {source:?}");
             assert_eq!(pass.content.as_deref(), Some(case.content.as_str()));
         }
@@ -923,7 +923,7 @@ async fn a_second_revert_is_a_no_op_and_ledger_rows_are_kept() {
 
     // A dry run says what it would do and writes nothing.
     let recovered = app.snapshot().await;
-    let dry = revert_message(&app.pool, MessageId::new(id), RevertedBy::Cli, true)
+    let dry = revert_message(&app.pool, MessageId::new(id), &Source::Cli, true, None)
         .await
         .expect("dry revert");
     assert!(dry.dry_run);
@@ -952,9 +952,9 @@ async fn a_second_revert_is_a_no_op_and_ledger_rows_are_kept() {
     );
     assert_eq!(app.ledger_counts().await, counts, "ledger rows are kept");
 
-    for by in [RevertedBy::Cli, RevertedBy::Admin] {
+    for by in [Source::Cli, Source::Admin] {
         for dry_run in [false, true] {
-            let again = revert_message(&app.pool, MessageId::new(id), by, dry_run)
+            let again = revert_message(&app.pool, MessageId::new(id), &by, dry_run, None)
                 .await
                 .expect("revert runs");
             assert_eq!(again.outcome, RevertOutcome::AlreadyReverted, "{by:?}");
@@ -987,7 +987,7 @@ async fn racing_reverts_and_passes_revert_exactly_once() {
         .map(|_| {
             let pool = app.pool.clone();
             tokio::spawn(async move {
-                revert_message(&pool, MessageId::new(id), RevertedBy::Admin, false)
+                revert_message(&pool, MessageId::new(id), &Source::Admin, false, None)
                     .await
                     .expect("revert runs")
                     .outcome
@@ -1012,25 +1012,26 @@ async fn racing_reverts_and_passes_revert_exactly_once() {
     assert_same(&original, &app.snapshot().await, "racing reverts");
 
     // Recovered again by the admin, then a revert and a redelivered event at once.
-    let pass = recover::recover_message(
+    let pass = recover::recover(
         &app.pool,
-        MessageId::new(id),
         &Policy::default(),
-        Source::Admin,
+        Request::new(MessageId::new(id), Source::Admin),
     )
     .await
     .expect("admin pass");
     assert_eq!(pass.outcome, Outcome::Recovered);
     let pool = app.pool.clone();
     let event = tokio::spawn(async move {
-        recover::recover_message(
+        recover::recover(
             &pool,
-            MessageId::new(id),
             &Policy::default(),
-            Source::Event {
-                event_id: EventId::new(Uuid::new_v4()),
-                model: None,
-            },
+            Request::new(
+                MessageId::new(id),
+                Source::Event {
+                    event_id: EventId::new(Uuid::new_v4()),
+                    model: None,
+                },
+            ),
         )
         .await
         .expect("event pass")
@@ -1070,11 +1071,10 @@ async fn a_message_changed_since_recovery_or_never_recovered_is_refused() {
     let rid_edited = app.recover(edited).await.recovery_id.expect("row");
     let rid_retagged = app.recover(retagged).await.recovery_id.expect("row");
     assert_eq!(app.recover(clean).await.outcome, Outcome::Clean);
-    let observe = recover::recover_message(
+    let observe = recover::recover(
         &app.pool,
-        MessageId::new(observed),
         &Policy::default().with_mode(Mode::Observe),
-        Source::Backfill { model: None },
+        Request::new(MessageId::new(observed), Source::Backfill { model: None }),
     )
     .await
     .expect("observe pass");
@@ -1125,9 +1125,15 @@ async fn a_message_changed_since_recovery_or_never_recovered_is_refused() {
     assert_same(&before, &app.snapshot().await, "refusals change nothing");
     assert_eq!(app.ledger_counts().await, counts);
 
-    let missing = revert_message(&app.pool, MessageId::new(i64::MAX), RevertedBy::Cli, false)
-        .await
-        .expect_err("unknown message");
+    let missing = revert_message(
+        &app.pool,
+        MessageId::new(i64::MAX),
+        &Source::Cli,
+        false,
+        None,
+    )
+    .await
+    .expect_err("unknown message");
     assert!(
         matches!(missing, Error::Poison(Poison::MissingMessage(m)) if m.get() == i64::MAX),
         "{missing:?}"

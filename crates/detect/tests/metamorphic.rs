@@ -1,7 +1,8 @@
 //! Metamorphic variants of every positive vector in `tests/data`: the same leak as real
 //! serving stacks mangle it (special tokens stripped, tokens spelled another way, an opener or
 //! a closer dropped, glued to a sentence or between two, names in another script, a fake
-//! result written after it, two of it), and the variants that must stay as they are (the
+//! result written after it, two of it, XML-escaped parameter text, two lists joined by a
+//! word), and the variants that must stay as they are (the
 //! call cut in the middle of its arguments, a stripped call of a tool the agent does not
 //! have).
 //!
@@ -53,6 +54,10 @@ enum Class {
     Two,
     /// The call cut in the middle of its arguments: a negative.
     Truncated,
+    /// XML character references in a parameter value: decoded in the arguments.
+    Entities,
+    /// Two call lists joined by a connective (`[..] and [..]`): both calls, the word stays.
+    Joined,
 }
 
 const CLASSES: &[Class] = &[
@@ -68,6 +73,8 @@ const CLASSES: &[Class] = &[
     Class::FakeResult,
     Class::Two,
     Class::Truncated,
+    Class::Entities,
+    Class::Joined,
 ];
 
 /// What one family's format is, as its specification says.
@@ -293,9 +300,6 @@ const DEEPSEEK: &[&str] = &[
 ];
 
 fn harmony_stripped(v: &Vector) -> Result<(), &'static str> {
-    if v.text.contains("to=assistant") {
-        return Err("a stripped tool message keeps no marker that tells it from text");
-    }
     if !v.text.contains("to=functions.") {
         return Err("built-in recipients (browser.*, python) keep no JSON marker once stripped");
     }
@@ -370,7 +374,8 @@ const SPECS: &[Spec] = &[
         glue: always,
         closers: &["<|tool_calls_section_end|>", "<|tool_call_section_end|>"],
         ends: &["<|tool_calls_section_end|>", "<|tool_call_section_end|>"],
-        result: None,
+        // Kimi-K2's chat template renders a tool message so.
+        result: Some("<|im_system|>tool<|im_middle|>## Return of functions.{name}:0\n{\"result\": \"ok\"}<|im_end|>"),
     },
     Spec {
         family: "glm",
@@ -520,7 +525,7 @@ const SPECS: &[Spec] = &[
         bare: always,
         stripped_weak: true,
         inline: true,
-        movable: always,
+        movable: qwen_function_closed,
         glue: always,
         closers: &["</tool_call>", "</function_calls>"],
         ends: &["</invoke>", "</function_calls>", "</function>", "</tool_call>"],
@@ -541,7 +546,8 @@ const SPECS: &[Spec] = &[
         glue: always,
         closers: &["</minimax:tool_call>"],
         ends: &["</minimax:tool_call>", "</invoke>", "[/TOOL_CALL]"],
-        result: None,
+        // MiniMax-M2's chat template: the tool turn, its response, the block end.
+        result: Some("]~b]tool\n<response>{\"result\": \"ok\"}</response>\n[e~["),
     },
     Spec {
         family: "lfm2",
@@ -717,6 +723,12 @@ fn json_marked(v: &Vector) -> bool {
     indent <= 9 && body.trim_start().starts_with('"')
 }
 
+fn qwen_function_closed(v: &Vector) -> bool {
+    // A Qwen3-Coder function without `</function>` ends at its `</tool_call>`: that closer
+    // cannot go too (at the end of the text a cut between two parameters looks the same).
+    !v.text.contains("<function=") || v.text.contains("</function>")
+}
+
 fn lmstudio_movable(v: &Vector) -> bool {
     // `[NAME]` alone is a word in brackets: the mangled request needs its closer.
     v.text.contains("[TOOL_REQUEST]")
@@ -728,6 +740,15 @@ fn cline_movable(v: &Vector) -> bool {
         .iter()
         .all(|(_, a)| a.as_object().is_some_and(|m| !m.is_empty()))
 }
+
+/// Families whose parameter values are XML text (an element's content), so an XML reader
+/// decodes character references in them: Qwen3-Coder's and Anthropic's invokes, MiniMax-M2,
+/// Cline's elements.
+const XML_VALUES: &[&str] = &["xml_invoke", "minimax", "cline_xml"];
+
+/// Families whose calls are lists that a connective may join (Llama's pythonic lists; SGLang's
+/// parser reads `[a()] and [b()]` as two calls).
+const JOINABLE: &[&str] = &["pythonic"];
 
 /// One variant and what it must come to.
 struct Variant {
@@ -969,10 +990,28 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
         }
         out.push(with(Class::NonAscii, text, enabled, renamed, exp_r));
     }
+    // A string value written as an element's content, escaped as XML would have it.
+    if XML_VALUES.contains(&spec.family) {
+        if let Some(var) = with_entities(v) {
+            out.push(var);
+        }
+    }
     // The classes that put text or markup around the call at the end of the message.
     let Some((before, call)) = split_tail(v) else {
         return out;
     };
+    let list = call.trim();
+    if JOINABLE.contains(&spec.family) && list.starts_with('[') && list.ends_with(']') {
+        let mut twice = calls.clone();
+        twice.extend(calls.iter().cloned());
+        out.push(with(
+            Class::Joined,
+            format!("{before}{list} and {list}"),
+            v.enabled_tools.clone(),
+            twice,
+            format!("{exp} and"),
+        ));
+    }
     if !spec.inline || !(spec.movable)(v) {
         return out;
     }
@@ -1042,6 +1081,46 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
         });
     }
     out
+}
+
+/// The vector with one string argument, written as an element's content and nowhere else in
+/// the text, followed by escaped text (`Paris &amp; &lt;b&gt;`): the argument is the decoded
+/// text (`Paris & <b>`), the text left the same.
+fn with_entities(v: &Vector) -> Option<Variant> {
+    for (i, (_, args)) in v.expected_calls.iter().enumerate() {
+        for (key, value) in args.as_object()? {
+            let Some(s) = value.as_str() else {
+                continue;
+            };
+            if s.len() < 2
+                || s.contains(['&', '<', '>', '\n'])
+                || v.text.matches(s).count() != 1
+                || v.expected_text.contains(s)
+            {
+                continue;
+            }
+            let Some(at) = [format!(">{s}<"), format!(">\n{s}\n<")]
+                .iter()
+                .find_map(|w| v.text.find(w.as_str()).map(|p| p + w.find(s).unwrap_or(0)))
+            else {
+                continue;
+            };
+            let text = format!(
+                "{}{s} &amp; &lt;b&gt;{}",
+                &v.text[..at],
+                &v.text[at + s.len()..]
+            );
+            let mut calls = v.expected_calls.clone();
+            calls[i].1[key.as_str()] = Value::String(format!("{s} & <b>"));
+            return Some(Variant {
+                class: Class::Entities,
+                text,
+                enabled: v.enabled_tools.clone(),
+                expected: Some((calls, v.expected_text.clone())),
+            });
+        }
+    }
+    None
 }
 
 /// The call cut in the middle of its first string argument (as written in the markup).

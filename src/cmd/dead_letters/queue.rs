@@ -14,12 +14,12 @@
 //! that fails again (malformed JSON) is dead-lettered again at once, and must not be
 //! replayed again in the same run.
 //!
-//! May depend on: `cmd` (the connection), `publish` (the one confirmed publish), `settings`,
-//! `error`, `lapin`.
+//! May depend on: `publish` (the connection, the one confirmed publish), `settings`,
+//! `error`, `lapin`, `tokio`.
 
 use super::{Broker, DeadLetter};
 use crate::error::Error;
-use crate::publish::{publish_confirmed, Published};
+use crate::publish::{publish_confirmed, Message, Published};
 use lapin::options::{BasicAckOptions, BasicGetOptions, BasicNackOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{Channel, Connection};
@@ -61,7 +61,8 @@ impl Queue {
     /// queue is a wrong name, not something to create).
     pub async fn open(broker: &Broker) -> Result<Queue, Error> {
         let (connection, channel) =
-            crate::cmd::confirm_channel(&broker.publish.amqp_url, &broker.connection_name).await?;
+            crate::publish::confirm_channel(&broker.publish.amqp_url, &broker.connection_name)
+                .await?;
         let queue = Queue {
             connection,
             channel,
@@ -212,16 +213,14 @@ impl Queue {
             .routing_key
             .as_deref()
             .unwrap_or(&names.input_routing_key);
-        match publish_confirmed(
-            &self.channel,
-            &names.input_exchange,
+        let message = Message {
+            exchange: &names.input_exchange,
             routing_key,
-            &letter.body,
-            None,
-            letter.replay_headers(),
-        )
-        .await?
-        {
+            body: &letter.body,
+            message_id: None,
+            headers: letter.replay_headers(),
+        };
+        match publish_confirmed(&self.channel, message).await? {
             Published::Routed => Ok(()),
             Published::Unroutable => Err(Error::Startup(format!(
                 "the broker routed the replay of {} to no queue: nothing is bound to {:?} with \

@@ -3,17 +3,17 @@
 //! gone when the demo disconnects) on the moderation exchange, to show what moderation
 //! gets. It declares only the two exchanges it uses, as the worker does (idempotently).
 //!
-//! May depend on: `cmd` (the connection), `publish` (the one confirmed publish),
-//! `settings`, `error`, `lapin`, `serde_json`.
+//! May depend on: `publish` (the connection, the one confirmed publish), `settings`,
+//! `error`, `lapin`, `serde_json`, `tokio`.
 
 use crate::error::Error;
-use crate::publish::{publish_confirmed, Published};
-use crate::settings::{Names, PublishSettings, SecretUrl};
-use lapin::options::{
-    BasicGetOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+use crate::publish::{
+    confirm_channel, declare_topic_exchanges, publish_confirmed, Message, Published,
 };
+use crate::settings::{Names, PublishSettings, SecretUrl};
+use lapin::options::{BasicGetOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
-use lapin::{Channel, Connection, ExchangeKind};
+use lapin::{Channel, Connection};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -36,21 +36,12 @@ impl Link {
         names: &Names,
         publish: &PublishSettings,
     ) -> Result<Link, Error> {
-        let (connection, channel) = crate::cmd::confirm_channel(url, connection_name).await?;
-        let durable = ExchangeDeclareOptions {
-            durable: true,
-            ..Default::default()
-        };
-        for exchange in [&names.input_exchange, &publish.moderation_exchange] {
-            channel
-                .exchange_declare(
-                    exchange,
-                    ExchangeKind::Topic,
-                    durable,
-                    FieldTable::default(),
-                )
-                .await?;
-        }
+        let (connection, channel) = confirm_channel(url, connection_name).await?;
+        declare_topic_exchanges(
+            &channel,
+            [&names.input_exchange, &publish.moderation_exchange],
+        )
+        .await?;
         let own = QueueDeclareOptions {
             exclusive: true,
             auto_delete: true,
@@ -83,15 +74,14 @@ impl Link {
         event_id: &str,
         body: &[u8],
     ) -> Result<Published, Error> {
-        publish_confirmed(
-            &self.channel,
-            &names.input_exchange,
-            &names.input_routing_key,
+        let message = Message {
+            exchange: &names.input_exchange,
+            routing_key: &names.input_routing_key,
             body,
-            Some(event_id),
-            FieldTable::default(),
-        )
-        .await
+            message_id: Some(event_id),
+            headers: FieldTable::default(),
+        };
+        publish_confirmed(&self.channel, message).await
     }
 
     /// The moderation message published for the event `source_event_id`, waiting for it

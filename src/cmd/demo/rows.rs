@@ -2,10 +2,11 @@
 //! what it reads back of them once the worker is done: the ledger row, the message, the
 //! memory and the tool message.
 //!
-//! May depend on: `error`, `sqlx`, `serde_json`.
+//! May depend on: `error`, `sqlx`, `serde_json`, `tokio`.
 
 use crate::error::Error;
 use serde_json::Value;
+use sqlx::postgres::PgRow;
 use sqlx::types::Json;
 use sqlx::{PgPool, Row};
 use std::time::Duration;
@@ -129,36 +130,32 @@ pub async fn after(pool: &PgPool, seeded: Seeded) -> Result<After, Error> {
     )
     .bind(seeded.agent)
     .fetch_all(pool)
-    .await?
-    .iter()
-    .map(|r| {
-        Ok((
-            r.try_get("id")?,
-            r.try_get("memory_type")?,
-            r.try_get("content")?,
-        ))
-    })
-    .collect::<Result<_, sqlx::Error>>()?;
+    .await?;
     let tool_messages = sqlx::query(
         "SELECT id, tool_name, content FROM messages WHERE chat_id = $1 AND role = 'tool' \
          ORDER BY id",
     )
     .bind(seeded.chat)
     .fetch_all(pool)
-    .await?
-    .iter()
-    .map(|r| {
-        Ok((
-            r.try_get("id")?,
-            r.try_get("tool_name")?,
-            r.try_get("content")?,
-        ))
-    })
-    .collect::<Result<_, sqlx::Error>>()?;
+    .await?;
+    let (memories, tool_messages) = (
+        triples(&memories, "memory_type")?,
+        triples(&tool_messages, "tool_name")?,
+    );
     Ok(After {
         content: message.try_get("content")?,
         tools_used: message.try_get::<Json<Value>, _>("tools_used")?.0,
         memories,
         tool_messages,
     })
+}
+
+/// The `(id, <column>, content)` of each row.
+fn triples<T>(rows: &[PgRow], column: &str) -> Result<Vec<(i64, T, T)>, sqlx::Error>
+where
+    T: for<'r> sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+{
+    rows.iter()
+        .map(|r| Ok((r.try_get("id")?, r.try_get(column)?, r.try_get("content")?)))
+        .collect()
 }

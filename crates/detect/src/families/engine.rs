@@ -9,7 +9,8 @@
 //! - a closing token that may be missing (at the end of the text, where the generation
 //!   stopped, or anywhere, where the format's closer is optional), and an opening token that
 //!   may be missing (servers strip special tokens): then the orphan closer goes too;
-//! - the control tokens that end the model's turn right after the markup, which go with it;
+//! - the control tokens that end the model's turn right after the markup, which go with it,
+//!   and an empty section (its opener, then its closer), which goes as a leak with no call;
 //! - whether the calls must name tools the agent has enabled (a weak marker);
 //! - tokens spelled another way (`super::rows` derives the spellings a row allows);
 //! - a call whose opener was stripped, found from a token inside it (Kimi's
@@ -324,6 +325,14 @@ fn block(
         }
         None => false,
     };
+    // An empty section (`<|tool_calls_section_begin|><|tool_calls_section_end|>`): the
+    // wrapper a server left after the calls in it were taken out, or emitted with none. Its
+    // tokens are the format's own and show the user nothing: they go.
+    if in_section {
+        if let Some(after) = eat_any(text, skip_ws(text, pos), &r.section_close) {
+            return Outcome::Block(start..with_trailing(text, after, &r.trailing), Vec::new());
+        }
+    }
     if in_section && f.noise > 0 && !r.call_open.is_empty() {
         pos = skip_noise(text, pos, r);
     }

@@ -10,7 +10,9 @@
 //! A message is a call when its header names a recipient other than a role and its body is
 //! complete: a JSON object (`functions.NAME` is the tool `NAME`; another namespace keeps the
 //! whole recipient, `browser.search`), or, for the built-in `python` tool, the code up to
-//! `<|call|>` (`{"code": ..}`). Only an output with at least one call is a leak. Then:
+//! `<|call|>` (`{"code": ..}`). An output with complete messages is a leak whether or not
+//! one is a call, unless a message addressed to a tool does not parse (a call cut short: the
+//! output stays whole). Then:
 //! - every call message goes whole, header, body and terminator;
 //! - every other message keeps its body as text and loses its header and terminator (the
 //!   analysis and final text stay; no separator is inserted where the tokens were);
@@ -77,7 +79,15 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     let (messages, orphans) = messages(text, ctx);
     let calls: Vec<Option<(Call, usize)>> = messages.iter().map(|m| call_of(text, m)).collect();
     if calls.iter().all(Option::is_none) {
-        return;
+        // An output of messages without a call still loses its frames (a server that kept
+        // the special tokens showed them), unless a message addressed to a tool did not
+        // parse: a call cut short is never read, so nothing of it goes.
+        let addressed = messages.iter().any(|m| {
+            m.recipient.is_some() && !is_tool_result(text.get(m.header.clone()).unwrap_or_default())
+        });
+        if messages.is_empty() || addressed {
+            return;
+        }
     }
     let mut pieces: Vec<(Range<usize>, Vec<Call>)> =
         orphans.into_iter().map(|r| (r, Vec::new())).collect();
@@ -152,8 +162,13 @@ fn messages(text: &str, ctx: &Ctx<'_>) -> (Vec<Message>, Vec<Range<usize>>) {
                     {
                         boundary
                     }
-                    // `<|message|>` after prose, without any header: not Harmony here.
-                    None => continue,
+                    // A header whose `<|channel|>` alone was lost (`commentary
+                    // to=functions.f <|constrain|>json<|message|>`): only with a recipient,
+                    // which prose does not write, standing apart from the text before it.
+                    None => match recipient_header(text.get(boundary..pos).unwrap_or_default()) {
+                        Some(i) => boundary + i,
+                        None => continue,
+                    },
                 };
                 body = Some((hs, pos + len));
             }
@@ -199,6 +214,24 @@ fn header_start(text: &str, boundary: usize, pos: usize, first: bool) -> usize {
         }
         _ => pos,
     }
+}
+
+/// Where the header ends `gap` that holds a recipient (`to=..`), its channel and role
+/// words before it (glued or spaced), when what precedes them ends a sentence or a line.
+fn recipient_header(gap: &str) -> Option<usize> {
+    let to = gap.rfind("to=")?;
+    if !is_header(gap.get(to..)?) {
+        return None;
+    }
+    let mut before = gap.get(..to)?.trim_end_matches([' ', '\t']);
+    if let Some(b) = CHANNELS.iter().find_map(|w| before.strip_suffix(w)) {
+        before = b.trim_end_matches([' ', '\t']);
+    }
+    if let Some(b) = before.strip_suffix("assistant") {
+        before = b.trim_end_matches([' ', '\t']);
+    }
+    let apart = before.is_empty() || before.ends_with(['.', '!', '?', ':', '\n']);
+    apart.then_some(before.len())
 }
 
 /// Whether a message header is a tool's: its author a tool (`functions.NAME`, `browser.x`,
@@ -294,6 +327,39 @@ fn header_words_only(word: &str) -> bool {
         }
     }
     true
+}
+
+/// A tool's message right after a stripped call, its tokens stripped too
+/// (`functions.NAME to=assistant commentary json{..}`, glued or spaced): a result the model
+/// made up, which goes with the call. Returns where it ends.
+pub(crate) fn stripped_result(text: &str, end: usize) -> Option<usize> {
+    let rest = text.get(end..)?;
+    let t = rest.trim_start();
+    let author = t
+        .find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')))
+        .unwrap_or(t.len());
+    if author == 0 {
+        return None;
+    }
+    let mut r = t
+        .get(author..)?
+        .trim_start_matches([' ', '\t'])
+        .strip_prefix("to=assistant")?;
+    loop {
+        let w = r.trim_start_matches([' ', '\t']);
+        match HEADER_WORDS[1..].iter().find(|h| w.starts_with(**h)) {
+            Some(h) => r = &w[h.len()..],
+            None => {
+                r = w;
+                break;
+            }
+        }
+    }
+    if !r.starts_with('{') {
+        return None;
+    }
+    let (_, e) = json::value_at(text, text.len() - r.len())?;
+    Some(e)
 }
 
 /// Whether header words (a role or a channel, glued or not) follow `end`: the next message

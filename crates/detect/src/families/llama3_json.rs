@@ -1,6 +1,7 @@
 //! `llama3_json`: Llama 3's JSON tool calls, `{"name": "f", "parameters": {...}}` (or
 //! `"arguments"`), one or more separated by `;` or newlines, as the whole message or
-//! embedded in prose.
+//! embedded in prose; and the API's envelopes written as text, `{"tool_calls": [..]}` and
+//! `{"function_call": {..}}`.
 //!
 //! A bare JSON object is the weakest marker there is (a user may ask for JSON with a
 //! `name` key), so an object counts only when it is exactly a call (no keys besides name,
@@ -15,6 +16,7 @@ use crate::grammar::json::{call_of, Keys};
 use crate::grammar::text::eat;
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
+use serde_json::Value;
 
 /// Literal markers one of which any leak of this family contains.
 pub(crate) const TRIGGERS: &[&str] = &[
@@ -30,6 +32,13 @@ pub(crate) const TRIGGERS: &[&str] = &[
     // The flat `{"type": "function", "name": .., "parameters": ..}` Llama 3.x writes.
     "{\"type\"",
     "{ \"type\"",
+    // Envelopes: OpenAI's `{"tool_calls": [..]}` and `{"function_call": {..}}`.
+    "{\"tool_calls\"",
+    "{ \"tool_calls\"",
+    "{\n  \"tool_calls\"",
+    "{\"function_call\"",
+    "{ \"function_call\"",
+    "{\n  \"function_call\"",
 ];
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = b"{";
@@ -76,7 +85,9 @@ fn is_candidate(text: &str, pos: usize) -> bool {
     if !(rest.starts_with("\"name\"")
         || rest.starts_with("\"arguments\"")
         || rest.starts_with("\"parameters\"")
-        || rest.starts_with("\"type\""))
+        || rest.starts_with("\"type\"")
+        || rest.starts_with("\"tool_calls\"")
+        || rest.starts_with("\"function_call\""))
     {
         return false;
     }
@@ -93,12 +104,49 @@ fn is_candidate(text: &str, pos: usize) -> bool {
     }
 }
 
-/// One call at `pos` (a candidate `{`): the object, if it is exactly a call of an enabled
-/// tool, and the offset past it.
-fn call_at(text: &str, ctx: &Ctx<'_>, pos: usize) -> Option<(Call, usize)> {
+/// The calls at `pos` (a candidate `{`): the object, if it is exactly a call or an envelope
+/// of calls of enabled tools, and the offset past it.
+fn call_at(text: &str, ctx: &Ctx<'_>, pos: usize) -> Option<(Vec<Call>, usize)> {
     let (v, end) = json_value_at(text, pos)?;
-    let call = strict_call(&v)?;
-    ctx.tool_enabled(&call.name).then_some((call, end))
+    let calls = match strict_call(&v) {
+        Some(call) => vec![call],
+        None => envelope(&v)?,
+    };
+    calls
+        .iter()
+        .all(|c| ctx.tool_enabled(&c.name))
+        .then_some((calls, end))
+}
+
+/// The calls of an API envelope a model wrote as text: `{"tool_calls": [..]}` (each item a
+/// call object, or OpenAI's `{"id", "type": "function", "function": {"name", "arguments"}}`)
+/// or `{"function_call": {"name", "arguments"}}`, nothing else in it. The arguments may be
+/// serialized JSON, as the API sends them.
+fn envelope(v: &Value) -> Option<Vec<Call>> {
+    let obj = v.as_object()?;
+    if obj.len() != 1 {
+        return None;
+    }
+    if let Some(f) = obj.get("function_call") {
+        return strict_call(f).map(|c| vec![c]);
+    }
+    let items = obj.get("tool_calls")?.as_array()?;
+    if items.is_empty() {
+        return None;
+    }
+    items
+        .iter()
+        .map(|item| {
+            strict_call(item).or_else(|| {
+                let o = item.as_object()?;
+                let bookkeeping = o
+                    .keys()
+                    .all(|k| matches!(k.as_str(), "id" | "type" | "function" | "index"));
+                let typed = o.get("type").is_none_or(|t| t == "function");
+                (bookkeeping && typed).then(|| strict_call(o.get("function")?))?
+            })
+        })
+        .collect()
 }
 
 /// Appends the leaks of this family found in `text` to `out`.
@@ -125,7 +173,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             from = skip_braces(text, p).unwrap_or(p + 1);
             continue;
         }
-        let Some((call, mut end)) = call_at(text, ctx, p) else {
+        let Some((calls, mut end)) = call_at(text, ctx, p) else {
             if let Some(leak) = hermes_without_opener(text, ctx, p) {
                 from = leak.span.end;
                 out.push(leak);
@@ -135,7 +183,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             from = skip_braces(text, p).unwrap_or(p + 1);
             continue;
         };
-        let mut calls = vec![call];
+        let mut calls = calls;
         // Further calls separated by `;` and/or whitespace belong to the same block.
         while candidates < super::MAX_CANDIDATES {
             let mut q = skip_ws(text, end);
@@ -148,7 +196,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             candidates += 1;
             match call_at(text, ctx, q) {
                 Some((c, e)) => {
-                    calls.push(c);
+                    calls.extend(c);
                     end = e;
                 }
                 None => break,

@@ -6,7 +6,8 @@
 //!   trailing control tokens, enabled-tool checks: once, for every row);
 //! - own finders: `result` (fake results at the start), `llama3_json` and `xlam` (bare
 //!   JSON, weak), `pythonic` (bare Python lists, weak), `json_fence`, `harmony` (a sequence
-//!   of messages whose control tokens go and whose non-call bodies stay), `mistral`,
+//!   of messages whose control tokens go and whose non-call bodies stay), `frames` (the
+//!   templates' assistant-turn tokens around text), `mistral`,
 //!   `minimax`, `xml_invoke`, `kimi_k3`, `apertus`, `lfm2`, `cwm`.
 //!
 //! Parsers never guess: markup that does not parse completely is prose.
@@ -18,6 +19,7 @@ pub mod bodies;
 mod cwm;
 mod dialects;
 pub mod engine;
+mod frames;
 mod gemini;
 mod harmony;
 mod json_fence;
@@ -154,6 +156,7 @@ macro_rules! own {
 
 own! {
     ResultPrefix => result,
+    Hermes => frames,
     Harmony => harmony,
     Minimax => minimax,
     XmlInvoke => xml_invoke,

@@ -18,8 +18,10 @@
 //!   the scripts pasted into replies). This shape holds none of the prefilter's anchor bytes,
 //!   so it is looked for only where a model writes a call before or after its prose: opening
 //!   the message's first line, or opening its last line and ending the message (and on the
-//!   lines of calls next to those). The clean path pays a few byte comparisons for it, not a
-//!   scan.
+//!   lines of calls next to those), or as the whole message (then `NAME()` too). The name
+//!   may stand in the tools' namespace (`functions.NAME(..)`, `tools.NAME(..)`,
+//!   `default_api.NAME(..)`), and Gemini's code style wraps that in `print(..)`. The clean
+//!   path pays a few byte comparisons for it, not a scan.
 //!
 //! The name alone is a weak marker: the call counts only for a tool the agent has enabled.
 //! The tools are consulted only once a complete candidate stands in the text (arguments
@@ -87,6 +89,9 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     for (family, block) in python_lines(text, ctx) {
         by_family.push((family, block));
     }
+    for block in tool_code_fences(text, ctx) {
+        by_family.push((Family::JsonFence, block));
+    }
     let harmony_calls: Vec<Range<usize>> = by_family
         .iter()
         .filter(|(f, _)| *f == Family::Harmony)
@@ -103,6 +108,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         }
     }
     for family in [
+        Family::JsonFence,
         Family::Mistral,
         Family::Kimi,
         Family::Glm,
@@ -394,6 +400,11 @@ impl Found<'_, '_> {
         }
         let &(mut at, name) = candidates.iter().find(|(_, n)| self.ctx.tool_enabled(n))?;
         let mut end = end;
+        if family == Family::Harmony {
+            while let Some(e) = harmony::stripped_result(text, end) {
+                end = e;
+            }
+        }
         if family == Family::Gemini {
             // Gemini frames its call with `<ctrlNN>` tokens glued to it: they go too.
             while let Some(tok) = text.get(..at).and_then(|h| h.rfind("<ctrl")) {
@@ -410,9 +421,22 @@ impl Found<'_, '_> {
             name: name.to_string(),
             arguments: args,
         };
-        Some((family, at..with_trailing(text, end, &[]), call))
+        // Kimi's closers the stripping left (`..}<|tool_call_end|><|tool_calls_section_end|>`)
+        // are the call's.
+        let own: &[&str] = match family {
+            Family::Kimi => KIMI_CLOSERS,
+            _ => &[],
+        };
+        Some((family, at..with_trailing(text, end, own), call))
     }
 }
+
+/// Kimi's closing tokens, which may outlive the stripping of its openers.
+const KIMI_CLOSERS: &[&str] = &[
+    "<|tool_call_end|>",
+    "<|tool_calls_section_end|>",
+    "<|tool_call_section_end|>",
+];
 
 /// A strict JSON object at `p` (a serialized object decoded once).
 fn json_object(text: &str, p: usize) -> Option<(Value, usize)> {
@@ -511,9 +535,33 @@ fn core_bounds(text: &str) -> (usize, usize) {
     }
 }
 
-/// The `(` of a bare call opening the line that starts at `start` (`NAME(key=`), if one may
-/// be there.
+/// The namespaces a prompt may put the tools in, which a bare call then writes before the
+/// name: OpenAI-style `functions.`, `tools.`, Gemini's `default_api.` (a method of anything
+/// else is code: `app.run(debug=True)`).
+const NAMESPACES: &[&str] = &["default_api.", "functions.", "tools."];
+
+/// Where the name of a bare call whose line starts at `start` begins, past a namespace of
+/// [`NAMESPACES`], and whether the call is wrapped in `print(..)` (Gemini's code execution
+/// writes `print(default_api.NAME(..))`; only with a namespace).
+fn call_prefix(bytes: &[u8], start: usize) -> (usize, bool) {
+    let rest = bytes.get(start..).unwrap_or_default();
+    let (inner, printed) = match rest.strip_prefix(b"print(") {
+        Some(r) => (r, true),
+        None => (rest, false),
+    };
+    match NAMESPACES
+        .iter()
+        .find(|ns| inner.starts_with(ns.as_bytes()))
+    {
+        Some(ns) => (bytes.len() - inner.len() + ns.len(), printed),
+        None => (start, false),
+    }
+}
+
+/// The `(` of a bare call opening the line that starts at `start` (`NAME(key=`, with a
+/// namespace or in `print(` as [`call_prefix`] reads them), if one may be there.
 fn line_opens_call(bytes: &[u8], start: usize) -> Option<usize> {
+    let start = call_prefix(bytes, start).0;
     let name = bytes
         .get(start..)?
         .iter()
@@ -555,31 +603,68 @@ pub(crate) fn lines_probe(text: &str) -> bool {
     while i < b.len() && b[i].is_ascii_whitespace() {
         i += 1;
     }
-    let start = i;
-    while i < b.len()
-        && i - start < 129
-        && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80)
-    {
-        i += 1;
+    let line = i;
+    let word = |mut i: usize| {
+        let start = i;
+        while i < b.len()
+            && i - start < 129
+            && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80)
+        {
+            i += 1;
+        }
+        i
+    };
+    let mut start = line;
+    i = word(line);
+    // A namespace (`functions.`) or `print(` before the name: read only when the first word
+    // ends with one of their bytes, so plain prose pays nothing more.
+    if i > line && matches!(b.get(i), Some(b'.' | b'(')) {
+        let name = call_prefix(b, line).0;
+        if name != line {
+            start = name;
+            i = word(name);
+        }
     }
     if i > start && b.get(i) == Some(&b'(') && call_shape(b, i) {
         return true;
     }
-    // Most messages end with neither `)` nor a token's `>`: nothing more to look at.
+    // `NAME()` is a call only as the whole message.
+    if i > start && b.get(i) == Some(&b'(') && b.get(i + 1) == Some(&b')') {
+        return core_bounds(text) == (line, i + 2);
+    }
     let mut e = b.len();
-    while e > start && b[e - 1].is_ascii_whitespace() {
+    while e > line && b[e - 1].is_ascii_whitespace() {
         e -= 1;
     }
-    if e == start || !matches!(b[e - 1], b')' | b'>') {
+    // Most messages end with neither `)`, a token's `>` nor a fence: nothing more to look at.
+    if e == line || !matches!(b[e - 1], b')' | b'>' | b'`') {
         return false;
+    }
+    if b[e - 1] == b'`' {
+        return tool_code_ends(b, line, e);
     }
     let (start, end) = core_bounds(text);
     last_line(b, start, end).is_some_and(|l| line_opens_call(b, l).is_some())
 }
 
-/// Whether the `(` at `p` follows a plain name and opens a keyword argument list (`key=`,
-/// not `==` or `=>`). An empty list (`main()`) is too little markup: it ends half the
-/// scripts ever pasted into a reply.
+/// Whether the text (its bytes from `line` to `end`) ends with a fence whose
+/// ```` ```tool_code ```` opener is near: the model stops after such a fence for the tool
+/// to run, so it (or the made-up ```` ```tool_output ```` after it) ends the message. Out of
+/// line: most messages never get here, and the search must not weigh on those that do not.
+#[cold]
+#[inline(never)]
+fn tool_code_ends(b: &[u8], line: usize, end: usize) -> bool {
+    if !b[line..end].ends_with(b"```") {
+        return false;
+    }
+    let floor = end.saturating_sub(TOOL_CODE_LOOK).max(line);
+    memchr::memmem::rfind(&b[floor..end], TOOL_CODE.as_bytes()).is_some()
+}
+
+/// Whether the `(` at `p` follows a name and opens a keyword argument list (`key=`, not
+/// `==` or `=>`). The callers read the name from the line's start, where a method
+/// (`app.run(`) stops at its dot. An empty list (`main()`) is too little markup: it ends
+/// half the scripts ever pasted into a reply.
 fn call_shape(bytes: &[u8], p: usize) -> bool {
     let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
     if bytes.get(p) != Some(&b'(')
@@ -588,15 +673,6 @@ fn call_shape(bytes: &[u8], p: usize) -> bool {
             .and_then(|i| bytes.get(i))
             .is_some_and(|&b| ident(b))
     {
-        return false;
-    }
-    // A plain name, not a method (`app.run(debug=True)`).
-    let name = bytes[p.saturating_sub(128)..p]
-        .iter()
-        .rev()
-        .take_while(|&&b| ident(b))
-        .count();
-    if p > name && bytes[p - name - 1] == b'.' {
         return false;
     }
     let mut i = p + 1;
@@ -614,16 +690,14 @@ fn call_shape(bytes: &[u8], p: usize) -> bool {
 }
 
 /// Bare Python calls where [`lines_probe`] looks (opening the first line or the last),
-/// and on the lines of calls next to them. A message that is one bare call and nothing else
-/// stays: that is how Llama's own parser reads it (llama-models rejects a call outside a
-/// list), and nothing around it says the model meant to call rather than to show the call.
+/// and on the lines of calls next to them. A message that is one bare call of an enabled
+/// tool and nothing else is a call too (Granite's bare form, vLLM's `granite_pythonic`):
+/// an assistant's whole reply is not an example of a call to its own tool. There, and only
+/// there, an empty argument list (`list_files()`) counts as well.
 fn python_lines(text: &str, ctx: &Ctx<'_>) -> Vec<(Family, Block)> {
-    let found = python_candidates(text, ctx);
-    let whole = text.trim();
-    if let [(span, _)] = found.as_slice() {
-        if text.get(span.clone()).is_some_and(|s| s.trim() == whole) {
-            return Vec::new();
-        }
+    let mut found = python_candidates(text, ctx);
+    if found.is_empty() {
+        found.extend(whole_empty_call(text, ctx));
     }
     found
         .into_iter()
@@ -641,7 +715,7 @@ fn python_candidates(text: &str, ctx: &Ctx<'_>) -> Vec<Block> {
     // Down from a call opening the first line, while each line opens with one.
     let mut at = start;
     for _ in 0..MAX_CANDIDATES {
-        let Some(b) = line_opens_call(bytes, at).and_then(|open| call_at(text, open, ctx)) else {
+        let Some(b) = line_opens_call(bytes, at).and_then(|_| call_at(text, at, ctx)) else {
             break;
         };
         at = skip_ws(text, b.0.end);
@@ -656,7 +730,7 @@ fn python_candidates(text: &str, ctx: &Ctx<'_>) -> Vec<Block> {
             break;
         };
         let found = line_opens_call(bytes, l)
-            .and_then(|open| call_at(text, open, ctx))
+            .and_then(|_| call_at(text, l, ctx))
             .filter(|(span, _)| span.end >= line_end);
         let Some(b) = found else {
             break;
@@ -678,21 +752,113 @@ fn python_candidates(text: &str, ctx: &Ctx<'_>) -> Vec<Block> {
     out
 }
 
-/// The bare call whose `(` is at `open`: complete, a plain name, standing apart.
-fn call_at(text: &str, open: usize, ctx: &Ctx<'_>) -> Option<Block> {
-    if ctx.quoted(open) {
+/// The call written as code at `start`: `NAME(key=..)`, in a tools' namespace, maybe in
+/// Gemini's `print(..)` (see [`call_prefix`]); the call and where it ends. A plain name:
+/// `app.run(debug=True)` is a method of the code around it.
+pub(crate) fn code_call(text: &str, start: usize) -> Option<(Call, usize)> {
+    let (name_at, printed) = call_prefix(text.as_bytes(), start);
+    let (call, mut end) = python::parse_call(text, name_at, PyOpts::STRICT)?;
+    if call.name.contains(['.', ':']) {
         return None;
     }
-    let run = name_run(text, open, open.saturating_sub(LOOKBACK))?;
-    // A plain name: `app.run(debug=True)` is a method of the code around it.
-    if text.get(run.clone())?.contains(['.', ':']) || text.get(..run.start)?.ends_with('.') {
+    if printed {
+        end = eat(text, skip_ws(text, end), ")")?;
+    }
+    Some((call, end))
+}
+
+/// The opener of Google's code fence for calls (Gemma 3, Gemini).
+const TOOL_CODE: &str = "```tool_code";
+
+/// How far back from a fence ending the message its ```` ```tool_code ```` opener is looked
+/// for.
+const TOOL_CODE_LOOK: usize = 4096;
+
+/// ```` ```tool_code ```` fences whose every line holding anything is one call written as
+/// code ([`code_call`]) of an enabled tool: Gemma 3's and Gemini's way to call. A fence is
+/// code, so this is the one place a code region is read; the leak is reported as
+/// `json_fence` (a fence holding a call), which the driver lets stand in code.
+fn tool_code_fences(text: &str, ctx: &Ctx<'_>) -> Vec<Block> {
+    let mut out = Vec::new();
+    for r in ctx.code.regions().iter().take(MAX_CANDIDATES) {
+        let Some(fence) = text.get(r.clone()) else {
+            continue;
+        };
+        let indent = fence.len() - fence.trim_start_matches(' ').len();
+        let Some(rest) = fence[indent..].strip_prefix(TOOL_CODE) else {
+            continue;
+        };
+        let Some(nl) = rest.find('\n') else {
+            continue;
+        };
+        if !rest[..nl].trim().is_empty() || ctx.in_reasoning(r.start) {
+            continue;
+        }
+        let from = r.start + indent + TOOL_CODE.len() + nl + 1;
+        let to = text
+            .get(..r.end)
+            .and_then(|h| h.rfind('\n'))
+            .unwrap_or(from);
+        let Some(calls) = code_lines(text, from, to) else {
+            continue;
+        };
+        if calls.is_empty() || !calls.iter().all(|c| ctx.tool_enabled(&c.name)) {
+            continue;
+        }
+        out.push((r.start..with_trailing(text, r.end, &[]), calls));
+    }
+    out
+}
+
+/// The calls on the lines from `from` to `to` when every line holding anything is exactly
+/// one call written as code.
+fn code_lines(text: &str, from: usize, to: usize) -> Option<Vec<Call>> {
+    let mut calls = Vec::new();
+    let mut at = from;
+    while at < to {
+        let line_end = text.get(at..to)?.find('\n').map_or(to, |i| at + i);
+        let line = text.get(at..line_end)?;
+        if !line.trim().is_empty() {
+            let start = at + (line.len() - line.trim_start().len());
+            let (call, end) = code_call(text, start)?;
+            if !text.get(end..line_end)?.trim().is_empty() {
+                return None;
+            }
+            calls.push(call);
+        }
+        at = line_end + 1;
+    }
+    Some(calls)
+}
+
+/// `NAME()` as the whole message (end-of-turn tokens aside).
+fn whole_empty_call(text: &str, ctx: &Ctx<'_>) -> Option<Block> {
+    let bytes = text.as_bytes();
+    let (start, end) = core_bounds(text);
+    let open = end.checked_sub(2)?;
+    let name = bytes.get(start..open)?;
+    let plain = !name.is_empty()
+        && name
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80)
+        && bytes.get(open..end) == Some(b"()".as_slice());
+    if !plain {
         return None;
     }
-    let (call, end) = python::parse_call(text, run.start, PyOpts::STRICT)?;
-    if !stands_before(text, run.start) || !stands_after(text, end) {
+    call_at(text, start, ctx)
+}
+
+/// The bare call opening the line at `start`: complete, a plain name (maybe in a tools'
+/// namespace, maybe in `print(..)`), standing apart.
+fn call_at(text: &str, start: usize, ctx: &Ctx<'_>) -> Option<Block> {
+    if ctx.quoted(start) {
         return None;
     }
-    Some((run.start..with_trailing(text, end, &[]), vec![call]))
+    let (call, end) = code_call(text, start)?;
+    if !stands_before(text, start) || !stands_after(text, end) {
+        return None;
+    }
+    Some((start..with_trailing(text, end, &[]), vec![call]))
 }
 
 #[cfg(test)]
@@ -738,8 +904,16 @@ mod tests {
         assert!(run("I'll check. get_weather(city=\"Paris\")", &["get_weather"]).is_clean());
         let d = run("a(x=1)\nb(y=2)\nc(z=3)", &["a", "b", "c"]);
         assert_eq!(d.leaks.iter().map(|l| l.calls.len()).sum::<usize>(), 3);
-        // One bare call and nothing else is how Llama's parser reads a shown call.
-        assert!(run("get_weather(city=\"Paris\")", &["get_weather"]).is_clean());
+        // One bare call of an enabled tool and nothing else is a call (an empty argument
+        // list too, there only); of another tool, or with text after it, it stays.
+        let d = run("get_weather(city=\"Paris\")", &["get_weather"]);
+        assert_eq!(d.cleaned.as_deref(), Some(""));
+        let d = run(" list_files()\n<|eot_id|>", &["list_files"]);
+        assert_eq!(d.leaks[0].calls[0].name, "list_files");
+        assert!(run("get_weather(city=\"Paris\")", &["search"]).is_clean());
+        assert!(run("list_files()", &["search"]).is_clean());
+        assert!(run("list_files() is empty", &["list_files"]).is_clean());
+        assert!(run("Run it.\nlist_files()", &["list_files"]).is_clean());
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //! family only counts when every call names a tool the agent has enabled, the list stands
 //! apart (not an index `a[f(x=1)]`, not followed by `(`, `.` or a word), every argument is
 //! a keyword argument and every value a Python literal. Toolformer-style calls written
-//! inline in a sentence (`wikipedia('Paris')`, positional) are prose, never a leak.
+//! inline in a sentence (`wikipedia('Paris')`, positional) are prose, never a leak. Lists
+//! joined by a connective (`[a(x=1)] and [b(y=2)]`) stand apart as one run: each list is a
+//! call, the connective stays as the model's text (SGLang's reading).
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
@@ -46,11 +48,26 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         if seen > super::MAX_CANDIDATES {
             break;
         }
-        let Some((calls, end)) = list_at(text, p) else {
+        let Some((calls, mut end)) = list_at(text, p) else {
             continue;
         };
-        if stands_alone_after(bytes, end) && all_enabled(&calls) {
-            found.push((p..with_trailing(text, end, &[]), calls));
+        // `[a(x=1)] and [b(y=2)]`: lists joined by a connective stand apart together (each
+        // list a call, the connective the model's text, as SGLang's parser reads it).
+        let mut run = vec![(p..end, calls)];
+        for _ in 0..super::MAX_CANDIDATES {
+            if stands_alone_after(bytes, end) {
+                break;
+            }
+            let Some((start, more, next_end)) = joined_list(text, end) else {
+                break;
+            };
+            run.push((start..next_end, more));
+            end = next_end;
+        }
+        if stands_alone_after(bytes, end) && run.iter().all(|(_, c)| all_enabled(c)) {
+            for (span, calls) in run {
+                found.push((span.start..with_trailing(text, span.end, &[]), calls));
+            }
             from = end;
         }
     }
@@ -83,6 +100,36 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         }
     }
     merge(text, Family::Pythonic, found, out);
+}
+
+/// The words that may join two call lists into one run of calls (`[a()] and [b()]`): what
+/// models write between calls they mean to make one after the other. Anything longer is a
+/// sentence about the calls.
+const CONNECTIVES: &[&str] = &["and then", "and", "then", "or", ",", ";", "&", "+"];
+
+/// The list joined to a list ending at `end` by one of the [`CONNECTIVES`]: its start, calls
+/// and end.
+fn joined_list(text: &str, end: usize) -> Option<(usize, Vec<Call>, usize)> {
+    let mut rest = text.get(end..)?.trim_start_matches([' ', '\t']);
+    // One connective or two (`, then`, `; and`).
+    for n in 0..2 {
+        let word = CONNECTIVES.iter().find_map(|c| {
+            let r = rest.strip_prefix(c)?;
+            // A whole word: `and` is not the start of `android`.
+            (!r.starts_with(|ch: char| ch.is_alphanumeric())).then_some(r)
+        });
+        match word {
+            Some(r) => rest = r.trim_start_matches([' ', '\t']),
+            None if n == 0 => return None,
+            None => break,
+        }
+    }
+    let list = rest;
+    let p = text.len() - list.len();
+    if !list.starts_with('[') || !probe(text.as_bytes(), p) {
+        return None;
+    }
+    list_at(text, p).map(|(calls, end)| (p, calls, end))
 }
 
 /// The call list at `p`: strict Python literals, or LFM2's lenient strings (its lists keep
@@ -187,6 +234,25 @@ mod tests {
         assert_eq!(d.leaks[0].calls[0].arguments, json!({"city": "LA", "n": 3}));
         assert_eq!(d.leaks[0].calls[1].arguments, json!({}));
         assert_eq!(d.cleaned.as_deref(), Some(""));
+    }
+
+    #[test]
+    fn lists_joined_by_a_connective_are_one_run() {
+        let d = run("[a(x=1)] and [b(y=2)]", &["a", "b"]);
+        assert_eq!(d.leaks.iter().map(|l| l.calls.len()).sum::<usize>(), 2);
+        assert_eq!(d.cleaned.as_deref(), Some("and"));
+        let d = run("Sure.\n[a(x=1)], then [b(y=2)]\nDone.", &["a", "b"]);
+        assert_eq!(d.cleaned.as_deref(), Some("Sure.\n, then \nDone."));
+        // Inside a sentence, or joined by more than a connective, they are prose.
+        for t in [
+            "I would run [a(x=1)] and then [b(y=2)].",
+            "[a(x=1)] and later maybe [b(y=2)]",
+            "[a(x=1)] and [b(y=2)] are the calls",
+            "[a(x=1)] android [b(y=2)]",
+        ] {
+            assert!(run(t, &["a", "b"]).is_clean(), "{t}");
+        }
+        assert!(run("[a(x=1)] and [b(y=2)]", &["a"]).is_clean());
     }
 
     #[test]

@@ -80,8 +80,9 @@ pub fn with_trailing(text: &str, mut end: usize, own: &[&str]) -> usize {
 /// The frames a tool's answer comes in, `(opener, closer)`, in the formats' own markup
 /// (chat templates: Hermes/Qwen's `<tool_response>`, DeepSeek's tool outputs, Llama's
 /// `ipython` turn, Mistral's `[TOOL_RESULTS]`, Gemma's responses, Cohere's and Anthropic's
-/// result blocks, GLM's observation). A model that writes one right after its call made the
-/// answer up: it is markup of the same leak and goes with it. Anywhere else it is left alone.
+/// result blocks, GLM's observation, MiniMax's tool turn, Google's ```` ```tool_output ````
+/// fence). A model that writes one right after its call made the answer up: it is markup of
+/// the same leak and goes with it. Anywhere else it is left alone.
 pub const RESULT_FRAMES: &[(&str, &str)] = &[
     ("<tool_response>", "</tool_response>"),
     ("<|observation|>", "</tool_response>"),
@@ -97,6 +98,10 @@ pub const RESULT_FRAMES: &[(&str, &str)] = &[
     ("<|tool_response>", "<tool_response|>"),
     ("<start_function_response>", "<end_function_response>"),
     ("<|START_TOOL_RESULT|>", "<|END_TOOL_RESULT|>"),
+    // MiniMax-M2's tool turn (`]~b]tool` .. `[e~[`, its chat template).
+    ("]~b]tool", "[e~["),
+    // Gemma 3's and Gemini's answer to a ```tool_code fence.
+    ("```tool_output", "```"),
 ];
 
 /// Extends leaks over what follows them and belongs to them: end-of-turn tokens and fake

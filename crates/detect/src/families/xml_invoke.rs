@@ -5,7 +5,8 @@
 //!   bare or inside `<function_calls>...</function_calls>`;
 //! - Qwen3-Coder / Qwen3-XML (and Seed-OSS) `<tool_call>\n<function=f>\n<parameter=k>\nv\n
 //!   </parameter>\n</function>\n</tool_call>` blocks, also with the `<tool_call>` opener or
-//!   closer missing, or wrapped in `<seed:tool_call>`.
+//!   closer missing (and `</function>` before `</tool_call>`, or `</parameter>`, as vLLM's
+//!   `qwen3_coder` parser reads them), or wrapped in `<seed:tool_call>`.
 //!
 //! The XML grammars it shares with its sibling families live in `crate::grammar::xml`.
 //!
@@ -129,6 +130,8 @@ fn find_invokes(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>, minimax: &mu
 /// Qwen3-Coder / Qwen3-XML / Seed-OSS `<function=name>` blocks with their wrappers.
 fn find_qwen(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
     let mut fclose = Finder::new(text, "</function>");
+    let mut fnext = Finder::new(text, "<function=");
+    let mut tclose = Finder::new(text, "</tool_call>");
     let mut pclose = Finder::new(text, "</parameter>");
     let mut pnext = Finder::new(text, "<parameter=");
     let mut at = 0;
@@ -142,13 +145,27 @@ fn find_qwen(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
         if ctx.quoted(pos) {
             continue;
         }
-        let Some(close) = fclose.find(pos) else {
-            break;
+        let next_fn = fnext.find(pos + 1).unwrap_or(text.len());
+        // The function ends at its `</function>`, or (closer missing, as vLLM's qwen3_coder
+        // parser allows) at its wrapper's `</tool_call>`, never past the next function. Not
+        // at the end of the text: there a generation cut between two parameters would look
+        // complete.
+        let (close, fn_end) = match fclose.find(pos).filter(|&c| c < next_fn) {
+            Some(c) => (c, c + "</function>".len()),
+            None => match tclose.find(pos).filter(|&c| c < next_fn) {
+                Some(c) => (c, c),
+                None => continue,
+            },
         };
         let Some(call) = parse_function_eq(text, pos, close, &mut pclose, &mut pnext) else {
             continue;
         };
-        let fn_end = close + "</function>".len();
+        // Without `</function>` a call must carry parameters: a bare `<function=NAME>` is a
+        // tag quoted in prose.
+        let closed = fn_end > close;
+        if !closed && call.arguments.as_object().is_none_or(|m| m.is_empty()) {
+            continue;
+        }
         let opener = [
             ("<tool_call>", "</tool_call>"),
             ("<seed:tool_call>", "</seed:tool_call>"),
@@ -246,6 +263,28 @@ mod tests {
         assert_eq!(d.leaks.len(), 1);
         assert_eq!(d.leaks[0].calls[0].arguments, json!({"a": 1, "b": "x y"}));
         assert_eq!(d.cleaned.as_deref(), Some("Sure.\n\nOk"));
+    }
+
+    #[test]
+    fn qwen_function_closer_missing() {
+        let t = "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</tool_call>\nOk";
+        let d = run(t, &[]);
+        assert_eq!(d.leaks[0].calls[0].arguments, json!({"a": 1}));
+        assert_eq!(d.cleaned.as_deref(), Some("Ok"));
+        let d = run(
+            "<tool_call>\n<function=f>\n<parameter=a>\nx\n</tool_call>",
+            &[],
+        );
+        assert_eq!(d.leaks[0].calls[0].arguments, json!({"a": "x"}));
+        assert_eq!(d.cleaned.as_deref(), Some(""));
+        // At the end of the text it may be a cut between two parameters; a tag with nothing
+        // in it is prose.
+        assert!(run(
+            "<tool_call>\n<function=f>\n<parameter=a>\nx\n</parameter>",
+            &[]
+        )
+        .is_clean());
+        assert!(run("The tag is <function=f></tool_call>", &[]).is_clean());
     }
 
     #[test]

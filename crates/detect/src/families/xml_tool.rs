@@ -272,7 +272,8 @@ fn skip_space(text: &str, i: usize) -> usize {
 }
 
 /// A parameter's value: one line break after the start tag and one before the end tag
-/// trimmed (the prompts put values on lines of their own), typed when it is whole JSON.
+/// trimmed (the prompts put values on lines of their own), its character references decoded,
+/// typed when it is whole JSON.
 fn value(raw: &str) -> Value {
     let v = raw
         .strip_prefix("\r\n")
@@ -282,7 +283,7 @@ fn value(raw: &str) -> Value {
         .strip_suffix("\r\n")
         .or_else(|| v.strip_suffix('\n'))
         .unwrap_or(v);
-    typed_param(v)
+    typed_param(&crate::grammar::xml::unescape(v))
 }
 
 #[cfg(test)]

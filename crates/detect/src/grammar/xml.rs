@@ -107,6 +107,54 @@ fn nested(raw: &str, syn: &InvokeSyntax) -> bool {
     })
 }
 
+/// `raw` with XML's character references decoded (`&lt;`, `&gt;`, `&amp;`, `&quot;`,
+/// `&apos;`, `&#N;`, `&#xN;`): a parameter value as an XML reader gives it to the tool. What
+/// is not a reference stays as written (`AT&T`, `&nbsp;`). The removed text is the markup
+/// verbatim; only the recovered arguments are decoded.
+pub fn unescape(raw: &str) -> std::borrow::Cow<'_, str> {
+    if !raw.contains('&') {
+        return std::borrow::Cow::Borrowed(raw);
+    }
+    let mut out = String::with_capacity(raw.len());
+    let mut rest = raw;
+    while let Some(i) = rest.find('&') {
+        out.push_str(&rest[..i]);
+        rest = &rest[i..];
+        let decoded = rest
+            .get(1..rest.find(';').filter(|&e| e <= 10).unwrap_or(0))
+            .and_then(|name| {
+                let c = match name {
+                    "lt" => '<',
+                    "gt" => '>',
+                    "amp" => '&',
+                    "quot" => '"',
+                    "apos" => '\'',
+                    _ => {
+                        let n = name.strip_prefix('#')?;
+                        let code = match n.strip_prefix(['x', 'X']) {
+                            Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+                            None => n.parse().ok()?,
+                        };
+                        char::from_u32(code)?
+                    }
+                };
+                Some((c, name.len() + 2))
+            });
+        match decoded {
+            Some((c, len)) => {
+                out.push(c);
+                rest = &rest[len..];
+            }
+            None => {
+                out.push('&');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}
+
 fn value_of(raw: &str, syn: &InvokeSyntax) -> Value {
     let raw = match syn.prefix {
         Some(p) => raw.strip_suffix(p).unwrap_or(raw),
@@ -121,7 +169,7 @@ fn value_of(raw: &str, syn: &InvokeSyntax) -> Value {
             return Value::String(inner.to_string());
         }
     }
-    syn.values.value(raw)
+    syn.values.value(&unescape(raw))
 }
 
 /// Parses one invoke at `pos` (an optional prefix first). `close` finds the invoke's
@@ -160,9 +208,10 @@ pub fn parse_invoke(
                 return None;
             }
             let value = match syn.string_attr.then(|| attr(ptag, "string")).flatten() {
-                Some("true") => Value::String(raw.to_string()),
+                Some("true") => Value::String(unescape(raw).into_owned()),
                 Some("false") => {
-                    super::json::whole(raw).unwrap_or_else(|| Value::String(raw.to_string()))
+                    let raw = unescape(raw);
+                    super::json::whole(&raw).unwrap_or_else(|| Value::String(raw.into_owned()))
                 }
                 _ => value_of(raw, syn),
             };
@@ -262,7 +311,7 @@ pub fn parse_function_eq(
             }
             let raw = raw.strip_prefix('\n').unwrap_or(raw);
             let raw = raw.strip_suffix('\n').unwrap_or(raw);
-            args.insert(key, typed_param(raw));
+            args.insert(key, typed_param(&unescape(raw)));
             i = vend + "</parameter>".len();
             continue;
         }
@@ -294,11 +343,29 @@ pub fn parse_function_eq(
         }
         let raw = raw.strip_prefix('\n').unwrap_or(raw);
         let raw = raw.strip_suffix('\n').unwrap_or(raw);
-        args.insert(key.to_string(), typed_param(raw));
+        args.insert(key.to_string(), typed_param(&unescape(raw)));
         i = next;
     }
     Some(Call {
         name: name.to_string(),
         arguments: Value::Object(args),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn references_are_decoded_and_the_rest_kept() {
+        use super::unescape;
+        assert_eq!(unescape("a &lt; b &amp;&amp; c &gt; d"), "a < b && c > d");
+        assert_eq!(
+            unescape("&quot;hi&quot; &apos;x&apos; &#233;&#x4E2D;"),
+            "\"hi\" 'x' é中"
+        );
+        assert_eq!(
+            unescape("AT&T &nbsp; & &#xZZ; &#1114112;"),
+            "AT&T &nbsp; & &#xZZ; &#1114112;"
+        );
+        assert_eq!(unescape("plain"), "plain");
+    }
 }

@@ -1,85 +1,12 @@
-//! The write side of the outbox (`migrations/0006_create_outbox.sql`): what a pass owes the
-//! broker, written in the pass's own transaction, so a failure between the commit and the
-//! broker's confirm loses nothing. Which bodies a pass owes is the caller's [`Envelope`]
-//! (the worker's event, or a stand-in event of the backfill, the admin API, a revert);
-//! sending them, marking them sent and relaying what stayed pending is `publish`'s.
+//! The write side of the outbox: the rows one pass or several owe, written in the caller's
+//! transaction, each key once.
 //!
-//! May depend on: the parent `recover` (the report), `error`, `sqlx`. No broker.
+//! May depend on: the parent `outbox` (the row types), `ids`, `error`, `sqlx`.
 
-use super::revert::RevertReport;
-use super::Report;
+use super::{Outgoing, Queued};
 use crate::error::Error;
 use crate::ids::MessageId;
-use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
-
-/// Which output exchange a row goes to; the exchange names are configuration, resolved
-/// when the row is sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
-    /// The moderation exchange (routing key `message.ready`).
-    Moderation,
-    /// The tool-calls exchange (routing key `tool_call.recovered`).
-    ToolCalls,
-}
-
-impl Target {
-    /// The label stored in `outbox.target`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Target::Moderation => "moderation",
-            Target::ToolCalls => "tool_calls",
-        }
-    }
-
-    /// The target of a stored label.
-    pub fn from_label(label: &str) -> Option<Target> {
-        match label {
-            "moderation" => Some(Target::Moderation),
-            "tool_calls" => Some(Target::ToolCalls),
-            _ => None,
-        }
-    }
-}
-
-/// One message owed to the broker.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outgoing {
-    /// Where it goes.
-    pub target: Target,
-    /// Its AMQP message id (deterministic, so consumers can drop duplicates).
-    pub key: String,
-    /// The JSON body, sent byte for byte.
-    pub body: String,
-}
-
-/// An [`Outgoing`] with its outbox row, not yet sent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Queued {
-    /// `outbox.id`.
-    pub id: i64,
-    /// What to send.
-    pub outgoing: Outgoing,
-}
-
-/// What a pass owes the broker, given what it did. The worker's envelope builds the
-/// moderation message from the delivered event; the others from a stand-in event.
-pub trait Envelope: Sync {
-    /// The messages owed for a recovery pass, in the order they must be sent.
-    fn outgoing(&self, report: &Report) -> Result<Vec<Outgoing>, Error>;
-
-    /// The messages owed for a revert (the restored message for moderation).
-    fn restored(&self, _report: &RevertReport) -> Result<Vec<Outgoing>, Error> {
-        Ok(Vec::new())
-    }
-
-    /// About how many bytes the message weighs (its event's body, when the caller holds
-    /// one; 0 when it does not know): a group commit holds every message of a batch at
-    /// once, several copies each, so batches are cut by weight as well as by count.
-    fn weight(&self) -> usize {
-        0
-    }
-}
 
 /// Writes the rows of several passes (each with its message and the ledger row of the pass
 /// that owes it); returns the rows still to send. A row owed before (same target and key: a
@@ -101,17 +28,17 @@ const ENQUEUE: &str = "WITH u AS ( \
      FROM written w JOIN u ON u.t = w.target AND u.k = w.message_key";
 
 /// What one pass owes the broker.
-pub(super) struct Owed {
+pub(crate) struct Owed {
     /// The ledger row of the pass that owes them.
-    pub(super) recovery_id: Option<i64>,
+    pub(crate) recovery_id: Option<i64>,
     /// The message.
-    pub(super) message_id: MessageId,
+    pub(crate) message_id: MessageId,
     /// The messages owed, in the order they must be sent.
-    pub(super) rows: Vec<Outgoing>,
+    pub(crate) rows: Vec<Outgoing>,
 }
 
 /// Writes `rows` in the caller's transaction; returns the rows still to send, in order.
-pub async fn enqueue(
+pub(crate) async fn enqueue(
     conn: &mut PgConnection,
     recovery_id: Option<i64>,
     message_id: MessageId,
@@ -128,7 +55,7 @@ pub async fn enqueue(
 /// Writes what several passes owe in the caller's transaction, one statement for all of
 /// them (unless a key is owed twice); returns for each, in the order of `owed`, its rows
 /// still to send, in order.
-pub(super) async fn enqueue_all(
+pub(crate) async fn enqueue_all(
     conn: &mut PgConnection,
     owed: &[Owed],
 ) -> Result<Vec<Vec<Queued>>, Error> {
@@ -195,27 +122,4 @@ pub(super) async fn enqueue_all(
         rows.sort_by_key(|q| q.id);
     }
     Ok(unsent)
-}
-
-impl Queued {
-    /// Rows of `outbox` (`id`, `target`, `message_key`, `body`), in id order: RETURNING
-    /// gives no order, and the ids are the order the rows were written in.
-    pub fn from_rows(rows: Vec<PgRow>) -> Result<Vec<Queued>, Error> {
-        let mut queued = Vec::with_capacity(rows.len());
-        for row in rows {
-            let label: String = row.try_get("target")?;
-            let target = Target::from_label(&label)
-                .ok_or_else(|| Error::Bug(format!("outbox target {label:?}")))?;
-            queued.push(Queued {
-                id: row.try_get("id")?,
-                outgoing: Outgoing {
-                    target,
-                    key: row.try_get("message_key")?,
-                    body: row.try_get("body")?,
-                },
-            });
-        }
-        queued.sort_by_key(|q| q.id);
-        Ok(queued)
-    }
 }

@@ -1,6 +1,6 @@
-//! The send side of the outbox (the write side is `recover/outbox.rs`): marking rows sent
+//! The send side of the outbox (the write side is `write.rs`): marking rows sent
 //! once the broker confirmed them, recording why a row is still pending, parking a direct
-//! publish that came back unroutable, and claiming pending rows for the [`super::Relay`].
+//! publish that came back unroutable, and claiming pending rows for the relay (`publish::Relay`).
 //!
 //! Marking sent is off the hot path: the worker hands ids to a [`Marker`], which writes
 //! them in batches on a connection of its own with `synchronous_commit = off`. Losing a
@@ -8,11 +8,11 @@
 //! the same message id, which consumers drop; losing a row is what the outbox prevents,
 //! and rows are written by the recovery transaction itself, synchronously.
 //!
-//! May depend on: `recover::outbox` (the row types), `metrics`, `error`, `sqlx`, `tokio`.
+//! May depend on: the parent `outbox` (the row types), `ids`, `error`, `sqlx`, `tokio`.
 
+use super::{Outgoing, Queued};
 use crate::error::Error;
 use crate::ids::MessageId;
-use crate::recover::outbox::{Outgoing, Queued};
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, Connection, PgConnection, PgPool};
 use std::time::Duration;
@@ -42,7 +42,7 @@ const CLAIM: &str = "UPDATE outbox SET next_attempt_at = now() + $3::interval \
 const PENDING: &str = "SELECT count(*) FROM outbox WHERE sent_at IS NULL";
 
 /// Marks rows sent.
-pub async fn mark_sent(pool: &PgPool, ids: &[i64]) -> Result<(), Error> {
+pub(crate) async fn mark_sent(pool: &PgPool, ids: &[i64]) -> Result<(), Error> {
     if ids.is_empty() {
         return Ok(());
     }
@@ -51,7 +51,7 @@ pub async fn mark_sent(pool: &PgPool, ids: &[i64]) -> Result<(), Error> {
 }
 
 /// Records a failed or unroutable attempt at a row; it stays pending, due again later.
-pub async fn note_failure(pool: &PgPool, id: i64, why: &str) -> Result<(), Error> {
+pub(crate) async fn note_failure(pool: &PgPool, id: i64, why: &str) -> Result<(), Error> {
     let why: String = why.chars().take(500).collect();
     sqlx::query(NOTE_FAILURE)
         .bind(id)
@@ -63,7 +63,11 @@ pub async fn note_failure(pool: &PgPool, id: i64, why: &str) -> Result<(), Error
 
 /// Keeps a message whose direct publish (a clean message, nothing written for it) came
 /// back unroutable, so the relay sends it once a queue is bound instead of dropping it.
-pub async fn park(pool: &PgPool, message_id: MessageId, out: &Outgoing) -> Result<(), Error> {
+pub(crate) async fn park(
+    pool: &PgPool,
+    message_id: MessageId,
+    out: &Outgoing,
+) -> Result<(), Error> {
     sqlx::query(PARK)
         .bind(message_id.get())
         .bind(out.target.as_str())
@@ -75,7 +79,7 @@ pub async fn park(pool: &PgPool, message_id: MessageId, out: &Outgoing) -> Resul
 }
 
 /// Claims up to `limit` pending rows older than `grace`, leasing them for `lease`.
-pub async fn claim(
+pub(crate) async fn claim(
     pool: &PgPool,
     limit: i64,
     grace: Duration,
@@ -91,7 +95,7 @@ pub async fn claim(
 }
 
 /// Rows not yet sent.
-pub async fn pending(pool: &PgPool) -> Result<i64, Error> {
+pub(crate) async fn pending(pool: &PgPool) -> Result<i64, Error> {
     Ok(sqlx::query_scalar(PENDING).fetch_one(pool).await?)
 }
 
