@@ -20,8 +20,8 @@ use crate::error::Error;
 use crate::publish::{self, Line, Message, Published};
 use crate::settings::{Names, PublishSettings, Settings};
 use lapin::options::{
-    BasicCancelOptions, BasicConsumeOptions, BasicQosOptions, ConfirmSelectOptions,
-    ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicQosOptions,
+    ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Channel, Connection, Consumer, ExchangeKind};
@@ -221,6 +221,16 @@ impl Line for Session {
 }
 
 impl Session {
+    /// Acks the delivery `tag` of the consuming channel; with `multiple`, every delivery
+    /// up to it. An error marks the session broken.
+    pub async fn ack(&self, tag: u64, multiple: bool) -> Result<(), Error> {
+        let result = self
+            .consume
+            .basic_ack(tag, BasicAckOptions { multiple })
+            .await;
+        result.map_err(|e| self.broken(e.into()))
+    }
+
     /// Whether both channels are open.
     pub fn is_open(&self) -> bool {
         !self.health.is_broken()

@@ -64,9 +64,16 @@ impl EventId {
     pub fn get(self) -> Uuid {
         self.0
     }
-    /// The deterministic id of the moderation message published for this source event.
+    /// The deterministic id of the moderation message published for this source event:
+    /// the UUID v5 of `moderation:` and the id's hyphenated lower-case text.
     pub fn moderation_event_id(self) -> Uuid {
-        Uuid::new_v5(&ID_NAMESPACE, format!("moderation:{}", self.0).as_bytes())
+        // Spelled into a buffer on the stack: it is worked out for every event.
+        const PREFIX: &[u8] = b"moderation:";
+        let mut name = [0u8; PREFIX.len() + uuid::fmt::Hyphenated::LENGTH];
+        let (prefix, id) = name.split_at_mut(PREFIX.len());
+        prefix.copy_from_slice(PREFIX);
+        self.0.hyphenated().encode_lower(id);
+        Uuid::new_v5(&ID_NAMESPACE, &name)
     }
 }
 
@@ -137,6 +144,16 @@ impl fmt::Display for ModelId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_moderation_id_is_the_uuid_v5_of_the_source_id_spelled_out() {
+        // Python: uuid.uuid5(ID_NAMESPACE, "moderation:7d8f7a4e-6a5b-4bb0-9a43-1d5bc1f4b1a1")
+        let source = EventId::new(Uuid::from_u128(0x7d8f7a4e_6a5b_4bb0_9a43_1d5bc1f4b1a1));
+        assert_eq!(
+            source.moderation_event_id().to_string(),
+            "cc06843f-19e2-52d6-a19c-cfd9ac822ef4"
+        );
+    }
 
     #[test]
     fn model_ids_are_trimmed_cut_and_never_blank() {

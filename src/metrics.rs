@@ -10,8 +10,8 @@
 //! May depend on: `prometheus`. No I/O.
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 use std::time::Duration;
 use table::Def;
@@ -36,6 +36,18 @@ pub struct Prime<'a> {
 /// person (`needs_review`) or the call could not run (`invalid_args`, `tool_not_enabled`).
 /// The same labels as the recovery's outcomes (a test in `recover` keeps them so).
 pub const UNRECOVERED_OUTCOMES: [&str; 3] = ["needs_review", "invalid_args", "tool_not_enabled"];
+
+/// A counter of one set of label values, looked up once: counting with it hashes no label
+/// (what the worker does per event; [`Metrics::event`] looks the labels up each time).
+#[derive(Clone)]
+pub struct Counter(IntCounter);
+
+impl Counter {
+    /// Adds one.
+    pub fn inc(&self) {
+        self.0.inc();
+    }
+}
 
 /// The worker's metrics.
 pub struct Metrics {
@@ -232,6 +244,16 @@ impl Metrics {
             .inc_by(memories as u64);
     }
 
+    /// [`Self::event`] of these labels, looked up now.
+    pub fn event_counter(&self, outcome: &str, mode: &str) -> Counter {
+        Counter(self.events.with_label_values(&[outcome, mode]))
+    }
+
+    /// [`Self::message_seen`] of this model, looked up now.
+    pub fn message_seen_counter(&self, model: &str) -> Counter {
+        Counter(self.messages_seen.with_label_values(&[model]))
+    }
+
     /// The worker processed and acked an event of a message written by `model` (a label of
     /// `model::Models`).
     pub fn message_seen(&self, model: &str) {
@@ -361,6 +383,21 @@ mod tests {
         ));
         assert!(text.contains("toolcall_recovery_memories_created_total{mode=\"observe\"} 1"));
         assert!(text.contains("# HELP toolcall_recovery_in_flight_deliveries"));
+    }
+
+    #[test]
+    fn a_counter_looked_up_once_counts_in_its_series() {
+        let m = Metrics::new();
+        let clean = m.event_counter("clean", "recover");
+        clean.inc();
+        clean.inc();
+        m.event("clean", "recover");
+        m.message_seen_counter("gpt-4o").inc();
+        let text = m.render();
+        assert!(
+            text.contains("toolcall_recovery_events_total{mode=\"recover\",outcome=\"clean\"} 3")
+        );
+        assert!(text.contains("toolcall_recovery_messages_seen_total{model=\"gpt-4o\"} 1"));
     }
 
     #[test]

@@ -46,6 +46,13 @@ deepseek-r1*,deepseek*,grok-4*,grok*,kimi*,glm*,minimax*,command*";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Label(u16);
 
+impl Label {
+    /// Its place among [`Models::names`].
+    pub fn index(self) -> usize {
+        usize::from(self.0)
+    }
+}
+
 /// One configured entry: a model name (matched exactly after normalisation) or, written
 /// with a trailing `*`, a prefix of model names.
 #[derive(Debug, Clone, PartialEq, Eq)]

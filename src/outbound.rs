@@ -12,7 +12,7 @@
 
 mod moderation;
 
-pub use moderation::{moderation_body, moderation_unchanged};
+pub use moderation::{moderation_body, moderation_unchanged, written_once};
 
 use crate::error::Error;
 use crate::event::{self, FinalizedEvent, Named};

@@ -22,7 +22,10 @@
 //! reaches moderation. Transient failures are retried in-process with backoff, without
 //! acking or requeueing; when the broker session breaks, unacked deliveries are left to
 //! the broker to redeliver and a new session is built; a wait that shutdown stops leaves
-//! its delivery unacked for the next worker. Nothing is acked that was not done.
+//! its delivery unacked for the next worker. Nothing is acked that was not done. Acks are
+//! sent by the session's acking task (`worker/acks.rs`), several finished deliveries to a
+//! frame where one `multiple` ack says exactly that; a delivery is counted (events, model,
+//! processing time) when its ack is handed to that task.
 //!
 //! Every processed event is counted by the model that wrote it (`model`: a label of the
 //! configured list, computed with a few slices of the id, no allocation), on ack, like the
@@ -33,6 +36,7 @@
 //! `publish`, `amqp`, `budget`, `metrics`, `retry`, `shutdown`, `settings`, `error`,
 //! `outbox`, `lapin`, `sqlx`, `tokio`); nothing depends on it but `startup`.
 
+mod acks;
 mod consume;
 mod dead_letter;
 mod outgoing;
@@ -45,7 +49,7 @@ use crate::budget::Budget;
 use crate::error::{Error, ErrorKind};
 use crate::event::{self, FinalizedEvent, Role};
 use crate::ids::{EventId, MessageId, ModelId};
-use crate::metrics::Metrics;
+use crate::metrics::{Counter, Metrics};
 use crate::model::{Label, Models};
 use crate::outbound::{self, ForEvent, ForOwnedEvent};
 use crate::outbox::Marker;
@@ -56,11 +60,12 @@ use crate::recover::{self, Mode, Outcome, Policy, Source};
 use crate::retry;
 use crate::settings::Settings;
 use crate::shutdown::Shutdown;
+use acks::Acks;
 use backon::Retryable;
 use futures_util::FutureExt;
 use lapin::message::Delivery;
-use lapin::options::BasicAckOptions;
 use lapin::Consumer;
+use serde_json::value::RawValue;
 use sqlx::PgPool;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -97,16 +102,72 @@ pub struct Worker {
     held: AtomicUsize,
     /// Woken when a delivery is finished (the window may be waiting for room).
     finished: Notify,
+    /// What is the same for every clean event, worked out once.
+    clean: Clean,
+    /// The per-event counters, looked up once.
+    counters: Counters,
 }
 
-/// A delivery being finished: the delivery (its acker and headers), its body (moved out
-/// of it to be decoded), the ids for the log lines, and when it was taken.
-struct Taken<'a> {
+/// The `recovery` object of a clean message's moderation body, written once (`None` if it
+/// could not be: then it is built per event, as before).
+struct Clean(Option<Box<RawValue>>);
+
+/// The counters every acked event adds to, by its outcome and mode and by its model's
+/// label, looked up once: counting an event hashes no label.
+struct Counters {
+    /// By [`Outcome::ALL`], then [`Mode::ALL`].
+    events: Vec<Counter>,
+    /// By [`Label::index`].
+    seen: Vec<Counter>,
+}
+
+impl Counters {
+    fn new(metrics: &Metrics, models: &Models) -> Self {
+        let events = Outcome::ALL
+            .iter()
+            .flat_map(|o| Mode::ALL.iter().map(|m| (o.as_str(), m.as_str())))
+            .map(|(o, m)| metrics.event_counter(o, m))
+            .collect();
+        let seen = models
+            .names()
+            .map(|n| metrics.message_seen_counter(n))
+            .collect();
+        Counters { events, seen }
+    }
+
+    /// Counts an acked event (by looking its labels up when they are not in the tables).
+    fn count(&self, metrics: &Metrics, outcome: Outcome, mode: Mode, model: &str, label: Label) {
+        let o = Outcome::ALL.iter().position(|x| *x == outcome);
+        let m = Mode::ALL.iter().position(|x| *x == mode);
+        match o
+            .zip(m)
+            .and_then(|(o, m)| self.events.get(o * Mode::ALL.len() + m))
+        {
+            Some(c) => c.inc(),
+            None => metrics.event(outcome.as_str(), mode.as_str()),
+        }
+        match self.seen.get(label.index()) {
+            Some(c) => c.inc(),
+            None => metrics.message_seen(model),
+        }
+    }
+}
+
+/// A delivery as taken in: its headers and tag, the book its ack goes to, and when it was
+/// taken.
+struct Delivered<'a> {
     delivery: &'a Delivery,
+    acks: &'a Acks,
+    started: Instant,
+}
+
+/// A delivery being finished: the delivery, its body (moved out of it to be decoded), the
+/// ids for the log lines.
+struct Taken<'a> {
+    delivered: &'a Delivered<'a>,
     body: &'a [u8],
     event_id: Option<EventId>,
     message_id: Option<MessageId>,
-    started: Instant,
 }
 
 /// What a delivery ended as, for the events metrics.
@@ -130,7 +191,13 @@ impl Worker {
     ) -> Self {
         let policy = settings.policy();
         let models = settings.models.models.clone();
+        let clean = Clean(
+            outbound::written_once(&recover::empty_summary(Outcome::Clean, policy.mode)).ok(),
+        );
+        let counters = Counters::new(&metrics, &models);
         Worker {
+            clean,
+            counters,
             exchanges: Exchanges::from_settings(&settings.publish),
             budget,
             held: AtomicUsize::new(0),
@@ -178,10 +245,23 @@ impl Worker {
             }
             connected_before = true;
             let session = Arc::new(session);
+            let acks = Arc::new(Acks::default());
+            let acking = tokio::spawn(acks.clone().run(session.clone()));
             self.broker_ready.store(true, Ordering::SeqCst);
-            self.consume(session.clone(), consumer, &mut window, &mut shutdown)
+            self.consume(session.clone(), consumer, &acks, &mut window, &mut shutdown)
                 .await;
             self.broker_ready.store(false, Ordering::SeqCst);
+            // What the drained deliveries finished is acked before the session closes.
+            acks.close();
+            match tokio::time::timeout(CLOSE_TIMEOUT, acking).await {
+                Ok(Ok(sent)) => tracing::debug!(
+                    deliveries = sent.deliveries,
+                    frames = sent.frames,
+                    "acks of the session"
+                ),
+                Ok(Err(e)) => tracing::error!(error = %e, "the acking task failed"),
+                Err(_) => tracing::warn!("the last acks of the session timed out"),
+            }
             if tokio::time::timeout(CLOSE_TIMEOUT, session.close())
                 .await
                 .is_err()
@@ -218,7 +298,13 @@ impl Worker {
     /// One delivery: its share of the byte budget, then decoded and processed (or, when it
     /// does not decode, [`Self::unexamined`]), then finished. A delivery still waiting for
     /// its share when shutdown begins is left unacked: the session's close returns it.
-    async fn handle(&self, session: &Session, mut delivery: Delivery, shutdown: Shutdown) {
+    async fn handle(
+        &self,
+        session: &Session,
+        acks: &Acks,
+        mut delivery: Delivery,
+        shutdown: Shutdown,
+    ) {
         let started = Instant::now();
         let size = delivery.data.len();
         self.metrics.in_flight(1);
@@ -230,13 +316,18 @@ impl Worker {
         };
         if let Some(_share) = share {
             let body = std::mem::take(&mut delivery.data);
+            let delivered = Delivered {
+                delivery: &delivery,
+                acks,
+                started,
+            };
             match event::decode(body, self.settings.max_body_bytes) {
                 Ok(event) => {
-                    self.examine(session, &delivery, Arc::new(event), &shutdown, started)
+                    self.examine(session, &delivered, Arc::new(event), &shutdown)
                         .await
                 }
                 Err(undecoded) => {
-                    self.unexamined(session, &delivery, undecoded, &shutdown, started)
+                    self.unexamined(session, &delivered, undecoded, &shutdown)
                         .await
                 }
             }
@@ -253,10 +344,9 @@ impl Worker {
     async fn examine(
         &self,
         session: &Session,
-        delivery: &Delivery,
+        delivered: &Delivered<'_>,
         event: Arc<FinalizedEvent>,
         shutdown: &Shutdown,
-        started: Instant,
     ) {
         let model = self.model(&event);
         // A panic (a bug in detection, say) must not leave the delivery unacked forever,
@@ -278,16 +368,16 @@ impl Worker {
             Err(e) => Err(e),
         };
         let taken = Taken {
-            delivery,
+            delivered,
             body: event.body(),
             event_id: Some(event.event_id),
             message_id: Some(event.message.id),
-            started,
         };
         self.finish(session, taken, result, shutdown).await;
     }
 
-    /// Dead-letters what failed for good, acks what is done, leaves the rest unacked.
+    /// Dead-letters what failed for good, acks what is done (in the session's next round of
+    /// acks, [`acks`]), leaves the rest unacked.
     async fn finish(
         &self,
         session: &Session,
@@ -296,12 +386,12 @@ impl Worker {
         shutdown: &Shutdown,
     ) {
         let Taken {
-            delivery,
+            delivered,
             body,
             event_id,
             message_id,
-            started,
         } = taken;
+        let delivery = delivered.delivery;
         let result = match result {
             Err(e) if e.kind() != ErrorKind::Transient => {
                 let reason = e.dead_letter_reason();
@@ -320,24 +410,20 @@ impl Worker {
             other => other.map(|(outcome, mode, model)| Done::Processed(outcome, mode, model)),
         };
         match result {
-            Ok(done) => match delivery.acker.ack(BasicAckOptions::default()).await {
-                Ok(()) => {
-                    if let Done::Processed(outcome, mode, model) = done {
-                        self.metrics.event(outcome.as_str(), mode.as_str());
-                        self.metrics.message_seen(self.models.name(model));
-                        if outcome == Outcome::Clean {
-                            tracing::debug!(event_id = %show(event_id), message_id = %show(message_id), outcome = outcome.as_str(), "event processed");
-                        } else {
-                            tracing::info!(event_id = %show(event_id), message_id = %show(message_id), outcome = outcome.as_str(), "event processed");
-                        }
+            Ok(done) => {
+                delivered.acks.done(delivery.delivery_tag);
+                if let Done::Processed(outcome, mode, model) = done {
+                    let name = self.models.name(model);
+                    self.counters
+                        .count(&self.metrics, outcome, mode, name, model);
+                    if outcome == Outcome::Clean {
+                        tracing::debug!(event_id = %show(event_id), message_id = %show(message_id), outcome = outcome.as_str(), "event processed");
+                    } else {
+                        tracing::info!(event_id = %show(event_id), message_id = %show(message_id), outcome = outcome.as_str(), "event processed");
                     }
-                    self.metrics.processed_in(started.elapsed());
                 }
-                Err(e) => {
-                    tracing::warn!(event_id = %show(event_id), error = %e, "ack failed; the broker will redeliver (idempotent)");
-                    session.health.mark_broken();
-                }
-            },
+                self.metrics.processed_in(delivered.started.elapsed());
+            }
             Err(e) => {
                 tracing::info!(event_id = %show(event_id), error = %e, "delivery left unacked; the broker will redeliver it");
             }
@@ -371,12 +457,28 @@ impl Worker {
         if !self.needs_recovery(event, content.as_deref()) {
             let blank = content.as_deref().is_none_or(|c| c.trim().is_empty());
             drop(content);
-            let summary = recover::empty_summary(Outcome::Clean, self.policy.mode);
-            let owed = outbound::moderation_unchanged(event, blank, &summary)?;
+            let owed = match &self.clean.0 {
+                Some(summary) => outbound::moderation_unchanged(event, blank, &**summary)?,
+                None => {
+                    let summary = recover::empty_summary(Outcome::Clean, self.policy.mode);
+                    outbound::moderation_unchanged(event, blank, &summary)?
+                }
+            };
             self.send_direct(session, event.message.id, owed).await?;
             return Ok((Outcome::Clean, self.policy.mode));
         }
         drop(content);
+        // Boxed: the recovery's future is large, and every event's task would carry (and
+        // move) its room; only a leak allocates it.
+        Box::pin(self.recover(session, event)).await
+    }
+
+    /// A leak: THE recovery transaction through a committer, then what it owes sent.
+    async fn recover(
+        &self,
+        session: &Session,
+        event: &Arc<FinalizedEvent>,
+    ) -> Result<(Outcome, Mode), Error> {
         let source = Source::Event {
             event_id: event.event_id,
             model: event.message.model_id.clone(),

@@ -2,16 +2,19 @@
 //! members this worker does not read copied as received, the message as recovered (or,
 //! when it stays as it is, its content copied as received, never unescaped), the
 //! deterministic `event_id`, `source_event_id` and `recovery`. Nothing of the event is
-//! copied on the way but into the body itself.
+//! copied on the way but into the body itself, and the body is written into a buffer sized
+//! for it from the start. A `recovery` object the same for every message (a clean one's)
+//! may come already written ([`RawValue`]).
 //!
 //! May depend on: the parent `outbound`, `event`, `outbox`, `error`, `serde`.
 
-use super::text;
 use crate::error::Error;
 use crate::event::{self, FinalizedEvent};
 use crate::outbox::{Outgoing, Target};
 use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::value::RawValue;
 use serde_json::Value;
+use uuid::Uuid;
 
 /// The body of a moderation message: the in-event with `content` and `tools_used` as
 /// cleaned, a deterministic `event_id`, the `source_event_id` and the `recovery` object.
@@ -21,8 +24,9 @@ pub fn moderation_body(
     tools_used: &[String],
     recovery: &Value,
 ) -> Result<String, Error> {
-    text(&ModerationBody {
+    written(&ModerationBody {
         event,
+        moderation_id: event.event_id.moderation_event_id(),
         content: Content::Text(content),
         tools_used,
         recovery,
@@ -32,33 +36,54 @@ pub fn moderation_body(
 /// The moderation message of a message that stays as the event carried it (a clean
 /// one): its content and `tools_used` copied as received, with this `recovery` object.
 /// The caller has read the content and says whether it is blank (then nothing is owed).
-pub fn moderation_unchanged(
+/// `recovery` is a [`Value`] or, written once for every such message, a [`RawValue`].
+pub fn moderation_unchanged<R: Serialize + ?Sized>(
     event: &FinalizedEvent,
     blank: bool,
-    recovery: &Value,
+    recovery: &R,
 ) -> Result<Option<Outgoing>, Error> {
     if blank {
         return Ok(None);
     }
+    let moderation_id = event.event_id.moderation_event_id();
     let body = ModerationBody {
         event,
+        moderation_id,
         content: Content::AsReceived,
         tools_used: &event.message.tools_used,
         recovery,
     };
     Ok(Some(Outgoing {
         target: Target::Moderation,
-        key: event.event_id.moderation_event_id().to_string(),
-        body: text(&body)?,
+        key: moderation_id.to_string(),
+        body: written(&body)?,
     }))
 }
 
 /// A moderation message's body as a serde value, written in one pass.
-struct ModerationBody<'a> {
+struct ModerationBody<'a, R: ?Sized> {
     event: &'a FinalizedEvent,
+    /// The body's `event_id` (derived from the event's: worked out once, it is also the
+    /// message id the body is published under).
+    moderation_id: Uuid,
     content: Content<'a>,
     tools_used: &'a [String],
-    recovery: &'a Value,
+    recovery: &'a R,
+}
+
+/// The JSON text of `body`, written into a buffer the size of the event's body and some:
+/// the moderation body is the event's with a few members more, so it seldom grows.
+fn written<R: Serialize + ?Sized>(body: &ModerationBody<'_, R>) -> Result<String, Error> {
+    let mut out = Vec::with_capacity(body.event.body().len() + 512);
+    serde_json::to_writer(&mut out, body)
+        .map_err(|e| Error::Bug(format!("body not serialisable: {e}")))?;
+    String::from_utf8(out).map_err(|e| Error::Bug(format!("body not UTF-8: {e}")))
+}
+
+/// [`RawValue`] of a value, for a `recovery` object written once and used for many bodies.
+pub fn written_once(value: &Value) -> Result<Box<RawValue>, Error> {
+    serde_json::value::to_raw_value(value)
+        .map_err(|e| Error::Bug(format!("recovery not serialisable: {e}")))
 }
 
 /// The content a moderation message carries.
@@ -71,17 +96,15 @@ enum Content<'a> {
     AsReceived,
 }
 
-impl Serialize for ModerationBody<'_> {
+impl<R: Serialize + ?Sized> Serialize for ModerationBody<'_, R> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let event = self.event;
         let mut map = s.serialize_map(None)?;
-        map.serialize_entry(
-            "event_id",
-            &event.event_id.moderation_event_id().to_string(),
-        )?;
+        // A UUID serialises as its hyphenated lower-case text, as `to_string` spells it.
+        map.serialize_entry("event_id", &self.moderation_id)?;
         map.serialize_entry("type", event::FINALIZED)?;
         map.serialize_entry("occurred_at", event.occurred_at_text())?;
-        map.serialize_entry("source_event_id", &event.event_id.to_string())?;
+        map.serialize_entry("source_event_id", &event.event_id.get())?;
         for member in event.extra() {
             // Members the outgoing message sets itself are not carried twice.
             if !matches!(member.key, "source_event_id" | "recovery") {
@@ -95,9 +118,9 @@ impl Serialize for ModerationBody<'_> {
 }
 
 /// The `message` of a [`ModerationBody`].
-struct ModerationMessage<'a>(&'a ModerationBody<'a>);
+struct ModerationMessage<'a, R: ?Sized>(&'a ModerationBody<'a, R>);
 
-impl Serialize for ModerationMessage<'_> {
+impl<R: Serialize + ?Sized> Serialize for ModerationMessage<'_, R> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let (event, m) = (self.0.event, &self.0.event.message);
         let mut map = s.serialize_map(None)?;
@@ -193,6 +216,12 @@ mod tests {
         assert!(moderation_unchanged(&event, true, &recovery)
             .unwrap()
             .is_none());
+        let raw = written_once(&recovery).unwrap();
+        let once = moderation_unchanged(&event, false, &*raw).unwrap().unwrap();
+        assert_eq!(
+            once.body, owed.body,
+            "a recovery written once is the same bytes"
+        );
         let event = decoded(&EVENT.replace(r#""{success: true}Hi""#, "null"));
         let body = moderation_body(&event, "x", &[], &recovery).unwrap();
         assert!(body.contains(r#""content":"x""#));

@@ -5,11 +5,12 @@
 //!
 //! May depend on: the parent `worker`, `amqp`, `shutdown`, `metrics`, `lapin`, `tokio`.
 
+use super::acks::Acks;
 use super::window::{Change, Window, IDLE};
 use super::{Worker, BROKEN_SESSION_GRACE};
 use crate::amqp::Session;
 use crate::shutdown::Shutdown;
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use lapin::message::Delivery;
 use lapin::Consumer;
 use std::sync::atomic::Ordering;
@@ -35,6 +36,7 @@ enum Step {
 /// What one session's consuming shares with the helpers below.
 struct Consuming<'a> {
     session: &'a Arc<Session>,
+    acks: &'a Arc<Acks>,
     window: &'a mut Window,
     tasks: JoinSet<()>,
     shutdown: &'a Shutdown,
@@ -46,6 +48,7 @@ impl Worker {
         self: &Arc<Self>,
         session: Arc<Session>,
         consumer: Consumer,
+        acks: &Arc<Acks>,
         window: &mut Window,
         shutdown: &mut Shutdown,
     ) {
@@ -56,26 +59,25 @@ impl Worker {
         let mut stop = shutdown.clone();
         let mut c = Consuming {
             session: &session,
+            acks,
             window,
             tasks: JoinSet::new(),
             shutdown,
         };
         let mut consumer = Some(consumer);
         let mut last = Instant::now();
-        loop {
+        'consuming: loop {
             while c.tasks.try_join_next().is_some() {}
             let paused = consumer.is_none();
             let step = tokio::select! {
                 d = next(&mut consumer) => match d {
                     Some(Ok(delivery)) => Step::Delivery(delivery),
                     Some(Err(e)) => {
-                        tracing::warn!(error = %e, "consumer failed; rebuilding the session");
-                        session.health.mark_broken();
+                        ended(&session, Some(e));
                         break;
                     }
                     None => {
-                        tracing::warn!("consumer closed by the broker; rebuilding the session");
-                        session.health.mark_broken();
+                        ended(&session, None);
                         break;
                     }
                 },
@@ -87,7 +89,28 @@ impl Worker {
             let change = match step {
                 Step::Delivery(delivery) => {
                     last = Instant::now();
-                    self.take_in(&mut c, delivery)
+                    let mut change = self.take_in(&mut c, delivery);
+                    // Under load the broker sends deliveries in bursts: those the consumer
+                    // already holds are taken in without a turn of the loop each (its
+                    // timer and wake-up registrations cost more than a take-in).
+                    while change.is_none() && !stop.is_shutdown() && !session.health.is_broken() {
+                        let Some(ready) = consumer.as_mut().and_then(|k| k.next().now_or_never())
+                        else {
+                            break;
+                        };
+                        match ready {
+                            Some(Ok(delivery)) => change = self.take_in(&mut c, delivery),
+                            Some(Err(e)) => {
+                                ended(&session, Some(e));
+                                break 'consuming;
+                            }
+                            None => {
+                                ended(&session, None);
+                                break 'consuming;
+                            }
+                        }
+                    }
+                    change
                 }
                 Step::Finished => c.window.resume(self.held()).map(Change::To),
                 Step::Idle => {
@@ -111,11 +134,13 @@ impl Worker {
         let held = self.held.fetch_add(len, Ordering::SeqCst) + len;
         self.metrics.in_flight_bytes(len as i64);
         let change = c.window.arrived(len, held);
+        c.acks.taken(delivery.delivery_tag);
         let worker = self.clone();
         let session = c.session.clone();
+        let acks = c.acks.clone();
         let shutdown = c.shutdown.clone();
         c.tasks.spawn(async move {
-            worker.handle(&session, delivery, shutdown).await;
+            worker.handle(&session, &acks, delivery, shutdown).await;
         });
         change
     }
@@ -196,6 +221,15 @@ async fn next(consumer: &mut Option<Consumer>) -> Option<Result<Delivery, lapin:
         Some(consumer) => consumer.next().await,
         None => std::future::pending().await,
     }
+}
+
+/// The consumer failed (`Some`) or the broker closed it: the session is rebuilt.
+fn ended(session: &Session, error: Option<lapin::Error>) {
+    match error {
+        Some(e) => tracing::warn!(error = %e, "consumer failed; rebuilding the session"),
+        None => tracing::warn!("consumer closed by the broker; rebuilding the session"),
+    }
+    session.health.mark_broken();
 }
 
 fn broken(e: &dyn std::fmt::Display) -> Broken {

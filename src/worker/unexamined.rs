@@ -19,14 +19,12 @@
 //! May depend on: the parent `worker`, `amqp`, `event`, `outbound`, `shutdown`, `error`,
 //! `lapin`.
 
-use super::{show, Taken, Worker};
+use super::{show, Delivered, Taken, Worker};
 use crate::amqp::Session;
 use crate::error::{Error, Poison};
 use crate::event::{self, Named, Undecoded};
 use crate::outbound;
 use crate::shutdown::Shutdown;
-use lapin::message::Delivery;
-use std::time::Instant;
 
 impl Worker {
     /// Moderates the message a body that did not decode names (when the reason leaves it
@@ -34,10 +32,9 @@ impl Worker {
     pub(super) async fn unexamined(
         &self,
         session: &Session,
-        delivery: &Delivery,
+        delivered: &Delivered<'_>,
         undecoded: Undecoded,
         shutdown: &Shutdown,
-        started: Instant,
     ) {
         let Undecoded {
             poison,
@@ -68,11 +65,10 @@ impl Worker {
             }
         };
         let taken = Taken {
-            delivery,
+            delivered,
             body: &body,
             event_id,
             message_id: named.map(|n| n.message_id),
-            started,
         };
         self.finish(session, taken, result, shutdown).await;
     }

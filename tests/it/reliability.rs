@@ -7,7 +7,7 @@
 //!   commit and the confirm (admin API, backfill, a process that died) is sent by the relay;
 //!   an unroutable publish stays pending and is counted, then sent once a queue is bound;
 //! - a message that appears after its event is waited for; a database outage does not stop
-//!   clean messages;
+//!   clean messages, nor does a leak waiting on it hold back their acks;
 //! - the app writing the pre-cleaning text back does not run save_memory twice.
 
 use crate::harness::*;
@@ -401,6 +401,61 @@ async fn a_database_outage_does_not_stop_clean_messages() {
     assert!(rest
         .iter()
         .all(|m| m["recovery"]["outcome"] == json!("recovered")));
+    drop(sink);
+    app.cleanup().await;
+}
+
+/// A leak waiting on the database holds back none of the acks of the clean messages after
+/// it: with a window of 4 deliveries, twelve clean messages behind one waiting leak are all
+/// moderated, which they could not be if their acks waited for the leak's (the broker sends
+/// no more than 4 unacked deliveries), and the leak is recovered once the database is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leak_waiting_on_the_database_holds_back_no_ack_after_it() {
+    let mut app = TestApp::prepare().await;
+    app.settings.prefetch = 4;
+    app.start().await;
+    let chat = app.create_chat().await;
+    let agent = app.create_agent(&["save_memory"]).await;
+    let leak = result_prefix_leak("waits", "fact", "Noted.");
+    let id = app
+        .create_message(chat, Some(agent), "assistant", Some(&leak), &[])
+        .await;
+    let leak = app.event_for(id).await;
+    let mut clean = Vec::new();
+    for n in 0..12 {
+        let text = format!("Reply {n}.");
+        let id = app
+            .create_message(chat, Some(agent), "assistant", Some(&text), &[])
+            .await;
+        clean.push(app.event_for(id).await);
+    }
+    app.database_down().await;
+    app.publish_event(&leak).await;
+    wait_for("the leak waiting on the database", T, || async {
+        metric_value(
+            &app.metrics().await,
+            "toolcall_recovery_transient_errors_total{dependency=\"database\"}",
+        ) >= 1.0
+    })
+    .await;
+    for e in &clean {
+        app.publish_event(e).await;
+    }
+    let mut sink = app.consumer(&app.moderation_queue).await;
+    let got = collect(&mut sink, clean.len(), T).await;
+    let ids: HashSet<Value> = got.iter().map(|m| m["message"]["id"].clone()).collect();
+    assert_eq!(
+        ids.len(),
+        clean.len(),
+        "every clean message moderated: {ids:?}"
+    );
+    for e in &clean {
+        assert!(ids.contains(&e["message"]["id"]));
+    }
+    app.database_up().await;
+    let rest = collect(&mut sink, 1, Duration::from_secs(60)).await;
+    assert_eq!(rest.len(), 1, "the leak once the database is back");
+    assert_eq!(rest[0]["recovery"]["outcome"], json!("recovered"));
     drop(sink);
     app.cleanup().await;
 }
