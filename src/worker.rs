@@ -275,6 +275,7 @@ impl Worker {
     async fn connect(&self, shutdown: &Shutdown, window: u16) -> Option<(Session, Consumer)> {
         let metrics = self.metrics.clone();
         let stop = shutdown.clone();
+        let mut retries = 0u32;
         let attempt = || async {
             tokio::time::timeout(OPEN_TIMEOUT, amqp::open(&self.settings, window))
                 .await
@@ -286,7 +287,13 @@ impl Worker {
             .when(move |_| !stop.is_shutdown())
             .notify(move |e, after| {
                 metrics.transient_error("broker");
-                tracing::warn!(error = %e, retry_in = ?after, "cannot open the broker session");
+                // One WARN per outage, not one per retry (the metric counts every retry).
+                retries += 1;
+                if retries == 1 {
+                    tracing::warn!(error = %e, retry_in = ?after, "cannot open the broker session");
+                } else {
+                    tracing::debug!(error = %e, retry_in = ?after, retries, "still cannot open the broker session");
+                }
             });
         let mut s = shutdown.clone();
         tokio::select! {

@@ -47,6 +47,7 @@ impl Worker {
         Fut: std::future::Future<Output = Result<(), Error>>,
     {
         let stop = shutdown.clone();
+        let mut retries = 0u32;
         publish
             .retry(retry::policy())
             .sleep(retry::sleeper(shutdown.clone()))
@@ -55,7 +56,12 @@ impl Worker {
             })
             .notify(|e: &Error, after| {
                 self.metrics.transient_error("broker");
-                tracing::warn!(what, error = %e, retry_in = ?after, "publishing failed; retrying");
+                retries += 1;
+                if retries == 1 {
+                    tracing::warn!(what, error = %e, retry_in = ?after, "publishing failed; retrying");
+                } else {
+                    tracing::debug!(what, error = %e, retry_in = ?after, retries, "still failing; retrying");
+                }
             })
             .await
     }

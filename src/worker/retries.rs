@@ -44,6 +44,7 @@ impl Worker {
                 || (matches!(e, Error::Poison(Poison::MissingMessage(_)))
                     && started.elapsed() < missing_window)
         };
+        let mut retries = 0u32;
         let result = attempt
             .retry(retry::policy())
             .sleep(retry::sleeper(shutdown.clone()))
@@ -51,6 +52,7 @@ impl Worker {
                 worth_retrying(e) && !session.health.is_broken() && !stop.is_shutdown()
             })
             .notify(|e: &Error, after| {
+                retries += 1;
                 let dependency = match e {
                     Error::Database(_) => {
                         db_failed.store(true, Ordering::SeqCst);
@@ -60,7 +62,14 @@ impl Worker {
                     _ => "broker",
                 };
                 self.metrics.transient_error(dependency);
-                tracing::warn!(event_id = %show(event_id), %message_id, dependency, error = %e, retry_in = ?after, "transient failure; retrying");
+                // One WARN per event and fault, not one per retry: a row that is not there yet
+                // is retried for up to 30 s, an outage for as long as it lasts; the retries
+                // after the first are counted in the metric.
+                if retries == 1 {
+                    tracing::warn!(event_id = %show(event_id), %message_id, dependency, error = %e, retry_in = ?after, "transient failure; retrying");
+                } else {
+                    tracing::debug!(event_id = %show(event_id), %message_id, dependency, error = %e, retry_in = ?after, retries, "still failing; retrying");
+                }
             })
             .await;
         match result {

@@ -133,3 +133,37 @@ async fn migrating_an_up_to_date_database_says_only_that_it_is_without_colour() 
     assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
     app.cleanup().await;
 }
+
+/// An event waiting for its message row is retried many times; the log says so once, at
+/// WARN, and the metric counts every retry (docs/operations.md: one line per event, not one
+/// per retry, so a log alert does not fire on every backoff step).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_for_a_missing_row_warns_once_however_many_retries() {
+    let app = TestApp::prepare().await;
+    let pending = app.pending_leak().await;
+    let mut args = app.binary_args();
+    args.push("--missing-message-retry-secs=4".into());
+    let (mut child, addr, log) = app.spawn_binary_with(args).await;
+    app.publish_event(&pending.event).await;
+    let dead = app.settings.names.dead_letter_queue.clone();
+    wait_for(
+        "dead-lettered once the wait is over",
+        Duration::from_secs(30),
+        || async { app.queue_len(&dead).await == 1 },
+    )
+    .await;
+    let (_, metrics) = http_get(addr, "/metrics").await.expect("metrics");
+    let retries = metric_value(
+        &metrics,
+        "toolcall_recovery_transient_errors_total{dependency=\"missing_message\"}",
+    );
+    assert!(retries >= 2.0, "several retries: {retries}");
+    let warned: Vec<String> = at_level(&log.lines(), "WARN")
+        .into_iter()
+        .filter(|l| l.contains("retrying"))
+        .collect();
+    assert_eq!(warned.len(), 1, "one WARN for {retries} retries: {warned:#?}");
+    signal(&child, "-TERM");
+    assert!(child.wait().await.expect("wait").success());
+    app.cleanup().await;
+}
