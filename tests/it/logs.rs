@@ -162,7 +162,11 @@ async fn a_wait_for_a_missing_row_warns_once_however_many_retries() {
         .into_iter()
         .filter(|l| l.contains("retrying"))
         .collect();
-    assert_eq!(warned.len(), 1, "one WARN for {retries} retries: {warned:#?}");
+    assert_eq!(
+        warned.len(),
+        1,
+        "one WARN for {retries} retries: {warned:#?}"
+    );
     signal(&child, "-TERM");
     assert!(child.wait().await.expect("wait").success());
     app.cleanup().await;
