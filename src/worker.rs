@@ -38,6 +38,7 @@
 
 mod acks;
 mod consume;
+mod counters;
 mod dead_letter;
 mod outgoing;
 mod retries;
@@ -49,7 +50,7 @@ use crate::budget::Budget;
 use crate::error::{Error, ErrorKind};
 use crate::event::{self, FinalizedEvent, Role};
 use crate::ids::{EventId, MessageId, ModelId};
-use crate::metrics::{Counter, Metrics};
+use crate::metrics::Metrics;
 use crate::model::{Label, Models};
 use crate::outbound::{self, ForEvent, ForOwnedEvent};
 use crate::outbox::Marker;
@@ -62,10 +63,10 @@ use crate::settings::Settings;
 use crate::shutdown::Shutdown;
 use acks::Acks;
 use backon::Retryable;
+use counters::{Clean, Counters};
 use futures_util::FutureExt;
 use lapin::message::Delivery;
 use lapin::Consumer;
-use serde_json::value::RawValue;
 use sqlx::PgPool;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -106,51 +107,6 @@ pub struct Worker {
     clean: Clean,
     /// The per-event counters, looked up once.
     counters: Counters,
-}
-
-/// The `recovery` object of a clean message's moderation body, written once (`None` if it
-/// could not be: then it is built per event, as before).
-struct Clean(Option<Box<RawValue>>);
-
-/// The counters every acked event adds to, by its outcome and mode and by its model's
-/// label, looked up once: counting an event hashes no label.
-struct Counters {
-    /// By [`Outcome::ALL`], then [`Mode::ALL`].
-    events: Vec<Counter>,
-    /// By [`Label::index`].
-    seen: Vec<Counter>,
-}
-
-impl Counters {
-    fn new(metrics: &Metrics, models: &Models) -> Self {
-        let events = Outcome::ALL
-            .iter()
-            .flat_map(|o| Mode::ALL.iter().map(|m| (o.as_str(), m.as_str())))
-            .map(|(o, m)| metrics.event_counter(o, m))
-            .collect();
-        let seen = models
-            .names()
-            .map(|n| metrics.message_seen_counter(n))
-            .collect();
-        Counters { events, seen }
-    }
-
-    /// Counts an acked event (by looking its labels up when they are not in the tables).
-    fn count(&self, metrics: &Metrics, outcome: Outcome, mode: Mode, model: &str, label: Label) {
-        let o = Outcome::ALL.iter().position(|x| *x == outcome);
-        let m = Mode::ALL.iter().position(|x| *x == mode);
-        match o
-            .zip(m)
-            .and_then(|(o, m)| self.events.get(o * Mode::ALL.len() + m))
-        {
-            Some(c) => c.inc(),
-            None => metrics.event(outcome.as_str(), mode.as_str()),
-        }
-        match self.seen.get(label.index()) {
-            Some(c) => c.inc(),
-            None => metrics.message_seen(model),
-        }
-    }
 }
 
 /// A delivery as taken in: its headers and tag, the book its ack goes to, and when it was
