@@ -455,8 +455,12 @@ fn one_call(
         _ => {
             let ok = match f.call_close_missing {
                 Missing::Never => false,
+                // A call whose closer is missing may also be followed by the next call of
+                // the same format (a model that drops every closer): the next opener bounds
+                // it as its closer would have.
                 Missing::AtEnd => {
                     rest_is_blank(text, body_end)
+                        || (opened && next_call_starts(r, text, skip_ws(text, body_end)))
                         || (opened && lost_closer_ok(text, q, body_end, &calls, ctx))
                 }
                 Missing::Always => true,
