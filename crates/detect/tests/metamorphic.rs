@@ -300,6 +300,9 @@ fn deepseek_stripped(v: &Vector) -> Result<(), &'static str> {
     {
         return Err("V3 calls chained without a line break glue the fence's closer to the next name: the fence never closes");
     }
+    if v.text.contains("function<｜tool▁sep｜>") && !v.text.contains("```") {
+        return Err("V3's header with unfenced arguments: stripped, `function` runs into the name and no fence says where the markup starts");
+    }
     identifier_names(v)?;
     glued_to_word(v, DEEPSEEK)
 }

@@ -137,9 +137,16 @@ pub(super) fn deepseek_call(
     }
     let v3 = tail.split_once('\n').and_then(|(name, rest)| {
         let name = name.trim();
-        let rest = rest.trim().strip_prefix("```")?;
-        let rest = rest.strip_prefix("json").unwrap_or(rest);
-        let inner = rest.strip_suffix("```")?;
+        let rest = rest.trim();
+        // V3's template fences the arguments (```json); servers and fine-tunes also write
+        // them bare on the line after the name.
+        let inner = match rest.strip_prefix("```") {
+            Some(fenced) => {
+                let fenced = fenced.strip_prefix("json").unwrap_or(fenced);
+                fenced.strip_suffix("```")?
+            }
+            None => rest,
+        };
         is_tool_name(name).then_some((name, json::whole(inner)?))
     });
     let (name, args) = match v3 {
