@@ -186,17 +186,18 @@ pub fn merge(
 /// so the span from the opener through the body is the call (the opener is no residue left
 /// before the prose); but the closer was the marker that said where the markup ends, so,
 /// like every reading that lost a marker, it counts only where every call names a tool the
-/// agent has enabled. What follows must be prose standing apart from the call (after
-/// whitespace, a word): a call glued to more markup (`..}<`, the closer being cut) or
-/// to a word is not known to have ended there.
+/// agent has enabled. What follows must be prose (a word, after whitespace or glued to the
+/// call: the body parsed completely, so it ended where its grammar says, and a model that
+/// lost the closer often runs straight on); a call glued to more markup (`..}<`, the
+/// closer being cut) is not known to have ended there.
 pub fn lost_closer_ok(text: &str, open: usize, end: usize, calls: &[Call], ctx: &Ctx<'_>) -> bool {
     let rest = text.get(end..).unwrap_or_default();
     let next = rest.trim_start();
-    let prose = next.len() < rest.len() && next.starts_with(char::is_alphanumeric);
+    let prose = next.starts_with(char::is_alphanumeric);
     if !prose {
         ctx.declined(open..end, || {
-            "the closer is missing and what follows the call is not prose standing apart \
-             from it (markup, or a word glued to it)"
+            "the closer is missing and what follows the call is not prose (markup, or \
+             nothing but punctuation)"
                 .into()
         });
         return false;
