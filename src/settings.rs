@@ -338,13 +338,16 @@ pub struct Settings {
     #[arg(long, env = "TCR_PREFETCH", default_value_t = 256)]
     pub prefetch: u16,
 
-    /// Recovery transactions at once (leaks; clean messages take none).
-    #[arg(long, env = "TCR_CONCURRENCY", default_value_t = 8)]
+    /// Recovery transactions at once (leaks; clean messages take none). With 100% leaks,
+    /// 2-4 with 64 per commit beat 8 with 16 by a third (fuller batches: BENCHMARKS.md §2);
+    /// 4 leaves room for a row the app holds, which a recovery waits for.
+    #[arg(long, env = "TCR_CONCURRENCY", default_value_t = 4)]
     pub concurrency: usize,
 
     /// Most leaked messages recovered in one transaction when leaks queue up (group commit;
     /// a lone leak is never held back to fill a batch). 1 commits every recovery alone.
-    #[arg(long, env = "TCR_RECOVERIES_PER_COMMIT", default_value_t = 16)]
+    /// `--concurrency` × this is the prefetch: a full window of leaks fits the committers.
+    #[arg(long, env = "TCR_RECOVERIES_PER_COMMIT", default_value_t = 64)]
     pub recoveries_per_commit: usize,
 
     /// `x-delivery-limit` of the queue: deliveries after which the broker dead-letters a

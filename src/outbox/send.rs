@@ -18,9 +18,15 @@ use sqlx::{ConnectOptions, Connection, PgConnection, PgPool};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-const MARK_SENT: &str =
-    "UPDATE outbox SET sent_at = now(), attempts = attempts + 1, last_error = NULL \
-     WHERE id = ANY($1) AND sent_at IS NULL";
+/// Found by primary key only. With `sent_at IS NULL` in its `WHERE` the planner may take
+/// `outbox_pending_idx` (its predicate), and that index holds an entry for every row marked
+/// since the last vacuum: a mark then walked every row sent so far (3.4 ms for 20 rows after
+/// 16,000 recoveries, the dirty path's costliest statement). A row already sent keeps its
+/// time and count. Unprepared, so the plan is made for the table as it is, not cached from
+/// when it was empty.
+const MARK_SENT: &str = "UPDATE outbox SET sent_at = coalesce(sent_at, now()), \
+       attempts = attempts + (sent_at IS NULL)::int, last_error = NULL \
+     WHERE id = ANY($1)";
 /// A failed or unroutable attempt: try again after a backoff that doubles per attempt,
 /// from 5 s to at most 5 min.
 const NOTE_FAILURE: &str = "UPDATE outbox SET attempts = attempts + 1, last_error = $2, \
@@ -46,7 +52,11 @@ pub(crate) async fn mark_sent(pool: &PgPool, ids: &[i64]) -> Result<(), Error> {
     if ids.is_empty() {
         return Ok(());
     }
-    sqlx::query(MARK_SENT).bind(ids).execute(pool).await?;
+    sqlx::query(MARK_SENT)
+        .bind(ids)
+        .persistent(false)
+        .execute(pool)
+        .await?;
     Ok(())
 }
 
@@ -141,7 +151,12 @@ async fn mark_batches(options: PgConnectOptions, mut rx: mpsc::UnboundedReceiver
                 tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
                 continue;
             };
-            match sqlx::query(MARK_SENT).bind(&batch).execute(&mut *c).await {
+            match sqlx::query(MARK_SENT)
+                .bind(&batch)
+                .persistent(false)
+                .execute(&mut *c)
+                .await
+            {
                 Ok(_) => break,
                 Err(e) => {
                     tracing::debug!(error = %e, "marking outbox rows sent failed; retrying");

@@ -206,3 +206,52 @@ async fn recovery_transaction_killed_mid_flight_is_retried_with_one_effect() {
     );
     app.cleanup().await;
 }
+
+/// A committer keeps its connection for a moment after a recovery, so that the next one
+/// needs no checkout. A connection the database dropped meanwhile costs the next leak a
+/// retry on a fresh one, not the leak.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_dropped_between_two_leaks_costs_a_retry_not_the_leak() {
+    let app = TestApp::spawn().await;
+    let chat = app.create_chat().await;
+    let agent = app.create_agent(&["save_memory"]).await;
+    let mut ids = Vec::new();
+    for n in 0..2 {
+        let leak = result_prefix_leak(&format!("between leaks {n}"), "fact", "Reply.");
+        ids.push(
+            app.create_message(chat, Some(agent), "assistant", Some(&leak), &[])
+                .await,
+        );
+    }
+    let first = app.event_for(ids[0]).await;
+    app.publish_event(&first).await;
+    let (body, _) = app
+        .get_one(&app.moderation_queue, Duration::from_secs(20))
+        .await
+        .expect("the first moderation message");
+    assert_eq!(body["recovery"]["outcome"], serde_json::json!("recovered"));
+    assert!(terminate_worker_backends(&app).await >= 1);
+    let second = app.event_for(ids[1]).await;
+    app.publish_event(&second).await;
+    let (body, _) = app
+        .get_one(&app.moderation_queue, Duration::from_secs(20))
+        .await
+        .expect("the second moderation message");
+    assert_eq!(body["message"]["id"], serde_json::json!(ids[1]));
+    assert_eq!(body["recovery"]["outcome"], serde_json::json!("recovered"));
+    // The kept connection was the dead one: the second leak met it, and was retried.
+    assert_eq!(
+        metric_value(
+            &app.metrics().await,
+            "toolcall_recovery_transient_errors_total{dependency=\"database\"}"
+        ),
+        1.0
+    );
+    app.assert_exactly_once(2).await;
+    app.wait_events(2.0, Duration::from_secs(10)).await;
+    assert_eq!(
+        app.queue_len(&app.settings.names.dead_letter_queue).await,
+        0
+    );
+    app.cleanup().await;
+}

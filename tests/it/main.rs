@@ -16,6 +16,7 @@ mod logs;
 mod memory;
 mod migrations;
 mod models;
+mod outbox;
 mod poison;
 mod process;
 mod recovery_table;
