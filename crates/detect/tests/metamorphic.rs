@@ -203,10 +203,9 @@ fn identifier_names(v: &Vector) -> Result<(), &'static str> {
 /// sequence or the token limit): a call list only there, after the token.
 fn mistral_list_cut(v: &Vector) -> bool {
     v.text.find("[TOOL_CALLS]").is_some_and(|i| {
-        v.text[i + "[TOOL_CALLS]".len()..]
-            .trim_start()
-            .starts_with('[')
-            && !v.text.trim_end().ends_with(']')
+        let list = v.text[i + "[TOOL_CALLS]".len()..].trim_start();
+        let mut values = serde_json::Deserializer::from_str(list).into_iter::<Value>();
+        list.starts_with('[') && !matches!(values.next(), Some(Ok(_)))
     })
 }
 
