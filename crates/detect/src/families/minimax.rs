@@ -16,7 +16,7 @@
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
 use super::util::{
-    at_lit, cut_closers_ok, find_from, json_value_at, lost_closer_ok, merge, preceded_by,
+    at_lit, cut_run_ok, find_from, json_value_at, lost_closer_ok, merge, preceded_by,
     rest_is_blank, skip_ws, Block, Finder, MAX_CANDIDATES,
 };
 use crate::grammar::json::{call_of, Keys};
@@ -73,19 +73,6 @@ fn block_end(
         .then_some(run_end)
 }
 
-/// Whether a run whose last invoke lost `</invoke>` and the wrapper's closer at the end of
-/// the text counts ([`cut_closers_ok`]; the calls before it carry their closers).
-fn cut_call_ok(text: &str, open: usize, run_end: usize, calls: &[Call], ctx: &Ctx<'_>) -> bool {
-    let last = calls.len().saturating_sub(1);
-    cut_closers_ok(
-        text,
-        open,
-        run_end,
-        calls.get(last..).unwrap_or_default(),
-        ctx,
-    )
-}
-
 fn find_m2(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
     const OPEN: &str = "<minimax:tool_call>";
     let mut close = Finder::new(text, M2.invoke_close);
@@ -105,7 +92,7 @@ fn find_m2(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
         else {
             continue;
         };
-        if cut && !cut_call_ok(text, pos, run_end, &calls, ctx) {
+        if cut && !cut_run_ok(text, pos, run_end, &calls, ctx) {
             continue;
         }
         let Some(end) = block_end(text, (pos, run_end), &["</minimax:tool_call>"], &calls, ctx)
@@ -153,7 +140,7 @@ fn find_m3(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
         let Some((calls, run_end, cut)) = run else {
             continue;
         };
-        if cut && !cut_call_ok(text, pos, run_end, &calls, ctx) {
+        if cut && !cut_run_ok(text, pos, run_end, &calls, ctx) {
             continue;
         }
         let end = if wrapped {

@@ -219,12 +219,12 @@ pub fn lost_closer_ok(text: &str, open: usize, end: usize, calls: &[Call], ctx: 
 /// stands, so its value is whole (a value that runs to the end of the text may have been
 /// cut and is never read here). But a generation cut between two arguments looks the same,
 /// and the closer was the marker that said where the markup ends, so, like
-/// [`lost_closer_ok`], it counts only where every call names a tool the agent has enabled.
-pub fn cut_closers_ok(text: &str, open: usize, end: usize, calls: &[Call], ctx: &Ctx<'_>) -> bool {
+/// [`lost_closer_ok`], it counts only where the call names a tool the agent has enabled.
+pub fn cut_closers_ok(text: &str, open: usize, end: usize, call: &Call, ctx: &Ctx<'_>) -> bool {
     if !rest_is_blank(text, end) {
         return false;
     }
-    let enabled = !calls.is_empty() && calls.iter().all(|c| ctx.tool_enabled(&c.name));
+    let enabled = ctx.tool_enabled(&call.name);
     if !enabled {
         ctx.declined(open..end, || {
             "the call's closers are missing at the end of the text: a cut between two \
@@ -233,4 +233,13 @@ pub fn cut_closers_ok(text: &str, open: usize, end: usize, calls: &[Call], ctx: 
         });
     }
     enabled
+}
+
+/// Whether a run whose last invoke lost `</invoke>` and the wrapper's closer at the end of
+/// the text counts: the calls before it carry their closers, the last one decides
+/// ([`cut_closers_ok`]).
+pub fn cut_run_ok(text: &str, open: usize, run_end: usize, calls: &[Call], ctx: &Ctx<'_>) -> bool {
+    calls
+        .last()
+        .is_some_and(|last| cut_closers_ok(text, open, run_end, last, ctx))
 }

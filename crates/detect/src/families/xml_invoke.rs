@@ -16,7 +16,7 @@
 
 use super::minimax::M2;
 use super::util::{
-    at_lit, cut_closers_ok, find_from, lost_closer_ok, merge, preceded_by, rest_is_blank, skip_ws,
+    at_lit, cut_run_ok, find_from, lost_closer_ok, merge, preceded_by, rest_is_blank, skip_ws,
     Block, Finder, MAX_CANDIDATES,
 };
 use crate::grammar::xml::{parse_function_eq, parse_invoke_run, parse_invoke_run_to_end, INVOKE};
@@ -80,16 +80,7 @@ fn find_invokes(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>, minimax: &mu
         else {
             continue;
         };
-        let last = calls.len() - 1;
-        if cut
-            && !cut_closers_ok(
-                text,
-                pos,
-                run_end,
-                calls.get(last..).unwrap_or_default(),
-                ctx,
-            )
-        {
+        if cut && !cut_run_ok(text, pos, run_end, &calls, ctx) {
             continue;
         }
         let (start, end) = match wrapper {
