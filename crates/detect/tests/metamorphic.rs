@@ -199,12 +199,29 @@ fn identifier_names(v: &Vector) -> Result<(), &'static str> {
         .ok_or("a display name with spaces needs the wrapper to be read as a call")
 }
 
+/// Whether the vector's `[TOOL_CALLS]` list lost its `]` at the end of the text (a stop
+/// sequence or the token limit): a call list only there, after the token.
+fn mistral_list_cut(v: &Vector) -> bool {
+    v.text.find("[TOOL_CALLS]").is_some_and(|i| {
+        let list = v.text[i + "[TOOL_CALLS]".len()..].trim_start();
+        let mut values = serde_json::Deserializer::from_str(list).into_iter::<Value>();
+        list.starts_with('[') && !matches!(values.next(), Some(Ok(_)))
+    })
+}
+
+fn mistral_movable(v: &Vector) -> bool {
+    !mistral_list_cut(v)
+}
+
 fn mistral_bare(v: &Vector) -> bool {
     // Without `[TOOL_CALLS]` a call stands apart only at a line's start or after a
     // sentence's end (`Hello [{..}]`, `label: [{..}]` are data inside a sentence).
     let Some(i) = v.text.find("[TOOL_CALLS]") else {
         return true;
     };
+    if mistral_list_cut(v) {
+        return false;
+    }
     let head = v.text[..i].trim_end_matches([' ', '\t']);
     (head.is_empty() || head.ends_with(['\n', '.', '!', '?'])) && !v.text.contains("<tool_call>")
 }
@@ -308,6 +325,11 @@ fn deepseek_stripped(v: &Vector) -> Result<(), &'static str> {
 }
 
 fn mistral_stripped(v: &Vector) -> Result<(), &'static str> {
+    if mistral_list_cut(v) {
+        return Err(
+            "a list whose ] was cut at the end: stripped, nothing says the open list holds calls",
+        );
+    }
     if v.text.contains("[CALL_ID]") {
         return Err("with [CALL_ID] and [ARGS] stripped the call id runs into the name");
     }
@@ -468,7 +490,7 @@ const SPECS: &[Spec] = &[
         bare: mistral_bare,
         stripped_weak: true,
         inline: true,
-        movable: always,
+        movable: mistral_movable,
         glue: always,
         closers: &["</s>"],
         ends: &["}", "]", "</s>"],

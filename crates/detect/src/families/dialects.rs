@@ -171,7 +171,9 @@ fn deepseek_seps() -> &'static [&'static str] {
 
 /// Kimi-K2's `functions.NAME:0 <|tool_call_argument_begin|>{..}`. A bare counter `0`
 /// names no tool: it is read as the agent's only enabled tool, and with none or several
-/// enabled nothing says which tool it is.
+/// enabled nothing says which tool it is. Without a `<|tool_call_end|>` after it (a stop
+/// sequence or the token limit took it) the arguments may run to the end of the text; the
+/// engine decides whether a call without its closer counts.
 pub(super) fn kimi_call(
     text: &str,
     pos: usize,
@@ -179,7 +181,7 @@ pub(super) fn kimi_call(
     ctx: &Ctx<'_>,
 ) -> Option<(Vec<Call>, usize)> {
     const ARG: &str = "<|tool_call_argument_begin|>";
-    let l = limit?;
+    let l = limit.unwrap_or(text.len());
     let arg = find_bounded(text, ARG, pos, l)?;
     let id = text.get(pos..arg)?.trim();
     if id.contains("<|") {

@@ -9,16 +9,18 @@
 //!   that do not hold a complete call are skipped, the block is removed whole.
 //!
 //! The closing wrapper may be missing when only whitespace follows the last call. The
-//! markers are model-specific: no enabled tool is needed.
+//! markers are model-specific: no enabled tool is needed. At the end of the text the last
+//! invoke may also have lost its `</invoke>` after a closed parameter (a stop sequence or
+//! the token limit): that call counts only for an enabled tool.
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
 use super::util::{
-    at_lit, find_from, json_value_at, lost_closer_ok, merge, preceded_by, rest_is_blank, skip_ws,
-    Block, Finder, MAX_CANDIDATES,
+    at_lit, cut_run_ok, find_from, json_value_at, lost_closer_ok, merge, preceded_by,
+    rest_is_blank, skip_ws, Block, Finder, MAX_CANDIDATES,
 };
 use crate::grammar::json::{call_of, Keys};
-use crate::grammar::xml::{parse_invoke_run, InvokeSyntax, INVOKE};
+use crate::grammar::xml::{parse_invoke_run, parse_invoke_run_to_end, InvokeSyntax, INVOKE};
 use crate::grammar::ValueMode;
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
@@ -86,9 +88,13 @@ fn find_m2(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
             continue;
         }
         let first = skip_ws(text, at);
-        let Some((calls, run_end)) = parse_invoke_run(text, first, &M2, &mut close) else {
+        let Some((calls, run_end, cut)) = parse_invoke_run_to_end(text, first, &M2, &mut close)
+        else {
             continue;
         };
+        if cut && !cut_run_ok(text, pos, run_end, &calls, ctx) {
+            continue;
+        }
         let Some(end) = block_end(text, (pos, run_end), &["</minimax:tool_call>"], &calls, ctx)
         else {
             continue;
@@ -126,9 +132,17 @@ fn find_m3(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
         } else {
             continue;
         };
-        let Some((calls, run_end)) = parse_invoke_run(text, first, &M3, &mut close) else {
+        // A bare M3 run has no wrapper closer to lose: an invoke cut after it is a cut.
+        let run = match wrapped {
+            true => parse_invoke_run_to_end(text, first, &M3, &mut close),
+            false => parse_invoke_run(text, first, &M3, &mut close).map(|(c, e)| (c, e, false)),
+        };
+        let Some((calls, run_end, cut)) = run else {
             continue;
         };
+        if cut && !cut_run_ok(text, pos, run_end, &calls, ctx) {
+            continue;
+        }
         let end = if wrapped {
             let closers = [concat!("]<]minimax[>[", "</tool_call>"), "</tool_call>"];
             match block_end(text, (pos, run_end), &closers, &calls, ctx) {
@@ -232,6 +246,28 @@ mod tests {
         assert_eq!(run(t).leaks.len(), 1);
         let t = "<minimax:tool_call><invoke name=\"f\"><parameter name=\"a\">b</parameter>";
         assert!(run(t).is_clean());
+    }
+
+    #[test]
+    fn m2_invoke_cut_after_a_closed_parameter_is_an_enabled_tools_call() {
+        let with = |t: &str| super::super::testing::detect_with(t, &["f"]);
+        let t = "Ok.\n<minimax:tool_call>\n<invoke name=\"f\">\n<parameter name=\"a\">b\nc</parameter>\n";
+        let d = with(t);
+        assert_eq!(d.leaks.len(), 1);
+        assert_eq!(d.leaks[0].calls[0].arguments, json!({"a": "b\nc"}));
+        assert_eq!(d.cleaned.as_deref(), Some("Ok."));
+        // Cut inside a value, inside the closing tag, before any parameter, or followed by
+        // prose: not a call.
+        assert!(with("<minimax:tool_call><invoke name=\"f\"><parameter name=\"a\">b").is_clean());
+        assert!(with(
+            "<minimax:tool_call><invoke name=\"f\"><parameter name=\"a\">b</parameter></inv"
+        )
+        .is_clean());
+        assert!(with("<minimax:tool_call><invoke name=\"f\">\n").is_clean());
+        assert!(with(
+            "<minimax:tool_call><invoke name=\"f\"><parameter name=\"a\">b</parameter> and"
+        )
+        .is_clean());
     }
 
     #[test]

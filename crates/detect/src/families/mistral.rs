@@ -5,8 +5,9 @@
 //! special token no prose contains.
 //!
 //! The tokens are strong markers, so the tool need not be enabled (recovery decides what
-//! to do with a call the agent cannot make). The JSON must parse completely; a lone
-//! `[TOOL_CALLS]` followed by prose is left alone.
+//! to do with a call the agent cannot make). The JSON must parse completely (only a list's
+//! final `]` may be missing, at the end of the text); a lone `[TOOL_CALLS]` followed by
+//! prose is left alone.
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
@@ -15,6 +16,7 @@ use super::util::{calls_of, merge as push_merged};
 use super::util::{find_from, is_tool_name, json_value_at, skip_ws};
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
+use serde_json::Value;
 use std::ops::Range;
 
 /// Literal markers one of which any leak of this family contains.
@@ -72,10 +74,10 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
 fn after_token(text: &str, at: usize) -> Option<(Vec<Call>, usize)> {
     let q = skip_ws(text, at);
     match text.as_bytes().get(q)? {
-        b'[' | b'{' => {
-            let (v, end) = json_value_at(text, q)?;
-            calls_of(&v, true).map(|c| (c, end))
-        }
+        b'[' | b'{' => match json_value_at(text, q) {
+            Some((v, end)) => calls_of(&v, true).map(|c| (c, end)),
+            None => list_cut_at_end(text, q),
+        },
         _ => {
             // The name follows the token directly.
             let name_end = q + name_len(text.get(q..)?);
@@ -99,6 +101,29 @@ fn after_token(text: &str, at: usize) -> Option<(Vec<Call>, usize)> {
                 i += ARGS.len();
             }
             args_object(text, name, i)
+        }
+    }
+}
+
+/// A call list at `q` whose `]` is missing at the end of the text (a stop sequence or the
+/// token limit took it): complete call objects separated by `,`, the last followed by
+/// nothing but whitespace. Each object says by itself that its call is whole, so the tool
+/// need not be enabled, as for a closed list; a list cut inside an object or after a `,`
+/// is a cut.
+fn list_cut_at_end(text: &str, q: usize) -> Option<(Vec<Call>, usize)> {
+    if text.as_bytes().get(q) != Some(&b'[') {
+        return None;
+    }
+    let mut items = Vec::new();
+    let mut at = q + 1;
+    loop {
+        let (v, end) = json_value_at(text, at)?;
+        items.push(v);
+        let after = skip_ws(text, end);
+        match text.as_bytes().get(after) {
+            None => return calls_of(&Value::Array(items), false).map(|c| (c, end)),
+            Some(b',') => at = after + 1,
+            Some(_) => return None,
         }
     }
 }
@@ -208,5 +233,18 @@ mod tests {
         assert!(run("The [ARGS] token is special").is_clean());
         assert!(run(r#"Example: `[TOOL_CALLS]add{"a": 1}`"#).is_clean());
         assert!(run(&"[TOOL_CALLS][ARGS]{".repeat(5000)).is_clean());
+        assert!(run(&"[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}},".repeat(5000)).is_clean());
+    }
+
+    #[test]
+    fn list_whose_bracket_was_cut_at_the_end() {
+        let t = "Ok.[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1}}, {\"name\": \"g\", \"arguments\": {}}\n";
+        let d = run(t);
+        assert_eq!(d.leaks[0].calls.len(), 2);
+        assert_eq!(d.cleaned.as_deref(), Some("Ok."));
+        // Cut inside an object or after a comma, or followed by text: not a call list.
+        assert!(run(r#"[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}"#).is_clean());
+        assert!(run(r#"[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}},"#).is_clean());
+        assert!(run(r#"[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}} and"#).is_clean());
     }
 }

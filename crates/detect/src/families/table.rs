@@ -301,6 +301,9 @@ pub static FORMATS: &[Format] = &[
         noise: 256,
         call_open: &["<|tool_call_begin|>"],
         call_close: &["<|tool_call_end|>"],
+        // The JSON arguments say where the call ends: a stop sequence or the token limit
+        // may take `<|tool_call_end|>` (and the section's end) after them.
+        call_close_missing: Missing::AtEnd,
         // A call whose `<|tool_call_begin|>` was dropped starts at its id.
         inner: &["<|tool_call_argument_begin|>"],
         ..Format::new(Family::Kimi, Grammar::Custom(kimi_call))

@@ -212,3 +212,34 @@ pub fn lost_closer_ok(text: &str, open: usize, end: usize, calls: &[Call], ctx: 
     }
     enabled
 }
+
+/// Whether a call whose closers are all missing still counts because the text ends right
+/// after its last complete argument (`end`, whitespace after it): the serving stack stopped
+/// on the call's closer (a stop sequence) or at its token limit. The argument's own closer
+/// stands, so its value is whole (a value that runs to the end of the text may have been
+/// cut and is never read here). But a generation cut between two arguments looks the same,
+/// and the closer was the marker that said where the markup ends, so, like
+/// [`lost_closer_ok`], it counts only where the call names a tool the agent has enabled.
+pub fn cut_closers_ok(text: &str, open: usize, end: usize, call: &Call, ctx: &Ctx<'_>) -> bool {
+    if !rest_is_blank(text, end) {
+        return false;
+    }
+    let enabled = ctx.tool_enabled(&call.name);
+    if !enabled {
+        ctx.declined(open..end, || {
+            "the call's closers are missing at the end of the text: a cut between two \
+             arguments looks the same, so only an enabled tool's name says it is a call"
+                .into()
+        });
+    }
+    enabled
+}
+
+/// Whether a run whose last invoke lost `</invoke>` and the wrapper's closer at the end of
+/// the text counts: the calls before it carry their closers, the last one decides
+/// ([`cut_closers_ok`]).
+pub fn cut_run_ok(text: &str, open: usize, run_end: usize, calls: &[Call], ctx: &Ctx<'_>) -> bool {
+    calls
+        .last()
+        .is_some_and(|last| cut_closers_ok(text, open, run_end, last, ctx))
+}

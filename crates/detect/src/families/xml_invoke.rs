@@ -2,7 +2,8 @@
 //!
 //! Two shapes:
 //! - Anthropic-style `<invoke name="f"><parameter name="k">v</parameter></invoke>` blocks,
-//!   bare or inside `<function_calls>...</function_calls>`;
+//!   bare or inside `<function_calls>...</function_calls>`; at the end of the text the last
+//!   invoke may lack `</invoke>` after a closed parameter, for an enabled tool;
 //! - Qwen3-Coder / Qwen3-XML (and Seed-OSS) `<tool_call>\n<function=f>\n<parameter=k>\nv\n
 //!   </parameter>\n</function>\n</tool_call>` blocks, also with the `<tool_call>` opener or
 //!   closer missing (and `</function>` before `</tool_call>`, or `</parameter>`, as vLLM's
@@ -15,10 +16,10 @@
 
 use super::minimax::M2;
 use super::util::{
-    at_lit, find_from, lost_closer_ok, merge, preceded_by, rest_is_blank, skip_ws, Block, Finder,
-    MAX_CANDIDATES,
+    at_lit, cut_run_ok, find_from, lost_closer_ok, merge, preceded_by, rest_is_blank, skip_ws,
+    Block, Finder, MAX_CANDIDATES,
 };
-use crate::grammar::xml::{parse_function_eq, parse_invoke_run, INVOKE};
+use crate::grammar::xml::{parse_function_eq, parse_invoke_run, parse_invoke_run_to_end, INVOKE};
 use crate::types::Family;
 use crate::{Ctx, Leak};
 
@@ -66,9 +67,6 @@ fn find_invokes(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>, minimax: &mu
         if ctx.quoted(pos) {
             continue;
         }
-        if close.find(pos).is_none() {
-            break;
-        }
         if FOREIGN_BEFORE_INVOKE
             .iter()
             .any(|w| preceded_by(text, pos, w).is_some())
@@ -76,9 +74,15 @@ fn find_invokes(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>, minimax: &mu
             continue;
         }
         let wrapper = preceded_by(text, pos, "<function_calls>");
-        let Some((calls, run_end)) = parse_invoke_run(text, pos, &INVOKE, &mut close) else {
+        // The run's last invoke may have lost `</invoke>` at the end of the text (a stop
+        // sequence took it): then only for an enabled tool.
+        let Some((calls, run_end, cut)) = parse_invoke_run_to_end(text, pos, &INVOKE, &mut close)
+        else {
             continue;
         };
+        if cut && !cut_run_ok(text, pos, run_end, &calls, ctx) {
+            continue;
+        }
         let (start, end) = match wrapper {
             Some(w) => {
                 let after = skip_ws(text, run_end);

@@ -180,13 +180,45 @@ pub fn parse_invoke(
     syn: &InvokeSyntax,
     close: &mut Finder<'_>,
 ) -> Option<(Call, usize)> {
+    let (name, body_start) = invoke_head(text, pos, syn)?;
+    let end_tag = close.find(body_start)?;
+    let arguments = invoke_params(text, body_start, end_tag, syn)?;
+    Some((Call { name, arguments }, end_tag + syn.invoke_close.len()))
+}
+
+/// Parses one invoke at `pos` whose closing tag (and its wrapper's) is missing at the end
+/// of the text: at least one parameter, the last one closed, then only whitespace. Returns
+/// the call and the end of its last parameter. (A value still open is a cut, never read.)
+pub fn parse_invoke_cut(text: &str, pos: usize, syn: &InvokeSyntax) -> Option<(Call, usize)> {
+    let (name, body_start) = invoke_head(text, pos, syn)?;
+    let end = text.trim_end().len();
+    if end <= body_start {
+        return None;
+    }
+    let arguments = invoke_params(text, body_start, text.len(), syn)?;
+    if arguments.as_object().is_none_or(|m| m.is_empty()) {
+        return None;
+    }
+    Some((Call { name, arguments }, end))
+}
+
+/// The invoke's start tag at `pos` (an optional prefix first): the tool's name and the
+/// offset past the tag.
+fn invoke_head(text: &str, pos: usize, syn: &InvokeSyntax) -> Option<(String, usize)> {
     let pos = skip_prefix(text, pos, syn.prefix);
     let (tag, body_start) = start_tag(text, pos, syn.invoke_open)?;
     let name = name_attr(tag)?;
-    if !is_tool_name(&name) {
-        return None;
-    }
-    let end_tag = close.find(body_start)?;
+    is_tool_name(&name).then_some((name, body_start))
+}
+
+/// The parameters between an invoke's start tag and `end_tag`, as an object: nothing but
+/// parameters (and whitespace, and prefixes) may stand there.
+fn invoke_params(
+    text: &str,
+    body_start: usize,
+    end_tag: usize,
+    syn: &InvokeSyntax,
+) -> Option<Value> {
     let mut args = Map::new();
     let mut i = body_start;
     loop {
@@ -244,13 +276,7 @@ pub fn parse_invoke(
             return None;
         }
     }
-    Some((
-        Call {
-            name,
-            arguments: Value::Object(args),
-        },
-        end_tag + syn.invoke_close.len(),
-    ))
+    Some(Value::Object(args))
 }
 
 /// Parses invokes following each other (whitespace between) from `pos`.
@@ -273,6 +299,28 @@ pub fn parse_invoke_run(
         }
     }
     Some((calls, end))
+}
+
+/// Like [`parse_invoke_run`], and when the run's next invoke (or its first) lost its
+/// closers at the end of the text ([`parse_invoke_cut`]), that one too: the flag says so,
+/// for the caller to apply its rule for a call that lost its closers.
+pub fn parse_invoke_run_to_end(
+    text: &str,
+    pos: usize,
+    syn: &InvokeSyntax,
+    close: &mut Finder<'_>,
+) -> Option<(Vec<Call>, usize, bool)> {
+    let run = parse_invoke_run(text, pos, syn, close);
+    let next = run.as_ref().map_or(pos, |(_, end)| skip_ws(text, *end));
+    match (run, parse_invoke_cut(text, next, syn)) {
+        (Some((mut calls, _)), Some((cut, end))) => {
+            calls.push(cut);
+            Some((calls, end, true))
+        }
+        (None, Some((cut, end))) => Some((vec![cut], end, true)),
+        (Some((calls, end)), None) => Some((calls, end, false)),
+        (None, None) => None,
+    }
 }
 
 /// Parses Qwen3-Coder's `<function=NAME>` at `pos` whose `</function>` is at `close`: only
