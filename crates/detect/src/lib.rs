@@ -201,6 +201,7 @@ pub fn detect_traced<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T
             trace.note(dropped_note(l, "it overlaps a leak that starts before it"));
         }
     }
+    take_wrappers(text, &code, &mut leaks);
     take_trailing_tokens(text, &mut leaks);
     if T::ENABLED {
         for l in &leaks {
@@ -297,6 +298,50 @@ fn take_trailing_tokens(text: &str, leaks: &mut [Leak]) {
         let limit = leaks.get(i + 1).map_or(text.len(), |n| n.span.start);
         let end = trailer.extend(leaks[i].span.end);
         if end <= limit {
+            leaks[i].span.end = end;
+        }
+    }
+}
+
+/// Extends each leak over a wrapper right around it ([`families::util::WRAPPERS`]): its
+/// opener just before the leak (only whitespace between, after the leak before it, not in
+/// code), and its closer just after, before the next leak. Only a leak that starts bare (a
+/// body, a fence, a name; not a token of its own such as `<invoke` or `[TOOL_CALLS]`)
+/// takes one: a format's own tokens say whose markup it is, and another format's wrapper
+/// before them is a fragment of something else. Leaks stay in order and apart.
+fn take_wrappers(text: &str, code: &code::CodeRegions, leaks: &mut [Leak]) {
+    let starts_bare = |l: &Leak| {
+        let b = text.as_bytes();
+        match b.get(l.span.start) {
+            Some(b'<') | None => false,
+            Some(b'[') => !b.get(l.span.start + 1).is_some_and(u8::is_ascii_uppercase),
+            Some(_) => true,
+        }
+    };
+    for i in 0..leaks.len() {
+        if !starts_bare(&leaks[i]) {
+            continue;
+        }
+        let floor = if i == 0 { 0 } else { leaks[i - 1].span.end };
+        let limit = leaks.get(i + 1).map_or(text.len(), |n| n.span.start);
+        let before = text.get(floor..leaks[i].span.start).unwrap_or_default();
+        let head = before.trim_end();
+        let Some((open, close)) = families::util::WRAPPERS
+            .iter()
+            .find(|(open, _)| head.ends_with(open))
+        else {
+            continue;
+        };
+        let start = floor + head.len() - open.len();
+        if code.contains(start) {
+            continue;
+        }
+        leaks[i].span.start = start;
+        if close.is_empty() {
+            continue;
+        }
+        let q = grammar::text::skip_ws(text, leaks[i].span.end);
+        if let Some(end) = grammar::text::eat(text, q, close).filter(|&end| end <= limit) {
             leaks[i].span.end = end;
         }
     }

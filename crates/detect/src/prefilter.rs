@@ -4,7 +4,8 @@
 //!
 //! Each detector (a table row or a family's own finder) names literal markers and the bytes
 //! a leak may start the message with. Every marker contains one of the anchor bytes `<`, `[`, `{`
-//! (checked by a test; `json_fence`'s ```` ```json ```` is the one exception, see below), so
+//! (checked by a test; `json_fence`'s ```` ```json ```` and `react`'s `Action Input` are the
+//! exceptions: both leaks always hold an object, so they are looked for where a `{` is), so
 //! the scan is a SIMD `memchr3` over those three bytes, and only at a hit are the markers
 //! anchored at that byte compared. A message of plain prose costs that one scan.
 //!
@@ -106,8 +107,8 @@ struct Tables {
     /// for it only letters (of any script: a UTF-8 lead byte), `_`, quotes, `}` and
     /// whitespace pass.
     second: [[bool; 256]; 3],
-    /// Markers with no anchor byte (only ```` ```json ````): searched whole, and only in a
-    /// text that holds a `{`, since a JSON fence leak needs an object.
+    /// Markers with no anchor byte (```` ```json ````, `Action Input`): searched whole, and
+    /// only in a text that holds a `{`, since those leaks need an object.
     unanchored: Vec<(memchr::memmem::Finder<'static>, DetectorSet)>,
     /// Families per first non-whitespace byte.
     at_start: Vec<(u8, DetectorSet)>,
@@ -302,14 +303,14 @@ mod tests {
     }
 
     #[test]
-    fn only_json_fences_have_unanchored_markers() {
+    fn only_families_whose_leaks_hold_an_object_have_unanchored_markers() {
         // The `{` shortcut for unanchored markers is sound only for a family whose leaks
         // always contain an object.
         for det in detectors() {
             for t in det.triggers() {
                 let anchored = t.bytes().any(|b| ANCHORS.contains(&b));
                 assert!(
-                    anchored || det.family() == Family::JsonFence,
+                    anchored || matches!(det.family(), Family::JsonFence | Family::React),
                     "{:?}: {t}",
                     det.family()
                 );

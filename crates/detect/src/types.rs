@@ -80,6 +80,7 @@ families! {
     Lmstudio => "lmstudio",
     Gemini => "gemini",
     ClineXml => "cline_xml",
+    React => "react",
 }
 
 impl std::fmt::Display for Family {

@@ -123,7 +123,9 @@ pub(super) fn deepseek_call(
     limit: Option<usize>,
     _: &Ctx<'_>,
 ) -> Option<(Vec<Call>, usize)> {
-    let l = limit?;
+    // No closer found: the call runs to the end of the text, which the engine allows only
+    // where the generation stopped (`Missing::AtEnd`).
+    let l = limit.unwrap_or(text.len());
     let body = text.get(pos..l)?;
     let seps = deepseek_seps();
     let (sep, sep_len) = seps

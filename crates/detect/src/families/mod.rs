@@ -30,6 +30,7 @@ mod minimax;
 mod mistral;
 mod named;
 mod pythonic;
+mod react;
 mod result;
 pub mod rows;
 pub mod table;
@@ -172,6 +173,7 @@ own! {
     Lmstudio => named probe (named::probe) lines (named::lines_probe),
     ClineXml => xml_tool probe (xml_tool::probe),
     Gemini => gemini,
+    React => react,
 }
 
 /// The table's rows, their spellings derived (built once).

@@ -177,6 +177,8 @@ pub static FORMATS: &[Format] = &[
         triggers: &["<start_function_call>"],
         call_open: &["<start_function_call>"],
         call_close: &["<end_function_call>"],
+        // Its stop token: a server that stops on it drops it.
+        call_close_missing: Missing::AtEnd,
         ..Format::new(
             Family::Functiongemma,
             Grammar::Brace(&BraceSyntax {
@@ -190,6 +192,7 @@ pub static FORMATS: &[Format] = &[
         triggers: &["<|tool_call>"],
         call_open: &["<|tool_call>"],
         call_close: &["<tool_call|>"],
+        call_close_missing: Missing::AtEnd,
         ..Format::new(
             Family::Gemma4,
             Grammar::Brace(&BraceSyntax {
@@ -257,6 +260,8 @@ pub static FORMATS: &[Format] = &[
         section_open_optional: true,
         call_open: &["<｜tool▁call▁begin｜>"],
         call_close: &["<｜tool▁call▁end｜>"],
+        // Cut with the section's closer: the generation stopped after the arguments.
+        call_close_missing: Missing::AtEnd,
         spell: Spell::Bars,
         // V3.1 `NAME<｜tool▁sep｜>{..}` and V3 `function<｜tool▁sep｜>NAME` without their opener.
         inner: &["<｜tool▁sep｜>"],

@@ -78,6 +78,26 @@ pub fn with_trailing(text: &str, mut end: usize, own: &[&str]) -> usize {
     }
 }
 
+/// Wrappers formats put around their calls, `(opener, closer)`; an empty closer: the format
+/// has none. A leak read by a family that does not know the wrapper around it (a fenced JSON
+/// call inside Hermes's `<tool_call>`, a DeepSeek-V3 fence whose tokens another reading
+/// left) would leave the wrapper behind as litter; right around a leak, with only
+/// whitespace between, it is markup of that leak: the opener goes, and the closer with it
+/// when it follows (it is missing where the generation stopped).
+pub const WRAPPERS: &[(&str, &str)] = &[
+    ("<tool_call>", "</tool_call>"),
+    ("<tool_calls>", "</tool_calls>"),
+    ("<function_calls>", "</function_calls>"),
+    ("<minimax:tool_call>", "</minimax:tool_call>"),
+    ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"),
+    ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"),
+    ("<|tool_call>", "<tool_call|>"),
+    ("<start_function_call>", "<end_function_call>"),
+    ("<|tool_call|>", ""),
+    ("<|python_tag|>", ""),
+    ("[TOOL_CALLS]", ""),
+];
+
 /// The frames a tool's answer comes in, `(opener, closer)`, in the formats' own markup
 /// (chat templates: Hermes/Qwen's `<tool_response>`, DeepSeek's tool outputs, Llama's
 /// `ipython` turn, Mistral's `[TOOL_RESULTS]`, Gemma's responses, Cohere's and Anthropic's
