@@ -1,7 +1,8 @@
 //! `llama3_json`: Llama 3's JSON tool calls, `{"name": "f", "parameters": {...}}` (or
 //! `"arguments"`), one or more separated by `;` or newlines, as the whole message or
-//! embedded in prose; and the API's envelopes written as text, `{"tool_calls": [..]}` and
-//! `{"function_call": {..}}`.
+//! embedded in prose; the API's envelopes written as text, `{"tool_calls": [..]}` and
+//! `{"function_call": {..}}`, and one element of `tool_calls` (`{"id", "type": "function",
+//! "function": {..}}`); LangChain's `{"action": NAME, "action_input": {..}}`.
 //!
 //! A bare JSON object is the weakest marker there is (a user may ask for JSON with a
 //! `name` key), so an object counts only when it is exactly a call (no keys besides name,
@@ -39,6 +40,16 @@ pub(crate) const TRIGGERS: &[&str] = &[
     "{\"function_call\"",
     "{ \"function_call\"",
     "{\n  \"function_call\"",
+    // One element of the API's `tool_calls` (`{"id", "type", "function": {..}}`, in any
+    // order) and LangChain's `{"action", "action_input"}`.
+    "{\"id\"",
+    "{ \"id\"",
+    "{\n  \"id\"",
+    "{\"function\"",
+    "{ \"function\"",
+    "{\"action\"",
+    "{ \"action\"",
+    "{\n  \"action\"",
 ];
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = b"{";
@@ -87,7 +98,10 @@ fn is_candidate(text: &str, pos: usize) -> bool {
         || rest.starts_with("\"parameters\"")
         || rest.starts_with("\"type\"")
         || rest.starts_with("\"tool_calls\"")
-        || rest.starts_with("\"function_call\""))
+        || rest.starts_with("\"function_call\"")
+        || rest.starts_with("\"id\"")
+        || rest.starts_with("\"function\"")
+        || rest.starts_with("\"action\""))
     {
         return false;
     }

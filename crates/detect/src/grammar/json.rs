@@ -47,7 +47,10 @@ const BOOKKEEPING: &[&str] = &["id", "call_id", "type"];
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Keys {
     /// `{"name", "arguments" | "parameters" | "args"}`, optionally `id`/`call_id` and
-    /// `type: "function"`, nothing else; the arguments an object.
+    /// `type: "function"`, nothing else; the arguments an object. Also the same call as the
+    /// OpenAI API nests it (`{"type": "function", "function": {..}}`, optionally `id`) and as
+    /// LangChain's JSON agents write it (`{"action": NAME, "action_input": {..}}`, nothing
+    /// else).
     Strict,
     /// The same keys, other keys tolerated, arguments any value (Hermes: the wrapper token
     /// is the evidence, the object may carry the model's own bookkeeping).
@@ -63,7 +66,15 @@ pub enum Keys {
 /// Reads a call off one object spelled as `keys` says.
 pub fn call_of(v: &Value, keys: Keys) -> Option<Call> {
     let obj = v.as_object()?;
+    if matches!(keys, Keys::Strict | Keys::Loose) {
+        if let Some(inner) = api_function(obj) {
+            return call_of(inner, keys);
+        }
+    }
     let (name, args) = match keys {
+        Keys::Strict | Keys::Loose if is_action(obj) => {
+            (obj.get("action")?.as_str()?, obj.get("action_input")?)
+        }
         Keys::Strict | Keys::Loose => {
             if keys == Keys::Strict {
                 let extra = obj.keys().any(|k| {
@@ -111,6 +122,22 @@ pub fn call_of(v: &Value, keys: Keys) -> Option<Call> {
         name: name.to_string(),
         arguments,
     })
+}
+
+/// The call inside the OpenAI API's `{"type": "function", "function": {..}}` (the `id` and
+/// `type` only besides it).
+fn api_function(obj: &serde_json::Map<String, Value>) -> Option<&Value> {
+    let inner = obj.get("function").filter(|f| f.is_object())?;
+    let only = obj
+        .keys()
+        .all(|k| k == "function" || BOOKKEEPING.contains(&k.as_str()));
+    let typed = obj.get("type").is_none_or(|t| t == "function");
+    (only && typed).then_some(inner)
+}
+
+/// LangChain's JSON agent action: exactly `action` and `action_input`.
+fn is_action(obj: &serde_json::Map<String, Value>) -> bool {
+    obj.len() == 2 && obj.contains_key("action") && obj.contains_key("action_input")
 }
 
 /// What shape the JSON after a format's opener has.
@@ -260,6 +287,26 @@ mod tests {
         let c = call_of(&json!({"name": "f", "arguments": "{hello}"}), Keys::Loose).unwrap();
         assert_eq!(c.arguments, json!("{hello}"));
         assert!(call_of(&json!({"name": "f", "arguments": "{hello}"}), Keys::Strict).is_none());
+    }
+
+    #[test]
+    fn the_api_nesting_and_langchain_actions_are_strict_calls() {
+        let strict = |v| call_of(&v, Keys::Strict).map(|c| (c.name, c.arguments));
+        let nested = json!({"id": "call_1", "type": "function",
+            "function": {"name": "f", "arguments": "{\"a\": 1}"}});
+        assert_eq!(strict(nested), Some(("f".into(), json!({"a": 1}))));
+        let action = json!({"action": "f", "action_input": {"a": 1}});
+        assert_eq!(strict(action), Some(("f".into(), json!({"a": 1}))));
+        // Anything else beside them is some other object.
+        assert!(strict(
+            json!({"type": "function", "function": {"name": "f", "arguments": {}}, "x": 1})
+        )
+        .is_none());
+        assert!(
+            strict(json!({"type": "tool", "function": {"name": "f", "arguments": {}}})).is_none()
+        );
+        assert!(strict(json!({"action": "f", "action_input": {"a": 1}, "why": "x"})).is_none());
+        assert!(strict(json!({"action": "f", "action_input": "text"})).is_none());
     }
 
     #[test]
