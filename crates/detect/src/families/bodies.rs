@@ -113,7 +113,12 @@ pub fn parse(
             Some((vec![call], l))
         }
         Grammar::Kv(syn) => bounded(&|l| kv::parse(text, pos, l, syn)),
-        Grammar::Brace(syn) => bounded(&|l| brace::parse(text.get(..l)?, pos, syn)),
+        // A brace call fills its body to the limit; with no closer found it fills the text
+        // to its end, which the engine takes only where the closer may be missing there.
+        Grammar::Brace(syn) => {
+            let l = limit.unwrap_or(text.len());
+            brace::parse(text.get(..l)?, pos, syn).map(|c| (vec![c], l))
+        }
         Grammar::PyList(opts) => python::parse_call_list(scope, skip_ws(scope, pos), *opts),
         Grammar::PyCalls => py_calls(scope, pos),
         Grammar::Either(gs) => gs.iter().find_map(|g| parse(g, text, pos, limit, ctx, cl)),

@@ -43,6 +43,10 @@ pub enum Missing {
     Never,
     /// When only whitespace follows (the generation stopped there).
     AtEnd,
+    /// The same, for calls of enabled tools only: a format whose closer is its stop token
+    /// (FunctionGemma's `<end_function_call>`), so a server that stops on it always drops
+    /// it, while a body that fills the text to its end is little evidence of its own.
+    AtEndEnabled,
     /// Anywhere (the format's closer is optional).
     Always,
 }
@@ -389,6 +393,7 @@ fn block(
                 Missing::AtEnd => {
                     rest_is_blank(text, end) || lost_closer_ok(text, start, end, &calls, ctx)
                 }
+                Missing::AtEndEnabled => rest_is_blank(text, end) && all_enabled(&calls, ctx),
                 Missing::Always => true,
             };
             if !ok {
@@ -407,6 +412,11 @@ fn skip_noise(text: &str, pos: usize, r: &Row) -> usize {
         Some((p, _)) if p <= limit && text.get(pos..p).is_some_and(|n| !n.contains("<|")) => p,
         _ => pos,
     }
+}
+
+/// Whether every call names a tool the agent has enabled.
+fn all_enabled(calls: &[Call], ctx: &Ctx<'_>) -> bool {
+    calls.iter().all(|c| ctx.tool_enabled(&c.name))
 }
 
 /// Whether another call of the block starts at `q`.
@@ -463,6 +473,7 @@ fn one_call(
                         || (opened && next_call_starts(r, text, skip_ws(text, body_end)))
                         || (opened && lost_closer_ok(text, q, body_end, &calls, ctx))
                 }
+                Missing::AtEndEnabled => rest_is_blank(text, body_end) && all_enabled(&calls, ctx),
                 Missing::Always => true,
             };
             // A bare call (its opener missing) needs its orphan closer, unless it ends

@@ -178,7 +178,7 @@ pub static FORMATS: &[Format] = &[
         call_open: &["<start_function_call>"],
         call_close: &["<end_function_call>"],
         // Its stop token: a server that stops on it drops it.
-        call_close_missing: Missing::AtEnd,
+        call_close_missing: Missing::AtEndEnabled,
         ..Format::new(
             Family::Functiongemma,
             Grammar::Brace(&BraceSyntax {
@@ -192,7 +192,7 @@ pub static FORMATS: &[Format] = &[
         triggers: &["<|tool_call>"],
         call_open: &["<|tool_call>"],
         call_close: &["<tool_call|>"],
-        call_close_missing: Missing::AtEnd,
+        call_close_missing: Missing::AtEndEnabled,
         ..Format::new(
             Family::Gemma4,
             Grammar::Brace(&BraceSyntax {

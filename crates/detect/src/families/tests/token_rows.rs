@@ -245,9 +245,15 @@ mod functiongemma {
     }
 
     #[test]
-    fn missing_end_token_is_prose() {
+    fn a_missing_end_token_at_the_end_is_a_call_of_an_enabled_tool_only() {
         let t = "<start_function_call>call:search{query:<escape>rust<escape>}";
         assert!(run(t).is_clean());
+        let d = run_only(Family::Functiongemma, t, &["search"]);
+        assert_eq!(d.leaks[0].calls[0].arguments, json!({"query": "rust"}));
+        let cut = "<start_function_call>call:search{query:<escape>ru";
+        assert!(run_only(Family::Functiongemma, cut, &["search"]).is_clean());
+        let prose_after = "<start_function_call>call:search{query:<escape>rust<escape>} and more";
+        assert!(run_only(Family::Functiongemma, prose_after, &["search"]).is_clean());
     }
 
     #[test]
@@ -300,6 +306,14 @@ mod gemma4 {
     fn unterminated_call_is_prose() {
         assert!(run("<|tool_call>call:f{a:1}").is_clean());
         assert!(run("<|tool_call>call:f{a:<|\"|>x}<tool_call|>").is_clean());
+        assert!(run_with("<|tool_call>call:f{a:<|\"|>x", &["f"]).is_clean());
+    }
+
+    #[test]
+    fn a_closer_cut_at_the_end_is_a_call_of_an_enabled_tool() {
+        let d = run_with("Sure.\n<|tool_call>call:f{a:1}\n", &["f"]);
+        assert_eq!(d.leaks[0].calls[0].arguments, json!({"a": 1}));
+        assert_eq!(d.cleaned.as_deref(), Some("Sure."));
     }
 
     #[test]
