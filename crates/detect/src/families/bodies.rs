@@ -91,10 +91,6 @@ pub fn parse(
         Some(l) => text.get(..l)?,
         None => text,
     };
-    let bounded = |parse_body: &dyn Fn(usize) -> Option<Call>| {
-        let l = limit?;
-        parse_body(l).map(|c| (vec![c], l))
-    };
     match g {
         Grammar::Json(j) => json::parse(scope, pos, j),
         Grammar::Named(n) => json::parse_named(scope, pos, n).map(|(c, e)| (vec![c], e)),
@@ -112,9 +108,15 @@ pub fn parse(
             let _ = cl;
             Some((vec![call], l))
         }
-        Grammar::Kv(syn) => bounded(&|l| kv::parse(text, pos, l, syn)),
+        // Key/value pairs fill the body to the limit, or the text to its end (as a brace
+        // body does, below).
+        Grammar::Kv(syn) => {
+            let l = limit.unwrap_or(text.len());
+            kv::parse(text, pos, l, syn).map(|c| (vec![c], l))
+        }
         // A brace call fills its body to the limit; with no closer found it fills the text
-        // to its end, which the engine takes only where the closer may be missing there.
+        // to its end, which the engine takes only where the closer may be missing there
+        // (`engine::Missing`).
         Grammar::Brace(syn) => {
             let l = limit.unwrap_or(text.len());
             brace::parse(text.get(..l)?, pos, syn).map(|c| (vec![c], l))

@@ -206,6 +206,9 @@ pub static FORMATS: &[Format] = &[
         triggers: &["<tool_call>"],
         call_open: &["<tool_call>"],
         call_close: &["</tool_call>"],
+        // A stop sequence on `</tool_call>` (or `<|observation|>`) drops it; the last
+        // `</arg_value>` closed at the end of the text, for an enabled tool, is a call.
+        call_close_missing: Missing::AtEndEnabled,
         tools: Tools::ArgsOrEnabled,
         // GLM-4.5's tokens are special: a server may drop `<tool_call>` and keep the rest.
         inner: &["<arg_key>"],

@@ -7,7 +7,9 @@
 //! - Qwen3-Coder / Qwen3-XML (and Seed-OSS) `<tool_call>\n<function=f>\n<parameter=k>\nv\n
 //!   </parameter>\n</function>\n</tool_call>` blocks, also with the `<tool_call>` opener or
 //!   closer missing (and `</function>` before `</tool_call>`, or `</parameter>`, as vLLM's
-//!   `qwen3_coder` parser reads them), or wrapped in `<seed:tool_call>`.
+//!   `qwen3_coder` parser reads them), or wrapped in `<seed:tool_call>`. At the end of the
+//!   text `</function>` and `</tool_call>` may both be missing after a closed
+//!   `</parameter>`, for enabled tools (a stop sequence or the token limit cut them).
 //!
 //! The XML grammars it shares with its sibling families live in `crate::grammar::xml`.
 //!
@@ -16,8 +18,8 @@
 
 use super::minimax::M2;
 use super::util::{
-    at_lit, cut_run_ok, find_from, lost_closer_ok, merge, preceded_by, rest_is_blank, skip_ws,
-    Block, Finder, MAX_CANDIDATES,
+    at_lit, cut_closers_ok, cut_run_ok, find_from, lost_closer_ok, merge, preceded_by,
+    rest_is_blank, skip_ws, Block, Finder, MAX_CANDIDATES,
 };
 use crate::grammar::xml::{parse_function_eq, parse_invoke_run, parse_invoke_run_to_end, INVOKE};
 use crate::types::Family;
@@ -154,19 +156,25 @@ fn find_qwen(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
         }
         let next_fn = fnext.find(pos + 1).unwrap_or(text.len());
         // The function ends at its `</function>`, or (closer missing, as vLLM's qwen3_coder
-        // parser allows) at its wrapper's `</tool_call>`, never past the next function. Not
-        // at the end of the text: there a generation cut between two parameters would look
-        // complete.
-        let (close, fn_end) = match fclose.find(pos).filter(|&c| c < next_fn) {
-            Some(c) => (c, c + "</function>".len()),
+        // parser allows) at its wrapper's `</tool_call>`, never past the next function, or
+        // at the end of the text right after a closed `</parameter>` (the stack stopped on
+        // `</function>`): then only for enabled tools, see `cut_closers_ok`.
+        let (close, fn_end, cut) = match fclose.find(pos).filter(|&c| c < next_fn) {
+            Some(c) => (c, c + "</function>".len(), false),
             None => match tclose.find(pos).filter(|&c| c < next_fn) {
-                Some(c) => (c, c),
-                None => continue,
+                Some(c) => (c, c, false),
+                None => match last_parameter_closes_text(text, pos, next_fn) {
+                    Some(e) => (e, e, true),
+                    None => continue,
+                },
             },
         };
         let Some(call) = parse_function_eq(text, pos, close, &mut pclose, &mut pnext) else {
             continue;
         };
+        if cut && !cut_closers_ok(text, pos, close, &call, ctx) {
+            continue;
+        }
         // Without `</function>` a call must carry parameters: a bare `<function=NAME>` is a
         // tag quoted in prose.
         let closed = fn_end > close;
@@ -198,6 +206,17 @@ fn find_qwen(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
         pieces.push((start..end, vec![call]));
         at = end;
     }
+}
+
+/// Where the text ends (trailing whitespace aside) when a function at `pos`, the last one
+/// (`next_fn` is the text's end), lost `</function>` and `</tool_call>` after its last
+/// parameter: the text must end with that parameter's `</parameter>`. vLLM's parser also
+/// takes a value running to the end of the text; that is what a cut in the middle of the
+/// value looks like, so it stays prose.
+fn last_parameter_closes_text(text: &str, pos: usize, next_fn: usize) -> Option<usize> {
+    let end = text.trim_end().len();
+    (next_fn == text.len() && end > pos && text.get(..end)?.ends_with("</parameter>"))
+        .then_some(end)
 }
 
 #[cfg(test)]
@@ -284,13 +303,15 @@ mod tests {
         );
         assert_eq!(d.leaks[0].calls[0].arguments, json!({"a": "x"}));
         assert_eq!(d.cleaned.as_deref(), Some(""));
-        // At the end of the text it may be a cut between two parameters; a tag with nothing
-        // in it is prose.
-        assert!(run(
-            "<tool_call>\n<function=f>\n<parameter=a>\nx\n</parameter>",
-            &[]
-        )
-        .is_clean());
+        // At the end of the text it may be a cut between two parameters: only an enabled
+        // tool's call, and only after a closed value; a tag with nothing in it is prose.
+        let t = "Ok.\n<tool_call>\n<function=f>\n<parameter=a>\nx\n</parameter>\n";
+        assert!(run(t, &[]).is_clean());
+        let d = run(t, &["f"]);
+        assert_eq!(d.leaks[0].calls[0].arguments, json!({"a": "x"}));
+        assert_eq!(d.cleaned.as_deref(), Some("Ok."));
+        assert!(run("<tool_call>\n<function=f>\n<parameter=a>\nx", &["f"]).is_clean());
+        assert!(run("<function=f>\n<parameter=a>\nx\n</parameter> and", &["f"]).is_clean());
         assert!(run("The tag is <function=f></tool_call>", &[]).is_clean());
     }
 

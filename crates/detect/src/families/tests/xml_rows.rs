@@ -55,9 +55,17 @@ mod glm {
     }
 
     #[test]
-    fn unclosed_call_is_kept() {
+    fn a_call_whose_closer_was_cut_at_the_end_needs_its_tool() {
+        // `</tool_call>` is a stop sequence on some stacks: the last value closed at the end
+        // of the text is a whole call of an enabled tool.
         let t = "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>1</arg_value>\n";
-        assert!(run(t, &["f"]).is_clean());
+        let d = run(t, &["f"]);
+        assert_eq!(d.leaks[0].calls[0].arguments, json!({"a": 1}));
+        assert!(run(t, &["g"]).is_clean());
+        let cut = "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>1";
+        assert!(run(cut, &["f"]).is_clean());
+        let prose = "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>1</arg_value>\nThen more.";
+        assert!(run(prose, &["f"]).is_clean());
     }
 
     #[test]
