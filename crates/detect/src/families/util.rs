@@ -51,6 +51,9 @@ pub const END_OF_TURN: &[&str] = &[
     "<|end_of_text|>",
     "<｜end▁of▁sentence｜>",
     "</s>",
+    // InternLM2's action closer: left after a call whose `<|action_start|><|plugin|>` a
+    // server stripped, it ends that call as the turn's end would.
+    "<|action_end|>",
 ];
 
 /// [`END_OF_TURN`] with DeepSeek's token in every spelling its rows allow.
