@@ -41,12 +41,10 @@ pub(crate) const TRIGGERS: &[&str] = &[
     "{ \"function_call\"",
     "{\n  \"function_call\"",
     // One element of the API's `tool_calls` (`{"id", "type", "function": {..}}`, in any
-    // order) and LangChain's `{"action", "action_input"}`.
-    "{\"id\"",
-    "{ \"id\"",
-    "{\n  \"id\"",
-    "{\"function\"",
-    "{ \"function\"",
+    // order; its `"function": {` is the marker, so that JSON that merely starts with an
+    // `id` costs no parse) and LangChain's `{"action", "action_input"}`.
+    "\"function\": {",
+    "\"function\":{",
     "{\"action\"",
     "{ \"action\"",
     "{\n  \"action\"",

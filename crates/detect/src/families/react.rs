@@ -25,8 +25,10 @@ use crate::{Ctx, Leak};
 use serde_json::Value;
 
 /// Literal markers one of which any leak of this family contains.
-/// (`Input:` for a numbered step, `Action 1 Input:`.)
-pub(crate) const TRIGGERS: &[&str] = &["Action Input", "Action input", " Input:"];
+/// One needle for `Action Input:`, `Action input:` and a numbered step's `Action 1 Input:`:
+/// it has no anchor byte, so the prefilter searches the whole text for it (where a `{` is),
+/// and one search costs less than three.
+pub(crate) const TRIGGERS: &[&str] = &["nput:"];
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = &[];
 
