@@ -16,14 +16,49 @@ use crate::types::{Call, Family, Leak, ResultKind, ResultObject};
 use crate::Ctx;
 use serde_json::{Map, Value};
 
-/// Leaks of this family start the message; there is no marker to search for.
-pub(crate) const TRIGGERS: &[&str] = &[];
+/// Leaks of this family start the reply: the message, or what follows the model's
+/// reasoning when the message opens with it (a thinking model's stored reply keeps its
+/// `<think>..</think>`, or only the `</think>` when the template put the opener in the
+/// prompt). The markers are the reasoning's closer right before a `{`.
+pub(crate) const TRIGGERS: &[&str] = &[
+    "</think>{",
+    "</think>\n{",
+    "</think>\n\n{",
+    "</think> {",
+    "</thinking>{",
+    "</thinking>\n{",
+    "</thinking>\n\n{",
+];
 /// A leading `{`.
 pub(crate) const AT_START: &[u8] = b"{";
 
+/// The reasoning tags a reply may start after.
+const REASONING: &[(&str, &str)] = &[("<think>", "</think>"), ("<thinking>", "</thinking>")];
+
+/// Where the reply starts: at the first non-whitespace byte when that is a `{`; else after
+/// the leading reasoning, when the message opens with a closed `<think>` (`<thinking>`)
+/// block or with reasoning whose opener is not there (its closer comes before any opener).
+fn reply_start(text: &str) -> usize {
+    let lead = text.len() - text.trim_start().len();
+    if text.as_bytes().get(lead) == Some(&b'{') {
+        return lead;
+    }
+    for (open, close) in REASONING {
+        let Some(c) = text.find(close) else {
+            continue;
+        };
+        let before = &text[lead..c];
+        if before.starts_with(open) || !before.contains(open) {
+            let after = c + close.len();
+            return after + (text[after..].len() - text[after..].trim_start().len());
+        }
+    }
+    lead
+}
+
 /// Appends the leading result objects, if any, as one leak.
 pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
-    let start = text.len() - text.trim_start().len();
+    let start = reply_start(text);
     let mut pos = start;
     let mut results = Vec::new();
     let mut end = start;
@@ -119,6 +154,33 @@ fn save_memory_call(obj: &Value) -> Option<Call> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_result_after_the_leading_reasoning_starts_the_reply() {
+        let tools = &["save_memory"];
+        let r = |t: &str| crate::families::testing::detect_with(t, tools);
+        let d = r("<think>\nThe user saw it.\n</think>\n{success: true, memory_type: \"journal\", content: \"x\"}You saw right through me.");
+        assert_eq!(d.leaks[0].family, crate::Family::ResultPrefix);
+        assert_eq!(
+            d.cleaned.as_deref(),
+            Some("<think>\nThe user saw it.\n</think>\nYou saw right through me.")
+        );
+        // The template's opener in the prompt: only the closer is in the reply.
+        let d = r(
+            "The user saw it.</think>{success: true, memory_type: \"journal\", content: \"x\"}Yes.",
+        );
+        assert_eq!(d.cleaned.as_deref(), Some("The user saw it.</think>Yes."));
+        // A result after prose that follows the reasoning is not where the reply starts.
+        assert!(r(
+            "<think>a</think>Sure. {success: true, memory_type: \"journal\", content: \"x\"}"
+        )
+        .is_clean());
+        // Reasoning that is not at the start does not move it.
+        assert!(r(
+            "Hello <think>a</think>{success: true, memory_type: \"journal\", content: \"x\"}Yes."
+        )
+        .is_clean());
+    }
+
     use crate::{detect, Config, Family, Input, ResultKind};
     use serde_json::json;
 
