@@ -106,26 +106,11 @@ fn after_token(text: &str, at: usize) -> Option<(Vec<Call>, usize)> {
 }
 
 /// A call list at `q` whose `]` is missing at the end of the text (a stop sequence or the
-/// token limit took it): complete call objects separated by `,`, the last followed by
-/// nothing but whitespace. Each object says by itself that its call is whole, so the tool
-/// need not be enabled, as for a closed list; a list cut inside an object or after a `,`
-/// is a cut.
+/// token limit took it). Each object says by itself that its call is whole, so the tool
+/// need not be enabled, as for a closed list.
 fn list_cut_at_end(text: &str, q: usize) -> Option<(Vec<Call>, usize)> {
-    if text.as_bytes().get(q) != Some(&b'[') {
-        return None;
-    }
-    let mut items = Vec::new();
-    let mut at = q + 1;
-    loop {
-        let (v, end) = json_value_at(text, at)?;
-        items.push(v);
-        let after = skip_ws(text, end);
-        match text.as_bytes().get(after) {
-            None => return calls_of(&Value::Array(items), false).map(|c| (c, end)),
-            Some(b',') => at = after + 1,
-            Some(_) => return None,
-        }
-    }
+    let (items, end) = crate::grammar::json::list_cut_at_end(text, q)?;
+    calls_of(&Value::Array(items), false).map(|c| (c, end))
 }
 
 /// `name[ARGS]{json}` without a `[TOOL_CALLS]` token; `p` is where `[ARGS]` is.

@@ -154,6 +154,7 @@ pub static FORMATS: &[Format] = &[
         triggers: &["<|START_ACTION|>"],
         call_open: &["<|START_ACTION|>"],
         call_close: &["<|END_ACTION|>"],
+        call_close_missing: Missing::AtEnd,
         ..Format::new(
             Family::Cohere,
             Grammar::Json(JsonCalls {

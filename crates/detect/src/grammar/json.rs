@@ -48,9 +48,10 @@ const BOOKKEEPING: &[&str] = &["id", "call_id", "type"];
 pub enum Keys {
     /// `{"name", "arguments" | "parameters" | "args"}`, optionally `id`/`call_id` and
     /// `type: "function"`, nothing else; the arguments an object. Also the same call as the
-    /// OpenAI API nests it (`{"type": "function", "function": {..}}`, optionally `id`) and as
+    /// OpenAI API nests it (`{"type": "function", "function": {..}}`, optionally `id`), as
     /// LangChain's JSON agents write it (`{"action": NAME, "action_input": {..}}`, nothing
-    /// else).
+    /// else) and as Cohere's does (`{"tool_name", "parameters"}`, optionally
+    /// `tool_call_id`).
     Strict,
     /// The same keys, other keys tolerated, arguments any value (Hermes: the wrapper token
     /// is the evidence, the object may carry the model's own bookkeeping).
@@ -74,6 +75,9 @@ pub fn call_of(v: &Value, keys: Keys) -> Option<Call> {
     let (name, args) = match keys {
         Keys::Strict | Keys::Loose if is_action(obj) => {
             (obj.get("action")?.as_str()?, obj.get("action_input")?)
+        }
+        Keys::Strict | Keys::Loose if is_cohere(obj) => {
+            (obj.get("tool_name")?.as_str()?, obj.get("parameters")?)
         }
         Keys::Strict | Keys::Loose => {
             if keys == Keys::Strict {
@@ -135,6 +139,16 @@ fn api_function(obj: &serde_json::Map<String, Value>) -> Option<&Value> {
     (only && typed).then_some(inner)
 }
 
+/// Cohere's call (Command R/A, its action tokens stripped): `tool_name` and `parameters`,
+/// and `tool_call_id` only besides them.
+fn is_cohere(obj: &serde_json::Map<String, Value>) -> bool {
+    obj.contains_key("tool_name")
+        && obj.contains_key("parameters")
+        && obj
+            .keys()
+            .all(|k| matches!(k.as_str(), "tool_name" | "parameters" | "tool_call_id"))
+}
+
 /// LangChain's JSON agent action: exactly `action` and `action_input`.
 fn is_action(obj: &serde_json::Map<String, Value>) -> bool {
     obj.len() == 2 && obj.contains_key("action") && obj.contains_key("action_input")
@@ -183,6 +197,27 @@ fn value_at_lenient(text: &str, pos: usize, lenient: bool) -> Option<(Value, usi
     })
 }
 
+/// A list at `at` whose final `]` is missing at the end of `text`: complete values
+/// separated by `,`, the last followed by nothing but whitespace. The values and the offset
+/// past the last. A list cut inside a value or after a `,` is a cut, not a list.
+pub fn list_cut_at_end(text: &str, at: usize) -> Option<(Vec<Value>, usize)> {
+    if text.as_bytes().get(at) != Some(&b'[') {
+        return None;
+    }
+    let mut items = Vec::new();
+    let mut from = at + 1;
+    loop {
+        let (v, end) = value_at(text, from)?;
+        items.push(v);
+        let after = skip_ws(text, end);
+        match text.as_bytes().get(after) {
+            None => return Some((items, end)),
+            Some(b',') => from = after + 1,
+            Some(_) => return None,
+        }
+    }
+}
+
 /// Parses the JSON calls at `pos` (leading whitespace allowed): the calls and the offset
 /// past the last value.
 pub fn parse(text: &str, pos: usize, g: &JsonCalls) -> Option<(Vec<Call>, usize)> {
@@ -192,7 +227,16 @@ pub fn parse(text: &str, pos: usize, g: &JsonCalls) -> Option<(Vec<Call>, usize)
         if !matches!(text.as_bytes().get(at), Some(b'[' | b'{')) {
             return None;
         }
-        let (v, end) = value_at_lenient(text, at, g.lenient)?;
+        let (v, end) = match value_at_lenient(text, at, g.lenient) {
+            Some(found) => found,
+            // A list whose `]` a stop sequence or the token limit took: the last of the
+            // text (of the wrapper's body, where its closer bounds it).
+            None if g.shape != Shape::Object => {
+                let (items, end) = list_cut_at_end(text, at)?;
+                (Value::Array(items), end)
+            }
+            None => return None,
+        };
         let (obj, arr) = match g.shape {
             Shape::Object => (true, false),
             Shape::Array => (false, true),
@@ -265,6 +309,17 @@ pub fn parse_named(text: &str, pos: usize, g: &NamedJson) -> Option<(Call, usize
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_list_cut_at_the_end_is_whole_values_up_to_the_end() {
+        let t = r#"[{"a": 1}, {"b": 2} "#;
+        let (items, end) = super::list_cut_at_end(t, 0).unwrap();
+        assert_eq!(items, vec![json!({"a": 1}), json!({"b": 2})]);
+        assert_eq!(&t[end..], " ");
+        assert!(super::list_cut_at_end(r#"[{"a": 1},"#, 0).is_none());
+        assert!(super::list_cut_at_end(r#"[{"a": 1"#, 0).is_none());
+        assert!(super::list_cut_at_end(r#"[{"a": 1}] x"#, 0).is_none());
+    }
+
     use super::*;
     use serde_json::json;
 
@@ -297,6 +352,9 @@ mod tests {
         assert_eq!(strict(nested), Some(("f".into(), json!({"a": 1}))));
         let action = json!({"action": "f", "action_input": {"a": 1}});
         assert_eq!(strict(action), Some(("f".into(), json!({"a": 1}))));
+        let cohere = json!({"tool_call_id": "0", "tool_name": "f", "parameters": {"a": 1}});
+        assert_eq!(strict(cohere), Some(("f".into(), json!({"a": 1}))));
+        assert!(strict(json!({"tool_name": "f", "parameters": {}, "note": "x"})).is_none());
         // Anything else beside them is some other object.
         assert!(strict(
             json!({"type": "function", "function": {"name": "f", "arguments": {}}, "x": 1})

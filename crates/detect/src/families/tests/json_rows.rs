@@ -29,8 +29,13 @@ mod cohere {
     }
 
     #[test]
-    fn unclosed_or_broken_action_is_prose() {
-        assert!(run("<|START_ACTION|>[{\"tool_name\": \"foo\", \"parameters\": {}}]").is_clean());
+    fn an_action_cut_at_the_end_is_a_call_a_broken_one_prose() {
+        // `<|END_ACTION|>` taken by a stop sequence: the list says by itself it is whole.
+        let d = run("<|START_ACTION|>[{\"tool_name\": \"foo\", \"parameters\": {}}]");
+        assert_eq!(d.leaks[0].calls[0].name, "foo");
+        assert!(
+            run("<|START_ACTION|>[{\"tool_name\": \"foo\", \"parameters\": {}}] then").is_clean()
+        );
         assert!(
             run("<|START_ACTION|>[{\"tool_name\": \"foo\", \"parameters\": {]<|END_ACTION|>")
                 .is_clean()
@@ -70,7 +75,13 @@ I will."
 
     #[test]
     fn unparsable_or_non_call_json_stays() {
-        assert!(run(r#"<|tool_call|> [{"name": "f", "arguments": {}}"#).is_clean());
+        // Only the list's final `]` may be missing (at the end), not a value's end.
+        assert_eq!(
+            run(r#"<|tool_call|> [{"name": "f", "arguments": {}}"#).leaks[0].calls[0].name,
+            "f"
+        );
+        assert!(run(r#"<|tool_call|> [{"name": "f", "arguments": {}},"#).is_clean());
+        assert!(run(r#"<|tool_call|> [{"name": "f", "argu"#).is_clean());
         assert!(run("<|tool_call|> is the token Granite uses").is_clean());
     }
 }
