@@ -53,6 +53,15 @@ async fn mark_one_by_one(app: &TestApp, ids: &[i64]) {
     .await;
 }
 
+/// A row's mark: when it was sent (as text, to compare exactly) and its attempts.
+async fn mark_of(app: &TestApp, id: i64) -> (String, i32) {
+    sqlx::query_as("SELECT sent_at::text, attempts FROM outbox WHERE id = $1")
+        .bind(id)
+        .fetch_one(&app.pool)
+        .await
+        .unwrap()
+}
+
 async fn pending_index_scans(app: &TestApp) -> i64 {
     sqlx::query_scalar(
         "SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'outbox_pending_idx'",
@@ -89,21 +98,11 @@ async fn marking_a_row_already_sent_changes_nothing_of_it() {
     let app = TestApp::prepare().await;
     let ids = pending(&app, 2).await;
     mark_one_by_one(&app, &ids[..1]).await;
-    let first: (String, i32) =
-        sqlx::query_as("SELECT sent_at::text, attempts FROM outbox WHERE id = $1")
-            .bind(ids[0])
-            .fetch_one(&app.pool)
-            .await
-            .unwrap();
+    let first = mark_of(&app, ids[0]).await;
     assert_eq!(first.1, 1);
     tokio::time::sleep(Duration::from_millis(20)).await;
     mark_one_by_one(&app, &ids[..1]).await;
-    let again: (String, i32) =
-        sqlx::query_as("SELECT sent_at::text, attempts FROM outbox WHERE id = $1")
-            .bind(ids[0])
-            .fetch_one(&app.pool)
-            .await
-            .unwrap();
+    let again = mark_of(&app, ids[0]).await;
     assert_eq!(again, first);
     assert_eq!(
         app.count(&format!(
