@@ -346,7 +346,8 @@ pub struct Settings {
 
     /// Most leaked messages recovered in one transaction when leaks queue up (group commit;
     /// a lone leak is never held back to fill a batch). 1 commits every recovery alone.
-    /// `--concurrency` × this is the prefetch: a full window of leaks fits the committers.
+    /// At the defaults `--concurrency` × this is `--prefetch`: a full window of leaks fits
+    /// the committers.
     #[arg(long, env = "TCR_RECOVERIES_PER_COMMIT", default_value_t = 64)]
     pub recoveries_per_commit: usize,
 
