@@ -17,8 +17,9 @@
 //!   (`pythonic`), keyword arguments only and a plain name (`main()` and `app.run(..)` end
 //!   the scripts pasted into replies). This shape holds none of the prefilter's anchor bytes,
 //!   so it is looked for only where a model writes a call before or after its prose: opening
-//!   the message's first line, or opening its last line and ending the message (and on the
-//!   lines of calls next to those), or as the whole message (then `NAME()` too). The name
+//!   the message's first line, or opening its last line (or following a sentence's end on
+//!   it) and ending the message (and on the lines of calls next to those), or as the whole
+//!   message (then `NAME()` too). The name
 //!   may stand in the tools' namespace (`functions.NAME(..)`, `tools.NAME(..)`,
 //!   `default_api.NAME(..)`), and Gemini's code style wraps that in `print(..)`. The clean
 //!   path pays a few byte comparisons for it, not a scan.
@@ -710,7 +711,34 @@ pub(crate) fn lines_probe(text: &str) -> bool {
         return tool_code_ends(b, line, e);
     }
     let (start, end) = core_bounds(text);
-    last_line(b, start, end).is_some_and(|l| line_opens_call(b, l).is_some())
+    last_line(b, start, end)
+        .is_some_and(|l| line_opens_call(b, l).is_some() || glued_call(b, l, end).is_some())
+}
+
+/// Where a bare call glued to the prose of the last line (the line starting at `line`,
+/// the message ending at `end`) may start: right after a sentence's end, the first such
+/// place where a call may open. Models that write their call after a sentence of their own
+/// write it there: `Noted. NAME(key=..)`, `Noted!NAME(key=..)`. A `.` or `:` ends a
+/// sentence only with a space after it (`app.run(debug=True)` is a method, `a:b(` no
+/// sentence); `!` and `?` with or without.
+fn glued_call(bytes: &[u8], line: usize, end: usize) -> Option<usize> {
+    let seg = bytes.get(line..end)?;
+    seg.iter()
+        .enumerate()
+        .filter_map(|(i, b)| {
+            let after = line + i + 1;
+            let spaces = bytes
+                .get(after..end)?
+                .iter()
+                .take_while(|&&c| c == b' ')
+                .count();
+            match b {
+                b'!' | b'?' => Some(after + spaces),
+                b'.' | b':' if spaces > 0 => Some(after + spaces),
+                _ => None,
+            }
+        })
+        .find(|&j| j < end && line_opens_call(bytes, j).is_some())
 }
 
 /// Whether the text (its bytes from `line` to `end`) ends with a fence whose
@@ -791,10 +819,17 @@ fn python_candidates(text: &str, ctx: &Ctx<'_>) -> Vec<Block> {
     // opens with a call that ends it.
     let mut line = last_line(bytes, start, end);
     let mut line_end = end;
-    for _ in 0..MAX_CANDIDATES {
-        let Some(l) = line else {
+    for round in 0..MAX_CANDIDATES {
+        let Some(mut l) = line else {
             break;
         };
+        // On the last line the call may follow a sentence of the model's own.
+        if round == 0 && line_opens_call(bytes, l).is_none() {
+            match glued_call(bytes, l, end) {
+                Some(g) => l = g,
+                None => break,
+            }
+        }
         let found = line_opens_call(bytes, l)
             .and_then(|_| call_at(text, l, ctx))
             .filter(|(span, _)| span.end >= line_end);
@@ -965,9 +1000,21 @@ mod tests {
         assert_eq!(d.cleaned.as_deref(), Some("Let me check."));
         let d = run("I'll check.\nget_weather(city=\"Paris\")", &["get_weather"]);
         assert_eq!(d.cleaned.as_deref(), Some("I'll check."));
-        // A bare call must open its line: in the middle of one it is looked for nowhere (the
-        // clean path would have to scan every line).
-        assert!(run("I'll check. get_weather(city=\"Paris\")", &["get_weather"]).is_clean());
+        // A bare call opens its line, or follows a sentence's end on the last line and ends
+        // the message (a look over that one line, only when the message ends with `)`).
+        // Anywhere else in a line it is looked for nowhere: the clean path would have to scan
+        // every line.
+        let d = run("I'll check. get_weather(city=\"Paris\")", &["get_weather"]);
+        assert_eq!(d.cleaned.as_deref(), Some("I'll check."));
+        let d = run("Noted!get_weather(city=\"Paris\")\n", &["get_weather"]);
+        assert_eq!(d.cleaned.as_deref(), Some("Noted!"));
+        assert!(run("I'll check get_weather(city=\"Paris\")", &["get_weather"]).is_clean());
+        assert!(run(
+            "I'll check. get_weather(city=\"Paris\") now.",
+            &["get_weather"]
+        )
+        .is_clean());
+        assert!(run("Done. get_weather(city=\"Paris\")", &["search"]).is_clean());
         let d = run("a(x=1)\nb(y=2)\nc(z=3)", &["a", "b", "c"]);
         assert_eq!(d.leaks.iter().map(|l| l.calls.len()).sum::<usize>(), 3);
         // One bare call of an enabled tool and nothing else is a call (an empty argument
