@@ -723,6 +723,11 @@ pub(crate) fn lines_probe(text: &str) -> bool {
 /// sentence); `!` and `?` with or without.
 fn glued_call(bytes: &[u8], line: usize, end: usize) -> Option<usize> {
     let seg = bytes.get(line..end)?;
+    // Most last lines that end with `)` end with a link or an aside, whose `(` follows no
+    // name and opens no `key=`: one SIMD look for a call's `(` before reading the line.
+    if !memchr::memchr_iter(b'(', seg).any(|i| call_shape(bytes, line + i)) {
+        return None;
+    }
     seg.iter()
         .enumerate()
         .filter_map(|(i, b)| {
