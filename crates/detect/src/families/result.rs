@@ -47,10 +47,11 @@ fn reply_start(text: &str) -> usize {
         let Some(c) = text.find(close) else {
             continue;
         };
-        let before = &text[lead..c];
+        let before = text.get(lead..c).unwrap_or_default();
         if before.starts_with(open) || !before.contains(open) {
             let after = c + close.len();
-            return after + (text[after..].len() - text[after..].trim_start().len());
+            let rest = text.get(after..).unwrap_or_default();
+            return after + (rest.len() - rest.trim_start().len());
         }
     }
     lead
