@@ -109,6 +109,11 @@ struct Spec {
     glue: fn(&Vector) -> bool,
     /// Closing tokens that may be missing at the end of the message.
     closers: &'static [&'static str],
+    /// Whether a call that lost one of [`Spec::closers`] stays a call with prose after it
+    /// (the JSON or the format's own tokens say where it ends). Where they do not (GLM's
+    /// key/value pairs), a lost closer is read only at the end of the message and for an
+    /// enabled tool.
+    lost_closer_prose: bool,
     /// Endings after which the call is complete, so that text may follow it.
     ends: &'static [&'static str],
     /// A fake tool result in the format's own markup; `{name}` is the last call's name.
@@ -401,6 +406,7 @@ const SPECS: &[Spec] = &[
         movable: always,
         glue: always,
         closers: &["</tool_call>"],
+        lost_closer_prose: true,
         ends: &["</tool_call>"],
         result: Some("<tool_response>\n{\"result\": \"ok\"}\n</tool_response>"),
     },
@@ -417,6 +423,7 @@ const SPECS: &[Spec] = &[
         movable: always,
         glue: always,
         closers: &["<｜tool▁calls▁end｜>", "</｜DSML｜function_calls>", "</｜DSML｜tool_calls>"],
+        lost_closer_prose: true,
         // A section left open with text after it is not a leak (own-variant-kimi-neg-broken-section).
         ends: &["<｜tool▁calls▁end｜>", "</｜DSML｜function_calls>", "</｜DSML｜tool_calls>", "<｜end▁of▁sentence｜>"],
         result: Some("<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>{\"result\": \"ok\"}<｜tool▁output▁end｜><｜tool▁outputs▁end｜>"),
@@ -434,6 +441,7 @@ const SPECS: &[Spec] = &[
         movable: always,
         glue: always,
         closers: &["<|tool_calls_section_end|>", "<|tool_call_section_end|>"],
+        lost_closer_prose: true,
         ends: &["<|tool_calls_section_end|>", "<|tool_call_section_end|>"],
         // Kimi-K2's chat template renders a tool message so.
         result: Some("<|im_system|>tool<|im_middle|>## Return of functions.{name}:0\n{\"result\": \"ok\"}<|im_end|>"),
@@ -450,9 +458,11 @@ const SPECS: &[Spec] = &[
         inline: true,
         movable: always,
         glue: marked,
-        // A GLM call ends at `</tool_call>`: without it, a cut between two arguments
-        // would look complete.
-        closers: &[],
+        // A GLM call ends at `</tool_call>`: cut at the end after a closed value, it is a
+        // call of an enabled tool (a stop sequence took it); with prose after it, a cut
+        // between two arguments would look the same.
+        closers: &["</tool_call>"],
+        lost_closer_prose: false,
         ends: &["</tool_call>"],
         result: Some("<|observation|>\n<tool_response>\n{\"result\": \"ok\"}\n</tool_response>"),
     },
@@ -477,6 +487,7 @@ const SPECS: &[Spec] = &[
         movable: harmony_movable,
         glue: always,
         closers: &["<|call|>"],
+        lost_closer_prose: true,
         ends: &["<|call|>"],
         result: Some("<|start|>functions.{name} to=assistant<|channel|>commentary<|message|>{\"result\": \"ok\"}<|end|>"),
     },
@@ -493,6 +504,7 @@ const SPECS: &[Spec] = &[
         movable: mistral_movable,
         glue: always,
         closers: &["</s>"],
+        lost_closer_prose: true,
         ends: &["}", "]", "</s>"],
         result: Some("[TOOL_RESULTS]{\"result\": \"ok\"}[/TOOL_RESULTS]"),
     },
@@ -509,6 +521,7 @@ const SPECS: &[Spec] = &[
         movable: python_tag_movable,
         glue: always,
         closers: &["<|eom_id|>", "<|eot_id|>"],
+        lost_closer_prose: true,
         ends: &["<|eom_id|>", "<|eot_id|>"],
         result: Some("<|start_header_id|>ipython<|end_header_id|>\n\n{\"result\": \"ok\"}<|eot_id|>"),
     },
@@ -525,6 +538,7 @@ const SPECS: &[Spec] = &[
         movable: always,
         glue: json_marked,
         closers: &["<|python_end|>", "<|eom_id|>", "<|eot_id|>"],
+        lost_closer_prose: true,
         ends: &["}", "]", "<|python_end|>", "<|eom_id|>", "<|eot_id|>"],
         result: Some("<|start_header_id|>ipython<|end_header_id|>\n\n{\"result\": \"ok\"}<|eot_id|>"),
     },
@@ -541,6 +555,7 @@ const SPECS: &[Spec] = &[
         movable: always,
         glue: always,
         closers: &["</function>"],
+        lost_closer_prose: true,
         ends: &["</function>", "<|eot_id|>", "<|eom_id|>"],
         result: Some("<|start_header_id|>ipython<|end_header_id|>\n\n{\"result\": \"ok\"}<|eot_id|>"),
     },
@@ -557,6 +572,7 @@ const SPECS: &[Spec] = &[
         movable: always,
         glue: marked,
         closers: &["<|python_end|>", "<|eot_id|>"],
+        lost_closer_prose: true,
         ends: &["]", "<|python_end|>", "<|eot_id|>", "<|eom_id|>"],
         result: Some("<|start_header_id|>ipython<|end_header_id|>\n\n[{\"result\": \"ok\"}]<|eot_id|>"),
     },
@@ -573,6 +589,7 @@ const SPECS: &[Spec] = &[
         movable: always,
         glue: always,
         closers: &[],
+        lost_closer_prose: true,
         ends: &["```"],
         result: None,
     },
@@ -589,6 +606,7 @@ const SPECS: &[Spec] = &[
         movable: qwen_function_closed,
         glue: always,
         closers: &["</tool_call>", "</function_calls>"],
+        lost_closer_prose: true,
         ends: &["</invoke>", "</function_calls>", "</function>", "</tool_call>"],
         result: Some("<tool_response>\n{\"result\": \"ok\"}\n</tool_response>"),
     },
@@ -606,6 +624,7 @@ const SPECS: &[Spec] = &[
         movable: always,
         glue: always,
         closers: &["</minimax:tool_call>"],
+        lost_closer_prose: true,
         ends: &["</minimax:tool_call>", "</invoke>", "[/TOOL_CALL]"],
         // MiniMax-M2's chat template: the tool turn, its response, the block end.
         result: Some("]~b]tool\n<response>{\"result\": \"ok\"}</response>\n[e~["),
@@ -623,6 +642,7 @@ const SPECS: &[Spec] = &[
         movable: always,
         glue: always,
         closers: &[],
+        lost_closer_prose: true,
         ends: &["<|tool_call_end|>"],
         result: None,
     },
@@ -639,6 +659,7 @@ const SPECS: &[Spec] = &[
         movable: always,
         glue: always,
         closers: &[],
+        lost_closer_prose: true,
         ends: &["]", "<|/tool_call|>", "</tool_call>"],
         result: None,
     },
@@ -655,6 +676,7 @@ const SPECS: &[Spec] = &[
         movable: always,
         glue: always,
         closers: &[],
+        lost_closer_prose: true,
         ends: &["<tool_call|>"],
         result: Some("<|tool_response>response:{name}{result:<|\"|>ok<|\"|>}<tool_response|>"),
     },
@@ -671,6 +693,7 @@ const SPECS: &[Spec] = &[
         movable: always,
         glue: always,
         closers: &[],
+        lost_closer_prose: true,
         ends: &["<end_function_call>"],
         result: Some("<start_function_response>response:{name}{result:<escape>ok<escape>}<end_function_response>"),
     },
@@ -687,6 +710,7 @@ const SPECS: &[Spec] = &[
         movable: cline_movable,
         glue: always,
         closers: &[],
+        lost_closer_prose: true,
         ends: &[">"],
         result: Some("<tool_result>\n{\"result\": \"ok\"}\n</tool_result>"),
     },
@@ -703,6 +727,7 @@ const SPECS: &[Spec] = &[
         movable: lmstudio_movable,
         glue: always,
         closers: &["[END_TOOL_REQUEST]"],
+        lost_closer_prose: true,
         ends: &["[END_TOOL_REQUEST]"],
         result: None,
     },
@@ -719,6 +744,7 @@ const SPECS: &[Spec] = &[
         movable: always,
         glue: always,
         closers: &[],
+        lost_closer_prose: true,
         ends: &["]", "}"],
         result: None,
     },
@@ -760,6 +786,7 @@ const DEFAULT: Spec = Spec {
     movable: always,
     glue: always,
     closers: &[],
+    lost_closer_prose: true,
     ends: &[],
     result: None,
 };
@@ -1005,13 +1032,20 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
         let t = v.text.trim_end();
         if t.ends_with(c) && !v.expected_text.contains(c) {
             let text = t[..t.len() - c.len()].to_string();
+            let enabled = match spec.lost_closer_prose {
+                true => v.enabled_tools.clone(),
+                false => enabled_with_calls(v),
+            };
             out.push(with(
                 Class::CloserDropped,
                 text.clone(),
-                v.enabled_tools.clone(),
+                enabled,
                 calls.clone(),
                 exp.clone(),
             ));
+            if !spec.lost_closer_prose {
+                break;
+            }
             // The model went on writing after the call whose closer a server dropped: the
             // opener and the body go, nothing of the markup is left before the prose.
             let prose = "\nThen I kept writing about it.";
