@@ -675,8 +675,9 @@ const SPECS: &[Spec] = &[
         inline: true,
         movable: always,
         glue: always,
-        closers: &[],
-        lost_closer_prose: true,
+        // Its closer cut at the end, for an enabled tool (Gemma 4's stop token).
+        closers: &["<tool_call|>"],
+        lost_closer_prose: false,
         ends: &["<tool_call|>"],
         result: Some("<|tool_response>response:{name}{result:<|\"|>ok<|\"|>}<tool_response|>"),
     },
@@ -692,8 +693,9 @@ const SPECS: &[Spec] = &[
         inline: true,
         movable: always,
         glue: always,
-        closers: &[],
-        lost_closer_prose: true,
+        // Its closer cut at the end, for an enabled tool (FunctionGemma's stop token).
+        closers: &["<end_function_call>"],
+        lost_closer_prose: false,
         ends: &["<end_function_call>"],
         result: Some("<start_function_response>response:{name}{result:<escape>ok<escape>}<end_function_response>"),
     },
