@@ -24,8 +24,7 @@ use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
 use serde_json::Value;
 
-/// Literal markers one of which any leak of this family contains.
-/// One needle for `Action Input:`, `Action input:` and a numbered step's `Action 1 Input:`:
+/// Literal markers one of which any leak of this family contains: one needle for `Action Input:`, `Action input:` and a numbered step's `Action 1 Input:`:
 /// it has no anchor byte, so the prefilter searches the whole text for it (where a `{` is),
 /// and one search costs less than three.
 pub(crate) const TRIGGERS: &[&str] = &["nput:"];
@@ -55,14 +54,14 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
 /// One `Action:` / `Action Input:` step at `at`: the offset past it (and past its
 /// `Observation:` line) and its call.
 fn step(text: &str, at: usize, ctx: &Ctx<'_>) -> Option<(usize, Call)> {
-    let after_label = label(text, at, "")?;
+    let after_label = label(text, at, false)?;
     let name_end = line_end(text, after_label);
     let name = text.get(after_label..name_end)?.trim();
     if !super::util::is_tool_name(name) || !ctx.tool_enabled(name) {
         return None;
     }
     let next = (name_end + 1).min(text.len());
-    let input = label(text, next, "Input")?;
+    let input = label(text, next, true)?;
     let (args, end) = json_value_at(text, input)?;
     let arguments = match decode_arguments(args) {
         v @ Value::Object(_) => v,
@@ -82,12 +81,12 @@ fn step(text: &str, at: usize, ctx: &Ctx<'_>) -> Option<(usize, Call)> {
     ))
 }
 
-/// Past `Action[ N][ Input][ N]:` at `at` (the `Input` part when `input` says so), and the
-/// spaces after the colon.
-fn label(text: &str, at: usize, input: &str) -> Option<usize> {
+/// Past `Action[ N]:` at `at`, or `Action[ N] Input[ N]:` when `input`, and the spaces
+/// after the colon.
+fn label(text: &str, at: usize, input: bool) -> Option<usize> {
     let rest = text.get(at..)?.strip_prefix("Action")?;
     let rest = skip_number(rest);
-    let rest = if input.is_empty() {
+    let rest = if !input {
         rest
     } else {
         let r = rest.strip_prefix(' ')?;
