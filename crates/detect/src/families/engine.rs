@@ -349,9 +349,9 @@ fn block(
         // A call found from its inner token lost the opener that made it unambiguous: like
         // every weak marker it counts only for the agent's own tools.
         let allowed = match f.tools {
-            _ if bare => cs.iter().all(|c| ctx.tool_enabled(&c.name)),
+            _ if bare => all_enabled(&cs, ctx),
             Tools::Any => true,
-            Tools::Enabled => cs.iter().all(|c| ctx.tool_enabled(&c.name)),
+            Tools::Enabled => all_enabled(&cs, ctx),
             Tools::ArgsOrEnabled => cs.iter().all(|c| {
                 c.arguments.as_object().is_some_and(|m| !m.is_empty()) || ctx.tool_enabled(&c.name)
             }),
