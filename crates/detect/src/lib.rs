@@ -38,6 +38,7 @@ pub mod families;
 pub mod grammar;
 pub mod json5;
 pub mod prefilter;
+mod remnant;
 pub mod trace;
 pub mod types;
 
@@ -187,6 +188,7 @@ pub fn detect_traced<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T
             trace.note(note);
         }
     }
+    shadow_the_net(&mut leaks);
     let mut kept = Vec::with_capacity(leaks.len());
     for l in leaks {
         match dropped(text, &l, &code, &reasoning) {
@@ -202,6 +204,7 @@ pub fn detect_traced<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T
         }
     }
     take_wrappers(text, &code, &mut leaks);
+    remnant::take(text, &code, &mut leaks);
     take_trailing_tokens(text, &mut leaks);
     if T::ENABLED {
         for l in &leaks {
@@ -233,6 +236,45 @@ pub fn detect_traced<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T
         strip_only,
         depends_on_tools,
     }
+}
+
+/// Settles what the markup net (`families::markup`) read against the exact readings of the
+/// table and the own finders: the formats' own grammars decide the calls. Where an exact
+/// reading found the same calls inside a net leak (a call object inside a tag the format
+/// does not know), the net's span says how far the markup goes and the exact calls stay;
+/// any other overlap drops the net's leak.
+fn shadow_the_net(leaks: &mut Vec<Leak>) {
+    if leaks.iter().all(|l| l.family != Family::Markup) {
+        return;
+    }
+    let (net, mut exact): (Vec<Leak>, Vec<Leak>) =
+        leaks.drain(..).partition(|l| l.family == Family::Markup);
+    for mut n in net {
+        let overlaps = |e: &Leak| e.span.start < n.span.end && n.span.start < e.span.end;
+        if !exact.iter().any(overlaps) {
+            leaks.push(n);
+            continue;
+        }
+        let inside: Vec<&Leak> = exact.iter().filter(|e| overlaps(e)).collect();
+        let contained = inside
+            .iter()
+            .all(|e| n.span.start <= e.span.start && e.span.end <= n.span.end);
+        let names = |calls: &mut dyn Iterator<Item = &Call>| -> Vec<String> {
+            calls.map(|c| c.name.clone()).collect()
+        };
+        let same =
+            names(&mut inside.iter().flat_map(|e| e.calls.iter())) == names(&mut n.calls.iter());
+        if contained && same && inside.iter().all(|e| e.results.is_empty()) {
+            n.calls = inside
+                .iter()
+                .flat_map(|e| e.calls.iter().cloned())
+                .collect();
+            n.family = inside.first().map_or(n.family, |e| e.family);
+            exact.retain(|e| !(n.span.start <= e.span.start && e.span.end <= n.span.end));
+            leaks.push(n);
+        }
+    }
+    leaks.append(&mut exact);
 }
 
 /// Why the driver drops a leak a detector read, if it does: it lies in reasoning or (for

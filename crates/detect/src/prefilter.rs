@@ -92,9 +92,9 @@ struct Tables {
     /// with those two bytes: a hit compares only the few markers its next byte allows, and
     /// most hits in prose (`3 < 5`, `[1]`, `{x}`, `<table>`) compare none.
     by_next: [Vec<Vec<Anchored>>; 3],
-    /// Per anchor byte, the families whose marker is that byte alone, and the probe that
-    /// confirms it (at most one per byte; checked by a test).
-    bare: [Option<(Probe, DetectorSet)>; 3],
+    /// Per anchor byte, the detectors whose marker is that byte alone, each with the probe
+    /// that confirms it.
+    bare: [Vec<(Probe, DetectorSet)>; 3],
     /// Per anchor byte, the bytes after it that a bare anchor's probe is asked about: what
     /// may follow the anchor in the markup it confirms (a name after `<` and `[`, also a
     /// space after `[`, an object's start after `{`).
@@ -123,7 +123,7 @@ struct Tables {
 fn bare_next(anchor: u8, next: u8) -> bool {
     let name = next.is_ascii_alphabetic() || next == b'_' || next >= 0xC2;
     match anchor {
-        b'<' => name,
+        b'<' => name || next == b'|',
         b'[' => name || next.is_ascii_whitespace(),
         _ => name || next.is_ascii_whitespace() || matches!(next, b'"' | b'}'),
     }
@@ -179,7 +179,7 @@ fn tables() -> &'static Tables {
                                     }
                                 }
                                 if let Some(p) = m.probe {
-                                    t.bare[slot] = Some((p, m.detectors));
+                                    t.bare[slot].push((p, m.detectors));
                                 }
                             }
                         }
@@ -252,9 +252,11 @@ pub fn scan_detectors(text: &str) -> DetectorSet {
         if !t.second[slot][usize::from(n)] {
             continue;
         }
-        if let Some((probe, fams)) = t.bare[slot] {
-            if t.bare_next[slot][usize::from(n)] && probe(bytes, pos) {
-                seen.0 |= fams.0;
+        if t.bare_next[slot][usize::from(n)] {
+            for &(probe, fams) in &t.bare[slot] {
+                if seen.0 & fams.0 == 0 && probe(bytes, pos) {
+                    seen.0 |= fams.0;
+                }
             }
         }
         let by_next = t.by_next[slot]

@@ -81,6 +81,8 @@ families! {
     Gemini => "gemini",
     ClineXml => "cline_xml",
     React => "react",
+    // Issue #30: the tolerant markup reader, the net under the table.
+    Markup => "markup",
 }
 
 impl std::fmt::Display for Family {

@@ -26,6 +26,7 @@ mod json_fence;
 mod kimi_k3;
 mod lfm2;
 mod llama3_json;
+mod markup;
 mod minimax;
 mod mistral;
 mod named;
@@ -174,6 +175,7 @@ own! {
     ClineXml => xml_tool probe (xml_tool::probe),
     Gemini => gemini,
     React => react,
+    Markup => markup probe (markup::probe),
 }
 
 /// The table's rows, their spellings derived (built once).

@@ -147,6 +147,11 @@ const NOT_TOOLS: &[&str] = &[
     "xml",
 ];
 
+/// Whether an element of this name is markup of its own, never a tool's call.
+pub(crate) fn not_a_tool(name: &str) -> bool {
+    NOT_TOOLS.binary_search(&name).is_ok()
+}
+
 /// Longest tag name read.
 const MAX_NAME: usize = 64;
 

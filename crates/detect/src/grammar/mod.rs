@@ -8,6 +8,7 @@
 //! - [`python`]: `name(kw=literal)` calls and `[call, ...]` lists;
 //! - [`kv`]: a name followed by key/value tag pairs (`<arg_key>k</arg_key><arg_value>v`);
 //! - [`brace`]: Gemma's `call:NAME{key:value}`;
+//! - [`markup`]: a tolerant lexer of tags and special tokens in any spelling;
 //! - [`text`]: the scanning helpers they share.
 //!
 //! May depend on: `crate::json5`, `crate::types`, `memchr`, `serde_json`. No I/O, nothing
@@ -16,6 +17,7 @@
 pub mod brace;
 pub mod json;
 pub mod kv;
+pub mod markup;
 pub mod python;
 pub mod text;
 pub mod xml;

@@ -1,0 +1,586 @@
+//! `markup`: the net under the format table. One reader of markup by its structure,
+//! anchored on the agent's enabled tool names, for the spellings, nestings and mixtures of
+//! the known formats that no row lists: a space inside a token, a word of it changed
+//! (`toolcall`, `calls`), typographic quotes, a lost `>`, a namespace (`｜DSML｜`), one
+//! format's opener around another's parameters.
+//!
+//! Tags are lexed loosely (`crate::grammar::markup`). A call is an element or a token
+//! section that names an enabled tool:
+//! - as its element name (`<NAME>`, `<｜DSML｜NAME>`), its children or attributes being the
+//!   arguments;
+//! - in a call-shaped element (`<tool_call>`, `<invoke>`, `<function>`, `<|tool_call_begin|>`,
+//!   any spelling) by a `name` attribute, `=NAME`, a JSON object in attribute position, a
+//!   `<name>` child, the text right after the opener (`functions.NAME:0`,
+//!   `function<sep>NAME`), or a JSON call object as its body.
+//!
+//! The arguments are what the element holds and nothing else: parameter elements in any
+//! dialect (`<parameter name=k>`, `<parameter=k>`, `<k>v</k>`, `<k value="v"/>`,
+//! `<arg_key>k</arg_key><arg_value>v</arg_value>`), an arguments element or a JSON object
+//! (fenced or not), or a Python argument list. A value that runs to the end of the text
+//! was cut and is never read. Only enabled tools count, and markup in code or closed
+//! reasoning is never read; the exact rows of the table come first (the driver drops what
+//! this reader finds where a row found a leak), so this is where a new spelling is read
+//! without a new row.
+//!
+//! May depend on: `super::util`, `super::xml_tool` (tag names that are no tools),
+//! `super::named` (what stands apart), `crate::grammar`,
+//! `crate::types`, `crate::Ctx`.
+
+use super::util::{merge, skip_ws, typed_param, Block};
+use crate::grammar::json::{call_of, Keys};
+use crate::grammar::markup::{
+    fold, is_args_key, is_call_key, is_end_key, is_name_key, is_param_key, strip_edge, tag_at,
+    tags, Kind, Tag,
+};
+use crate::grammar::python::{parse_call, PyOpts};
+use crate::grammar::{is_ident_char, xml};
+use crate::types::{Call, Family};
+use crate::{Ctx, Leak};
+use serde_json::{Map, Value};
+
+/// A bare `<`, confirmed by [`probe`].
+pub(crate) const TRIGGERS: &[&str] = &["<"];
+/// Bytes a leak of this family may start the message with (after whitespace).
+pub(crate) const AT_START: &[u8] = &[];
+
+/// Tags read per message at most (linear time on hostile input).
+const MAX_TAGS: usize = 2048;
+/// Elements a call may hold at most.
+const MAX_PARTS: usize = 64;
+
+/// The prefilter's confirmation of a bare `<`: a bar (`<|`, `<｜`) or a name that is not
+/// an HTML element's, so that HTML answers do not run the reader.
+pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
+    match bytes.get(p + 1) {
+        Some(b'|') => true,
+        Some(0xEF) => bytes.get(p + 2..p + 4) == Some(&[0xBD, 0x9C]),
+        Some(&b) if b.is_ascii_alphabetic() || b == b'_' || b >= 0xC2 => {
+            let name: &[u8] = bytes
+                .get(p + 1..)
+                .map(|r| {
+                    let n = r
+                        .iter()
+                        .take(64)
+                        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-'))
+                        .count();
+                    &r[..n]
+                })
+                .unwrap_or_default();
+            std::str::from_utf8(name).map_or(true, |n| !is_html(n))
+        }
+        _ => false,
+    }
+}
+
+/// Appends the calls the reader finds.
+pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
+    let all = tags(text, 0, MAX_TAGS);
+    // The tools are asked only once markup of a call's shape stands outside code, so that
+    // generics in prose and HTML answers never make the worker fetch them.
+    let candidates: Vec<&Tag<'_>> = all
+        .iter()
+        .filter(|t| call_shaped(text, t) && !ctx.quoted(t.span.start))
+        .collect();
+    if candidates.is_empty() {
+        return;
+    }
+    let tools = ctx.enabled_tools();
+    // The anchor: no enabled tool's name in the text, no call of one.
+    if !tools
+        .iter()
+        .any(|t| !t.is_empty() && memchr::memmem::find(text.as_bytes(), t.as_bytes()).is_some())
+    {
+        return;
+    }
+    let reader = Reader { text, ctx, tools };
+    let mut blocks: Vec<Block> = Vec::new();
+    let mut after = 0;
+    for tag in candidates {
+        if tag.span.start < after {
+            continue;
+        }
+        if let Some((end, call)) = reader.call(tag) {
+            blocks.push((tag.span.start..end, vec![call]));
+            after = end;
+        }
+    }
+    merge(text, Family::Markup, blocks, out);
+}
+
+/// Whether a tag could open a call before any tool name is known: a special token, a tag
+/// of call markup (any spelling), a namespaced tag, or an element that is not HTML and
+/// holds elements or attributes.
+fn call_shaped(text: &str, t: &Tag<'_>) -> bool {
+    let key = t.key();
+    let valued = !t.attrs.is_empty() && t.attrs.iter().all(|(_, v)| !v.is_empty());
+    match t.kind {
+        Kind::Close => false,
+        Kind::Special => !is_end_key(&key),
+        _ if is_call_key(&key) || t.namespaced => true,
+        // Beyond call markup only a whole tag counts: generics (`Vec<T>`, `<typename T>`)
+        // and comparisons lose their `>` or carry bare words, HTML is the answer's own.
+        _ if !t.closed || is_html(t.name) => false,
+        Kind::SelfClose => valued,
+        Kind::Open => {
+            valued
+                || t.json.is_some()
+                || tag_at(text, skip_ws(text, t.span.end))
+                    .is_some_and(|c| c.kind == Kind::Open && c.closed)
+        }
+    }
+}
+
+struct Reader<'a, 't> {
+    text: &'t str,
+    ctx: &'a Ctx<'a>,
+    tools: &'a [String],
+}
+
+/// What a call's body held.
+#[derive(Default)]
+struct Body {
+    name: Option<String>,
+    args: Map<String, Value>,
+    /// Something was read as arguments (an empty JSON object counts).
+    had_args: bool,
+    end: usize,
+}
+
+impl Body {
+    /// Adds one argument; a key written twice says the element is data (a list of
+    /// records), not a call.
+    fn put(&mut self, key: &str, value: Value) -> Option<()> {
+        if self.args.insert(key.to_string(), value).is_some() {
+            return None;
+        }
+        self.had_args = true;
+        Some(())
+    }
+}
+
+impl<'t> Reader<'_, 't> {
+    fn enabled(&self, name: &str) -> bool {
+        self.tools.iter().any(|t| t == name)
+    }
+
+    /// The enabled tool a written name stands for: as written, or in the tools' namespace
+    /// (`functions.NAME`), or with a call counter (`NAME:0`).
+    fn tool(&self, written: &str) -> Option<String> {
+        let w = written.trim();
+        let w =
+            w.rsplit_once(':')
+                .map_or(w, |(n, i)| match i.bytes().all(|b| b.is_ascii_digit()) {
+                    true => n,
+                    false => w,
+                });
+        let w = ["functions.", "tools.", "default_api.", "functions:"]
+            .iter()
+            .find_map(|p| w.strip_prefix(p))
+            .unwrap_or(w);
+        self.enabled(w).then(|| w.to_string())
+    }
+
+    /// The call the element opened by `open` is, and where its markup ends.
+    fn call(&self, open: &Tag<'t>) -> Option<(usize, Call)> {
+        let key = open.key();
+        let own_name = self.tool(open.name);
+        let call_shaped = is_call_key(&key) && !(open.kind == Kind::Special && is_end_key(&key));
+        if own_name.is_none() && !call_shaped {
+            return None;
+        }
+        if own_name.is_some() && super::xml_tool::not_a_tool(open.name) {
+            return None;
+        }
+        let mut args = Map::new();
+        let mut name = own_name.clone();
+        if own_name.is_some() {
+            for (k, v) in &open.attrs {
+                args.insert((*k).to_string(), typed_param(&xml::unescape(v)));
+            }
+        } else {
+            name = open
+                .attrs
+                .iter()
+                .filter(|(k, _)| is_name_key(&fold(k)))
+                .find_map(|(_, v)| self.tool(v))
+                .or_else(|| open.eq.and_then(|v| self.tool(v)));
+        }
+        let mut had_args = !args.is_empty();
+        if let Some(r) = open.json.clone() {
+            let (v, _) = crate::grammar::json::value_at(self.text, r.start)?;
+            match call_of(&v, Keys::Strict) {
+                Some(c) if self.enabled(&c.name) && name.is_none() => {
+                    name = Some(c.name);
+                    if let Value::Object(m) = c.arguments {
+                        args.extend(m);
+                    }
+                    had_args = true;
+                }
+                _ => return None,
+            }
+        }
+        let body_from = open.span.end;
+        // A tag that carries its whole call (`<x/>`, `<functioncall {..}>`) has no body.
+        let whole_tag = open.kind == Kind::SelfClose || open.json.is_some();
+        let body = match whole_tag {
+            true => Body {
+                end: open.span.end,
+                ..Body::default()
+            },
+            false => self.body(body_from, name.is_none())?,
+        };
+        if name.is_none() {
+            name = body.name;
+        }
+        let name = name?;
+        args.extend(body.args);
+        had_args |= body.had_args;
+        // Where the call's markup ends: its closer, when one follows.
+        let end = match open.kind {
+            Kind::SelfClose => open.span.end,
+            _ => self.closer(body.end, &key).unwrap_or(body.end),
+        };
+        let closed = end > body.end || whole_tag;
+        // A call whose closer is missing may be a cut one, and the formats' own rows
+        // decide where their cut calls count; the net reads closed calls only.
+        if !closed {
+            self.ctx.declined(open.span.start..body.end, || {
+                "the call's closer is missing: the format's own rows decide cut calls".into()
+            });
+            return None;
+        }
+        // A call with nothing in it: a call-shaped element holding only a name is a word
+        // in markup; an element named after a tool (`<list_memories></list_memories>`) is
+        // a call where the turn ends.
+        if !had_args && (own_name.is_none() || !crate::grammar::text::rest_is_blank(self.text, end))
+        {
+            self.ctx.declined(open.span.start..end, || {
+                "a call with no arguments, not an element named after the tool that ends the \
+                 text"
+                    .into()
+            });
+            return None;
+        }
+        // Any tag may be named after a tool: such an element is a call only standing apart
+        // from the text, on its own lines or as a sentence of its own.
+        if own_name.is_some()
+            && !(super::named::stands_before(self.text, open.span.start)
+                && super::named::stands_after(self.text, end))
+        {
+            self.ctx.declined(open.span.start..end, || {
+                "an element named after an enabled tool inside a sentence".into()
+            });
+            return None;
+        }
+        Some((
+            end,
+            Call {
+                name,
+                arguments: Value::Object(args),
+            },
+        ))
+    }
+
+    /// The end of the closer of the element whose folded key is `key`, right at `pos`
+    /// (whitespace before): its own closer, its special end token, or another format's
+    /// call closer (a mixed dialect).
+    fn closer(&self, pos: usize, key: &str) -> Option<usize> {
+        let q = skip_ws(self.text, pos);
+        let t = tag_at(self.text, q)?;
+        let k = t.key();
+        let ends = match t.kind {
+            Kind::Close => k == key || is_call_key(&k),
+            Kind::Special => {
+                is_end_key(&k) && (strip_edge(&k) == strip_edge(key) || is_call_key(&k))
+            }
+            _ => false,
+        };
+        ends.then_some(t.span.end)
+    }
+
+    /// Reads a call's body from `pos`: its name (when `want_name`) and its arguments, up to
+    /// the first thing that is neither.
+    fn body(&self, mut pos: usize, want_name: bool) -> Option<Body> {
+        let text = self.text;
+        let mut body = Body {
+            end: pos,
+            ..Body::default()
+        };
+        for _ in 0..MAX_PARTS {
+            let q = skip_ws(text, pos);
+            let rest = text.get(q..).unwrap_or_default();
+            if rest.starts_with('<') {
+                let Some(t) = tag_at(text, q) else { break };
+                let k = t.key();
+                match t.kind {
+                    Kind::Special if is_separator(&k) => pos = t.span.end,
+                    Kind::Open | Kind::SelfClose
+                        if is_name_key(&k) && want_name && body.name.is_none() =>
+                    {
+                        let (v, end) = self.element_text(&t)?;
+                        body.name = Some(self.tool(&v)?);
+                        pos = end;
+                    }
+                    Kind::Open if k == "argkey" => {
+                        let (key, end) = self.element_text(&t)?;
+                        let vq = skip_ws(text, end);
+                        let vt = tag_at(text, vq).filter(|v| v.key() == "argvalue")?;
+                        let (value, end) = self.element_text(&vt)?;
+                        body.put(key.trim(), typed_param(&value))?;
+                        pos = end;
+                    }
+                    Kind::Open | Kind::SelfClose if is_param_key(&k) => {
+                        let key = t.attr("name").or(t.eq).or_else(|| t.attr("key"))?;
+                        let (value, end) = match t.kind {
+                            Kind::SelfClose => (t.attr("value")?.to_string(), t.span.end),
+                            _ => self.element_text(&t)?,
+                        };
+                        body.put(key, typed_param(&value))?;
+                        pos = end;
+                    }
+                    Kind::Open if is_args_key(&k) => {
+                        let (value, end) = self.element_text(&t)?;
+                        match typed_param(&value) {
+                            Value::Object(m) => body.args.extend(m),
+                            _ => return None,
+                        }
+                        body.had_args = true;
+                        pos = end;
+                    }
+                    Kind::SelfClose if !is_call_key(&k) => {
+                        let value = t.attr("value")?;
+                        body.put(t.name, typed_param(value))?;
+                        pos = t.span.end;
+                    }
+                    Kind::Open if !is_call_key(&k) => {
+                        let (value, end) = self.element_text(&t)?;
+                        body.put(t.name, typed_param(&value))?;
+                        pos = end;
+                    }
+                    _ => break,
+                }
+            } else if rest.starts_with('{') && !body.had_args {
+                let (v, end) = crate::grammar::json::value_at(text, q)?;
+                match (call_of(&v, Keys::Strict), v) {
+                    (Some(c), _) if want_name && body.name.is_none() => {
+                        body.name = Some(self.tool(&c.name)?);
+                        if let Value::Object(m) = c.arguments {
+                            body.args.extend(m);
+                        }
+                    }
+                    (_, Value::Object(m)) => body.args.extend(m),
+                    _ => return None,
+                }
+                body.had_args = true;
+                pos = end;
+            } else if rest.starts_with("```") && !body.had_args {
+                let line = q + rest.find('\n')?;
+                let label = text.get(q + 3..line)?.trim();
+                if !(label.is_empty() || label.eq_ignore_ascii_case("json")) {
+                    break;
+                }
+                let (v, end) = crate::grammar::json::value_at(text, line)?;
+                let Value::Object(m) = v else { return None };
+                let close = skip_ws(text, end);
+                let after = crate::grammar::text::eat(text, close, "```")?;
+                body.args.extend(m);
+                body.had_args = true;
+                pos = after;
+            } else if want_name && body.name.is_none() && !body.had_args {
+                // The text right after the opener: `NAME`, `functions.NAME:0`,
+                // `function<sep>NAME`, or a Python call `NAME(k=v)`.
+                let word_end = q + rest
+                    .find(|c: char| !(is_ident_char(c) || matches!(c, '.' | ':' | '-')))
+                    .unwrap_or(rest.len());
+                let word = text.get(q..word_end)?;
+                if word == "function" {
+                    pos = word_end;
+                    continue;
+                }
+                let name = self.tool(word)?;
+                if text.get(word_end..)?.starts_with('(') {
+                    let (c, end) = parse_call(text, q, PyOpts::LENIENT)
+                        .or_else(|| parse_call(text, word_end - name.len(), PyOpts::LENIENT))?;
+                    if let Value::Object(m) = c.arguments {
+                        body.args.extend(m);
+                    }
+                    body.had_args = true;
+                    pos = end;
+                } else {
+                    pos = word_end;
+                }
+                body.name = Some(name);
+            } else {
+                break;
+            }
+            body.end = pos;
+        }
+        Some(body)
+    }
+
+    /// The text an element holds and the end of its closer: up to its own closer, or, where
+    /// that was lost, up to the next tag (a closer or the next element). A value that runs
+    /// to the end of the text was cut: none.
+    fn element_text(&self, open: &Tag<'t>) -> Option<(String, usize)> {
+        let text = self.text;
+        let from = open.span.end;
+        let key = open.key();
+        let mut at = from;
+        loop {
+            let i = at + memchr::memchr(b'<', text.as_bytes().get(at..)?)?;
+            let Some(t) = tag_at(text, i) else {
+                at = i + 1;
+                continue;
+            };
+            let raw = text.get(from..i)?;
+            let k = t.key();
+            let end = match t.kind {
+                // Its own closer, or a parameter closer of another spelling.
+                Kind::Close if k == key || (is_param_key(&k) && is_param_key(&key)) => t.span.end,
+                // The next part of the call before this one closed: the value was not
+                // closed, and an unclosed value may be a cut one.
+                Kind::Close | Kind::Open | Kind::SelfClose | Kind::Special
+                    if is_param_key(&k) || is_call_key(&k) || k == "argvalue" || k == "argkey" =>
+                {
+                    return None;
+                }
+                _ => {
+                    at = t.span.end;
+                    continue;
+                }
+            };
+            let value = trim_one_newline(raw);
+            return Some((xml::unescape(value).into_owned(), end));
+        }
+    }
+}
+
+/// HTML elements: a tag of one of these names is an answer's markup, never a call, so it
+/// does not wake the reader. Sorted (checked by a test): looked up by binary search.
+const HTML: &[&str] = &[
+    "a",
+    "abbr",
+    "address",
+    "article",
+    "aside",
+    "audio",
+    "b",
+    "blockquote",
+    "body",
+    "br",
+    "button",
+    "canvas",
+    "caption",
+    "center",
+    "cite",
+    "code",
+    "col",
+    "colgroup",
+    "datalist",
+    "dd",
+    "del",
+    "details",
+    "dialog",
+    "div",
+    "dl",
+    "dt",
+    "em",
+    "embed",
+    "fieldset",
+    "figcaption",
+    "figure",
+    "footer",
+    "form",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "head",
+    "header",
+    "hr",
+    "html",
+    "i",
+    "iframe",
+    "img",
+    "input",
+    "ins",
+    "kbd",
+    "label",
+    "legend",
+    "li",
+    "link",
+    "main",
+    "mark",
+    "meta",
+    "meter",
+    "nav",
+    "noscript",
+    "object",
+    "ol",
+    "optgroup",
+    "option",
+    "output",
+    "p",
+    "param",
+    "picture",
+    "pre",
+    "progress",
+    "q",
+    "s",
+    "samp",
+    "script",
+    "section",
+    "select",
+    "slot",
+    "small",
+    "source",
+    "span",
+    "strong",
+    "style",
+    "sub",
+    "summary",
+    "sup",
+    "svg",
+    "table",
+    "tbody",
+    "td",
+    "template",
+    "textarea",
+    "tfoot",
+    "th",
+    "thead",
+    "time",
+    "title",
+    "tr",
+    "track",
+    "u",
+    "ul",
+    "var",
+    "video",
+    "wbr",
+];
+
+fn is_html(name: &str) -> bool {
+    HTML.binary_search(&name).is_ok()
+}
+
+/// Special tokens that separate a call's parts (`<|tool_call_argument_begin|>`,
+/// `<｜tool▁sep｜>`).
+fn is_separator(key: &str) -> bool {
+    key.contains("sep") || key.contains("argument") || key.contains("args") || key == "constrain"
+}
+
+fn trim_one_newline(s: &str) -> &str {
+    let s = s
+        .strip_prefix("\r\n")
+        .or_else(|| s.strip_prefix('\n'))
+        .unwrap_or(s);
+    s.strip_suffix("\r\n")
+        .or_else(|| s.strip_suffix('\n'))
+        .unwrap_or(s)
+}
+
+#[cfg(test)]
+mod tests;

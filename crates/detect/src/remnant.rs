@@ -1,0 +1,162 @@
+//! The remnant rule: when a call is taken, the markup-only tokens and tags that stand next
+//! to it with nothing but whitespace between go with it: orphan openers and closers of any
+//! format (`<tool_call>`, `</invoke>`, `<｜DSML｜function_calls` without its `>`), empty
+//! wrapper pairs, special tokens (`<|tool_call_end|>`, `<|im_end|>`), and a list's `]` glued
+//! to a call whose `[` was stripped. A user who sees half a control sequence sees a bug;
+//! the ledger keeps every removed byte, so nothing is lost by taking them.
+//!
+//! What counts as markup-only is read by structure (`crate::grammar::markup`): a special
+//! token, or a tag whose name is call markup (`is_call_key`, any spelling) with no text of
+//! its own. Tags in code are examples and stay; a closer before a call, and anything a
+//! neighbouring leak owns, stay too.
+//!
+//! May depend on: `crate::grammar`, `crate::code`, `crate::types`. No I/O.
+
+use crate::code::CodeRegions;
+use crate::grammar::markup::{is_call_key, is_end_key, is_param_key, tag_at, Kind};
+use crate::grammar::text::skip_ws;
+use crate::types::Leak;
+
+/// Tokens taken on either side of one leak at most.
+const MAX_TAKEN: usize = 16;
+
+/// Extends every leak over the markup-only tokens right around it. Leaks stay in order and
+/// apart.
+pub fn take(text: &str, code: &CodeRegions, leaks: &mut [Leak]) {
+    for i in 0..leaks.len() {
+        let floor = if i == 0 { 0 } else { leaks[i - 1].span.end };
+        let limit = leaks.get(i + 1).map_or(text.len(), |n| n.span.start);
+        let start = before(text, code, floor, leaks[i].span.start);
+        let end = after(text, code, leaks[i].span.end, limit);
+        leaks[i].span = start..end;
+    }
+}
+
+/// The start of the markup-only tokens that end right before `start`.
+fn before(text: &str, code: &CodeRegions, floor: usize, mut start: usize) -> usize {
+    for _ in 0..MAX_TAKEN {
+        let head = text.get(floor..start).unwrap_or_default().trim_end();
+        let head_end = floor + head.len();
+        // The tag ends the head: its `<` is the last one, its end the head's end.
+        let Some(lt) = head.rfind('<').map(|i| floor + i) else {
+            return start;
+        };
+        let Some(t) = tag_at(text, lt) else {
+            return start;
+        };
+        let ends_here = t.span.end == head_end;
+        // Only call markup opens a call: a reasoning channel's closer (`<channel|>`) or a
+        // turn's header before a call is the text's own.
+        let key = t.key();
+        let opener = match t.kind {
+            Kind::Special => is_call_key(&key) && !is_end_key(&key),
+            Kind::Open => is_call_key(&key) && t.attrs.is_empty() && t.eq.is_none(),
+            _ => false,
+        };
+        if !ends_here || !opener || code.contains(lt) {
+            return start;
+        }
+        start = lt;
+    }
+    start
+}
+
+/// The end of the markup-only tokens that start right after `end`.
+fn after(text: &str, code: &CodeRegions, mut end: usize, limit: usize) -> usize {
+    for _ in 0..MAX_TAKEN {
+        // A list's `]` glued to the call, its `[` stripped with the opener's tokens.
+        if text.as_bytes().get(end) == Some(&b']') && glued_bracket(text, end + 1) {
+            end += 1;
+            continue;
+        }
+        let q = skip_ws(text, end);
+        if q >= limit || code.contains(q) {
+            return end;
+        }
+        let Some(t) = tag_at(text, q) else {
+            return end;
+        };
+        if t.span.end > limit {
+            return end;
+        }
+        let key = t.key();
+        let taken = match t.kind {
+            Kind::Special => {
+                is_end_key(&key)
+                    || is_call_key(&key)
+                    || matches!(key.as_str(), "eotid" | "eomid" | "eot")
+            }
+            Kind::Close => is_call_key(&key) || is_param_key(&key),
+            // An opener of call markup with nothing after it but its own closer or the
+            // end of the text: an empty wrapper, or one the generation stopped in.
+            Kind::Open | Kind::SelfClose => {
+                is_call_key(&key) && t.attrs.is_empty() && {
+                    let next = skip_ws(text, t.span.end);
+                    next >= text.len()
+                        || tag_at(text, next)
+                            .is_some_and(|c| c.kind == Kind::Close && c.key() == key)
+                }
+            }
+        };
+        if !taken {
+            return end;
+        }
+        end = t.span.end;
+    }
+    end
+}
+
+/// Whether what follows a `]` at `at` says it closed markup: a tag, or the end of the text.
+fn glued_bracket(text: &str, at: usize) -> bool {
+    let q = skip_ws(text, at);
+    q >= text.len() || tag_at(text, q).is_some_and(|t| t.kind == Kind::Special)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Family;
+
+    fn taken(text: &str, span: std::ops::Range<usize>) -> String {
+        let code = CodeRegions::find(text);
+        let mut leaks = vec![Leak {
+            family: Family::Hermes,
+            span,
+            calls: Vec::new(),
+            results: Vec::new(),
+        }];
+        take(text, &code, &mut leaks);
+        let s = leaks[0].span.clone();
+        format!("{}{}", &text[..s.start], &text[s.end..])
+    }
+
+    #[test]
+    fn orphan_openers_and_closers_go_with_the_call() {
+        let t = "Hi <tool_call> CALL </tool_call>\n</function_calls> bye";
+        let at = t.find("CALL").unwrap_or(0);
+        assert_eq!(taken(t, at..at + 4), "Hi  bye");
+    }
+
+    #[test]
+    fn empty_wrappers_and_special_tokens_go() {
+        let t = "CALL\n<invoke>\n</invoke><|tool_call_end|><|im_end|>";
+        assert_eq!(taken(t, 0..4), "");
+        let t = "CALL]<|tool_call_end|>";
+        assert_eq!(taken(t, 0..4), "");
+    }
+
+    #[test]
+    fn prose_tags_and_closers_before_a_call_stay() {
+        let t = "</think>\nCALL <b>bold</b>";
+        let at = t.find("CALL").unwrap_or(0);
+        assert_eq!(taken(t, at..at + 4), "</think>\n <b>bold</b>");
+        let t = "CALL [1] and more";
+        assert_eq!(taken(t, 0..4), " [1] and more");
+    }
+
+    #[test]
+    fn tags_in_code_stay() {
+        let t = "CALL\n```\n</tool_call>\n```";
+        assert_eq!(taken(t, 0..4), "\n```\n</tool_call>\n```");
+    }
+}
