@@ -2,7 +2,8 @@
 //! to it with nothing but whitespace between go with it: orphan openers and closers of any
 //! format (`<tool_call>`, `</invoke>`, `<｜DSML｜function_calls` without its `>`), empty
 //! wrapper pairs, special tokens (`<|tool_call_end|>`, `<|im_end|>`), and a list's `]` glued
-//! to a call whose `[` was stripped. A user who sees half a control sequence sees a bug;
+//! to a call whose `[` was stripped; and a result object the model wrote right after its
+//! call (`{"result": ..}`), the answer of a tool that never ran. A user who sees half a control sequence sees a bug;
 //! the ledger keeps every removed byte, so nothing is lost by taking them.
 //!
 //! What counts as markup-only is read by structure (`crate::grammar::markup`): a special
@@ -10,7 +11,7 @@
 //! its own. Tags in code are examples and stay; a closer before a call, and anything a
 //! neighbouring leak owns, stay too.
 //!
-//! May depend on: `crate::grammar`, `crate::code`, `crate::types`. No I/O.
+//! May depend on: `crate::grammar`, `crate::json5`, `crate::code`, `crate::types`. No I/O.
 
 use crate::code::CodeRegions;
 use crate::grammar::markup::{is_call_key, is_end_key, is_param_key, tag_at, Kind};
@@ -27,7 +28,8 @@ pub fn take(text: &str, code: &CodeRegions, leaks: &mut [Leak]) {
         let floor = if i == 0 { 0 } else { leaks[i - 1].span.end };
         let limit = leaks.get(i + 1).map_or(text.len(), |n| n.span.start);
         let start = before(text, code, floor, leaks[i].span.start);
-        let end = after(text, code, leaks[i].span.end, limit);
+        let calls = !leaks[i].calls.is_empty();
+        let end = after(text, code, leaks[i].span.end, limit, calls);
         leaks[i].span = start..end;
     }
 }
@@ -62,7 +64,7 @@ fn before(text: &str, code: &CodeRegions, floor: usize, mut start: usize) -> usi
 }
 
 /// The end of the markup-only tokens that start right after `end`.
-fn after(text: &str, code: &CodeRegions, mut end: usize, limit: usize) -> usize {
+fn after(text: &str, code: &CodeRegions, mut end: usize, limit: usize, calls: bool) -> usize {
     for _ in 0..MAX_TAKEN {
         // A list's `]` glued to the call, its `[` stripped with the opener's tokens.
         if text.as_bytes().get(end) == Some(&b']') && glued_bracket(text, end + 1) {
@@ -72,6 +74,10 @@ fn after(text: &str, code: &CodeRegions, mut end: usize, limit: usize) -> usize 
         let q = skip_ws(text, end);
         if q >= limit || code.contains(q) {
             return end;
+        }
+        if let Some(e) = fake_result(text, q).filter(|&e| e <= limit && calls) {
+            end = e;
+            continue;
         }
         let Some(t) = tag_at(text, q) else {
             return end;
@@ -104,6 +110,43 @@ fn after(text: &str, code: &CodeRegions, mut end: usize, limit: usize) -> usize 
         end = t.span.end;
     }
     end
+}
+
+/// Keys a tool's answer is written under. An object of them right after a call is the
+/// answer the model made up for it (the call never ran): markup of the same leak.
+const RESULT_KEYS: &[&str] = &[
+    "result",
+    "results",
+    "output",
+    "observation",
+    "tool_response",
+    "tool_result",
+    "tool_output",
+    "response",
+    "success",
+];
+
+/// Keys that make an object a call, not an answer.
+const CALL_KEYS: &[&str] = &[
+    "name",
+    "arguments",
+    "parameters",
+    "function",
+    "action",
+    "tool",
+];
+
+/// The end of a fake result object (`{"result": ..}`, `{success: true, ..}`) at `q`.
+fn fake_result(text: &str, q: usize) -> Option<usize> {
+    if text.as_bytes().get(q) != Some(&b'{') {
+        return None;
+    }
+    let (v, end) = crate::grammar::json::value_at(text, q)
+        .or_else(|| crate::json5::parse_value_at(text, q).ok())?;
+    let obj = v.as_object()?;
+    let answer = obj.keys().any(|k| RESULT_KEYS.contains(&k.as_str()))
+        && !obj.keys().any(|k| CALL_KEYS.contains(&k.as_str()));
+    answer.then_some(end)
 }
 
 /// Whether what follows a `]` at `at` says it closed markup: a tag, or the end of the text.
@@ -152,6 +195,29 @@ mod tests {
         assert_eq!(taken(t, at..at + 4), "</think>\n <b>bold</b>");
         let t = "CALL [1] and more";
         assert_eq!(taken(t, 0..4), " [1] and more");
+    }
+
+    #[test]
+    fn a_made_up_answer_right_after_a_call_goes() {
+        let text = "CALL\n{\"result\": \"ok\"} Then more.";
+        let code = CodeRegions::find(text);
+        let mut leaks = vec![Leak {
+            family: Family::Hermes,
+            span: 0..4,
+            calls: vec![crate::types::Call {
+                name: "f".into(),
+                arguments: serde_json::json!({}),
+            }],
+            results: Vec::new(),
+        }];
+        take(text, &code, &mut leaks);
+        assert_eq!(&text[leaks[0].span.end..], " Then more.");
+        // An object that is data, or one after no call, stays.
+        assert_eq!(
+            taken("CALL\n{\"name\": \"x\", \"result\": 1}", 0..4),
+            "\n{\"name\": \"x\", \"result\": 1}"
+        );
+        assert_eq!(taken("CALL {\"result\": 1}", 0..4), " {\"result\": 1}");
     }
 
     #[test]

@@ -99,8 +99,14 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         if tag.span.start < after {
             continue;
         }
-        if let Some((end, call)) = reader.call(tag) {
-            blocks.push((tag.span.start..end, vec![call]));
+        let found = match tag.kind {
+            Kind::Close | Kind::Special if closes_a_call(tag) => reader.before_closer(tag),
+            _ => reader
+                .call(tag)
+                .map(|(end, call)| (tag.span.start, end, call)),
+        };
+        if let Some((start, end, call)) = found.filter(|(start, _, _)| *start >= after) {
+            blocks.push((start..end, vec![call]));
             after = end;
         }
     }
@@ -114,6 +120,7 @@ fn call_shaped(text: &str, t: &Tag<'_>) -> bool {
     let key = t.key();
     let valued = !t.attrs.is_empty() && t.attrs.iter().all(|(_, v)| !v.is_empty());
     match t.kind {
+        _ if closes_a_call(t) => true,
         Kind::Close => false,
         Kind::Special => !is_end_key(&key),
         _ if is_call_key(&key) || t.namespaced => true,
@@ -127,6 +134,17 @@ fn call_shaped(text: &str, t: &Tag<'_>) -> bool {
                 || tag_at(text, skip_ws(text, t.span.end))
                     .is_some_and(|c| c.kind == Kind::Open && c.closed)
         }
+    }
+}
+
+/// Whether a tag closes call markup (`</tool_call>`, `<|tool_call_end|>`): left after a
+/// call whose opener a server stripped, it says where that call ends.
+fn closes_a_call(t: &Tag<'_>) -> bool {
+    let key = t.key();
+    match t.kind {
+        Kind::Close => is_call_key(&key),
+        Kind::Special => is_end_key(&key) && is_call_key(&key),
+        _ => false,
     }
 }
 
@@ -279,6 +297,42 @@ impl<'t> Reader<'_, 't> {
                 arguments: Value::Object(args),
             },
         ))
+    }
+
+    /// The call whose opener was stripped and whose closer `close` was left: a Python call
+    /// (`NAME(k='v')`, its list's `]` left too) or a JSON call object that opens its line
+    /// and ends right before the closer.
+    fn before_closer(&self, close: &Tag<'t>) -> Option<(usize, usize, Call)> {
+        let text = self.text;
+        let head = text.get(..close.span.start)?.trim_end();
+        let head = head.strip_suffix(']').map_or(head, str::trim_end);
+        let stop = head.len();
+        let line = head.rfind('\n').map_or(0, |i| i + 1);
+        let open = skip_ws(text, line);
+        let listed = text.get(open..)?.starts_with('[');
+        let start = if listed {
+            skip_ws(text, open + 1)
+        } else {
+            open
+        };
+        if start >= stop || self.ctx.quoted(start) {
+            return None;
+        }
+        let (c, end) = match text.as_bytes().get(start)? {
+            b'{' => {
+                let (v, end) = crate::grammar::json::value_at(text, start)?;
+                (call_of(&v, Keys::Strict)?, end)
+            }
+            _ => parse_call(text, start, PyOpts::LENIENT)?,
+        };
+        if end != stop {
+            return None;
+        }
+        let call = Call {
+            name: self.tool(&c.name)?,
+            arguments: c.arguments,
+        };
+        Some((open, close.span.end, call))
     }
 
     /// The end of the closer of the element whose folded key is `key`, right at `pos`

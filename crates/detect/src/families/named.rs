@@ -549,13 +549,16 @@ fn line_start(text: &str, start: usize) -> bool {
 
 /// Whether markup starting at `start` stands apart from the text before it: at the start of
 /// the text or a line, or after the end of a sentence, a colon or a tag (glued to it or
-/// not). A name inside a sentence (`use search {..}`) is prose about the tool, and one after
+/// not), in any script (`执行：NAME{..}`: full-width punctuation ends a clause too). A name inside a sentence (`use search {..}`) is prose about the tool, and one after
 /// code (`map[string]string{..}`) is code.
 pub(crate) fn stands_before(text: &str, start: usize) -> bool {
     let head = text.get(..start).unwrap_or_default();
     match head.trim_end_matches([' ', '\t']).chars().next_back() {
         None => true,
-        Some(c) => matches!(c, '\n' | '\r' | '.' | '!' | '?' | ':' | '>'),
+        Some(c) => matches!(
+            c,
+            '\n' | '\r' | '.' | '!' | '?' | ':' | '>' | '：' | '。' | '！' | '？' | '；' | '，'
+        ),
     }
 }
 

@@ -129,6 +129,14 @@ pub fn tag_at(text: &str, pos: usize) -> Option<Tag<'_>> {
             break;
         }
     }
+    // `<| /tool_call |>`: the closer's slash inside the bars.
+    if barred && kind == Kind::Open && chars.peek().is_some_and(|&(_, c)| c == '/') {
+        chars.next();
+        kind = Kind::Close;
+        while chars.peek().is_some_and(|&(_, c)| c == ' ') {
+            chars.next();
+        }
+    }
     let mut name = read_name(rest, &mut chars)?;
     let mut namespaced = false;
     // A namespace: `｜DSML｜name`, `|DSML|name`, `minimax:name`.
@@ -199,7 +207,9 @@ pub fn tag_at(text: &str, pos: usize) -> Option<Tag<'_>> {
             chars.next();
             if chars.peek().is_some_and(|&(_, c)| c == '>') {
                 chars.next();
-                tag.kind = Kind::Special;
+                if tag.kind != Kind::Close {
+                    tag.kind = Kind::Special;
+                }
                 tag.closed = true;
                 tag.span.end = pos + at(&mut chars);
                 return Some(tag);
@@ -492,6 +502,12 @@ mod tests {
         assert_eq!(&s[t.span.clone()], "<｜DSML｜function_calls");
         assert!(tag_at("< 3 and 5 >", 0).is_none());
         assert!(tag_at("<|im", 0).is_some_and(|t| !t.closed));
+    }
+
+    #[test]
+    fn a_slash_inside_the_bars_closes() {
+        let t = one("<| /tool_call |>");
+        assert_eq!((t.kind, t.key().as_str()), (Kind::Close, "toolcall"));
     }
 
     #[test]
