@@ -83,6 +83,7 @@ families! {
     React => "react",
     // Issue #30: the tolerant markup reader, the net under the table.
     Markup => "markup",
+    Cli => "cli",
 }
 
 impl std::fmt::Display for Family {

@@ -8,7 +8,8 @@
 //!   JSON, weak), `pythonic` (bare Python lists, weak), `json_fence`, `harmony` (a sequence
 //!   of messages whose control tokens go and whose non-call bodies stay), `frames` (the
 //!   templates' assistant-turn tokens around text), `mistral`,
-//!   `minimax`, `xml_invoke`, `kimi_k3`, `apertus`, `lfm2`, `cwm`.
+//!   `minimax`, `xml_invoke`, `kimi_k3`, `apertus`, `lfm2`, `cwm`, `cli` (command-line form);
+//! - `markup`: the net under all of them, a tolerant reader of markup by its structure.
 //!
 //! Parsers never guess: markup that does not parse completely is prose.
 //!
@@ -16,6 +17,7 @@
 
 mod apertus;
 pub mod bodies;
+mod cli;
 mod cwm;
 mod dialects;
 pub mod engine;
@@ -176,6 +178,7 @@ own! {
     Gemini => gemini,
     React => react,
     Markup => markup probe (markup::probe),
+    Cli => cli lines (cli::lines_probe),
 }
 
 /// The table's rows, their spellings derived (built once).

@@ -1,0 +1,238 @@
+//! `cli`: a call written in command-line form, `NAME key="value" other=42` (or
+//! `NAME --key value`), as the whole message or as its first or last line. Small local
+//! models write it when a prompt listed the tools as commands, and agents' front ends show
+//! it when they flattened a call for display.
+//!
+//! The shape holds none of the prefilter's anchor bytes, so it is looked for only where a
+//! model writes a call before or after its prose: the first and the last line (which the
+//! prefilter checks with a few byte comparisons, [`lines_probe`]). The line must be the
+//! name and its arguments and nothing else, the name an enabled tool's, and the line not in
+//! code: `grep --color auto` in a sentence, or a command in a fence, stays.
+//!
+//! May depend on: `super::util`, `crate::grammar`, `crate::types`, `crate::Ctx`.
+
+use super::util::{merge, typed_param, Block};
+use crate::grammar::is_ident_char;
+use crate::types::{Call, Family};
+use crate::{Ctx, Leak};
+use serde_json::{Map, Value};
+
+/// No literal marker: found by [`lines_probe`].
+pub(crate) const TRIGGERS: &[&str] = &[];
+/// Bytes a leak of this family may start the message with (after whitespace).
+pub(crate) const AT_START: &[u8] = &[];
+
+/// How far back from the end the last line's start is looked for.
+const LAST_LINE: usize = 512;
+/// Arguments a line may hold at most.
+const MAX_ARGS: usize = 32;
+
+/// The prefilter's check: the first or the last line opens with a word, a space and an
+/// argument (`key=` or `--key`).
+pub(crate) fn lines_probe(text: &str) -> bool {
+    let b = text.as_bytes();
+    let first = b.iter().position(|c| !c.is_ascii_whitespace());
+    let Some(first) = first else {
+        return false;
+    };
+    if opens_cli(b, first) {
+        return true;
+    }
+    let end = b.len()
+        - b.iter()
+            .rev()
+            .take_while(|c| c.is_ascii_whitespace())
+            .count();
+    let floor = end.saturating_sub(LAST_LINE);
+    match memchr::memrchr(b'\n', b.get(floor..end).unwrap_or_default()) {
+        Some(i) => opens_cli(b, floor + i + 1),
+        None => false,
+    }
+}
+
+/// Whether the bytes at `p` are a word, one space or more, and `key=` or `--key`.
+fn opens_cli(b: &[u8], mut p: usize) -> bool {
+    while b.get(p).is_some_and(|c| *c == b' ' || *c == b'\t') {
+        p += 1;
+    }
+    let word = |mut i: usize| {
+        let s = i;
+        while b
+            .get(i)
+            .is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.') || *c >= 0x80)
+        {
+            i += 1;
+        }
+        (i > s).then_some(i)
+    };
+    let Some(mut i) = word(p) else {
+        return false;
+    };
+    if b.get(i) != Some(&b' ') {
+        return false;
+    }
+    while b.get(i) == Some(&b' ') {
+        i += 1;
+    }
+    if b.get(i..i + 2) == Some(b"--") {
+        return word(i + 2).is_some();
+    }
+    word(i).is_some_and(|e| b.get(e) == Some(&b'='))
+}
+
+/// Appends the calls in command-line form on the first and last lines.
+pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
+    let core_start = text.len() - text.trim_start().len();
+    let core_end = text.trim_end().len();
+    if core_start >= core_end {
+        return;
+    }
+    let first_end = text
+        .get(core_start..core_end)
+        .and_then(|t| t.find('\n'))
+        .map_or(core_end, |i| core_start + i);
+    let last_start = text
+        .get(core_start..core_end)
+        .and_then(|t| t.rfind('\n'))
+        .map_or(core_start, |i| core_start + i + 1);
+    let mut blocks: Vec<Block> = Vec::new();
+    for (start, end) in [(core_start, first_end), (last_start, core_end)] {
+        if blocks.iter().any(|(s, _)| s.start == start) {
+            continue;
+        }
+        let Some(line) = text.get(start..end) else {
+            continue;
+        };
+        let lead = line.len() - line.trim_start().len();
+        let Some(call) = parse_line(line.trim()) else {
+            continue;
+        };
+        if ctx.quoted(start + lead) || !ctx.tool_enabled(&call.name) {
+            continue;
+        }
+        // The line's own line break goes with it, so no blank line is left in its place.
+        let end = match text.get(end..).is_some_and(|r| r.starts_with('\n')) {
+            true => end + 1,
+            false => end,
+        };
+        blocks.push((start..end, vec![call]));
+    }
+    merge(text, Family::Cli, blocks, out);
+}
+
+/// A whole line `NAME key=value ...` or `NAME --key value ...`: the call, or `None`.
+fn parse_line(line: &str) -> Option<Call> {
+    let name_end = line.find(' ')?;
+    let name = line.get(..name_end)?;
+    if !name.chars().all(|c| is_ident_char(c) || c == '.') || name.is_empty() {
+        return None;
+    }
+    let name = ["functions.", "tools.", "default_api."]
+        .iter()
+        .find_map(|p| name.strip_prefix(p))
+        .unwrap_or(name);
+    let mut rest = line.get(name_end..)?.trim_start();
+    let mut args = Map::new();
+    while !rest.is_empty() {
+        if args.len() >= MAX_ARGS {
+            return None;
+        }
+        let (key, after, dashed) = match rest.strip_prefix("--") {
+            Some(r) => {
+                let k = r.find(|c: char| !(is_ident_char(c) || c == '-'))?;
+                (r.get(..k)?, r.get(k..)?, true)
+            }
+            None => {
+                let k = rest.find('=')?;
+                (rest.get(..k)?, rest.get(k..)?, false)
+            }
+        };
+        if key.is_empty() || !key.chars().all(|c| is_ident_char(c) || c == '-') {
+            return None;
+        }
+        let after = match (after.strip_prefix('='), dashed) {
+            (Some(a), _) => a,
+            (None, true) => after.strip_prefix(' ')?.trim_start(),
+            (None, false) => return None,
+        };
+        let (value, tail) = value(after)?;
+        if !(tail.is_empty() || tail.starts_with(' ')) {
+            return None;
+        }
+        if args.insert(key.to_string(), value).is_some() {
+            return None;
+        }
+        rest = tail.trim_start();
+    }
+    (!args.is_empty()).then(|| Call {
+        name: name.to_string(),
+        arguments: Value::Object(args),
+    })
+}
+
+/// A value: quoted (its quotes taken off, a string) or a bare word (typed: `42`, `true`).
+fn value(s: &str) -> Option<(Value, &str)> {
+    let mut chars = s.char_indices();
+    let (_, c) = chars.next()?;
+    let close = match c {
+        '"' => '"',
+        '\'' => '\'',
+        '“' => '”',
+        '‘' => '’',
+        _ => {
+            let end = s.find(char::is_whitespace).unwrap_or(s.len());
+            let word = s.get(..end)?;
+            return Some((typed_param(word), s.get(end..)?));
+        }
+    };
+    let from = c.len_utf8();
+    let end = from + s.get(from..)?.find(close)?;
+    let raw = s.get(from..end)?;
+    Some((
+        Value::String(raw.to_string()),
+        s.get(end + close.len_utf8()..)?,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::families::testing::detect_with;
+    use serde_json::json;
+
+    fn calls(text: &str, tools: &[&str]) -> (Option<String>, Vec<serde_json::Value>) {
+        let d = detect_with(text, tools);
+        let calls = d
+            .leaks
+            .iter()
+            .flat_map(|l| &l.calls)
+            .map(|c| json!([c.name, c.arguments]))
+            .collect();
+        (d.cleaned, calls)
+    }
+
+    #[test]
+    fn the_whole_message_or_its_first_or_last_line() {
+        let (cleaned, c) = calls("search q=\"cats\" limit=5", &["search"]);
+        assert_eq!(cleaned.as_deref(), Some(""));
+        assert_eq!(c, vec![json!(["search", {"q": "cats", "limit": 5}])]);
+        let (cleaned, c) = calls("Let me look.\nsearch --q \"cats\"\n", &["search"]);
+        assert_eq!(cleaned.as_deref(), Some("Let me look."));
+        assert_eq!(c, vec![json!(["search", {"q": "cats"}])]);
+        let (cleaned, _) = calls("read_file path=a.txt\nReading it now.", &["read_file"]);
+        assert_eq!(cleaned.as_deref(), Some("Reading it now."));
+    }
+
+    #[test]
+    fn prose_code_and_tools_not_enabled_stay() {
+        for (t, tools) in [
+            ("search q=\"cats\"", &["other"][..]),
+            ("Then search q=\"cats\" would match nothing.", &["search"]),
+            ("Run:\n```\nsearch q=\"cats\"\n```", &["search"]),
+            ("search the web for cats", &["search"]),
+            ("search q=\"cats\" and then stop", &["search"]),
+            ("name=Bob age=3", &["name"]),
+        ] {
+            assert!(detect_with(t, tools).is_clean(), "{t}");
+        }
+    }
+}
