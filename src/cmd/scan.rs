@@ -263,12 +263,12 @@ impl Scanner<'_> {
 /// What detection did with one message, collected for `--explain`.
 #[derive(Default)]
 struct Explain {
-    detectors: Vec<(&'static str, &'static [&'static str])>,
+    detectors: Vec<(&'static str, Vec<String>)>,
     notes: Vec<Note>,
 }
 
 impl Trace for Explain {
-    fn prefilter(&mut self, detectors: &[(&'static str, &'static [&'static str])]) {
+    fn prefilter(&mut self, detectors: &[(&'static str, Vec<String>)]) {
         self.detectors = detectors.to_vec();
     }
 

@@ -157,10 +157,10 @@ pub fn detect_traced<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T
     let text = input.content;
     let seen = prefilter::scan_detectors(text);
     if T::ENABLED {
-        let ran: Vec<(&'static str, &'static [&'static str])> = seen
+        let ran: Vec<(&'static str, Vec<String>)> = seen
             .iter()
             .filter_map(|i| families::detectors().get(i))
-            .map(|d| (d.name(), d.triggers()))
+            .map(|d| (d.name(), matched_markers(text, *d)))
             .collect();
         trace.prefilter(&ran);
     }
@@ -181,7 +181,24 @@ pub fn detect_traced<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T
     // the formats it may hold, not for every format of a family it triggers.
     for det in seen.iter().filter_map(|i| families::detectors().get(i)) {
         ctx.current.set((det.name(), det.family()));
+        let (leaks_before, notes_before) = (leaks.len(), ctx.notes.len());
         det.find(text, &ctx, &mut leaks);
+        if T::ENABLED && leaks.len() == leaks_before && ctx.notes.len() == notes_before {
+            // Every detector that ran says why it took nothing, not only those with a
+            // reason of their own to give.
+            let markers = matched_markers(text, *det);
+            let at = markers
+                .iter()
+                .find_map(|m| text.find(m.as_str()))
+                .unwrap_or(0);
+            ctx.declined(at..at, || {
+                format!(
+                    "{} matched, but no complete call of this format (nor a result of a known \
+                     shape) stands there",
+                    markers.join(" and ")
+                )
+            });
+        }
     }
     if T::ENABLED {
         for note in ctx.notes.take() {
@@ -236,6 +253,33 @@ pub fn detect_traced<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T
         strip_only,
         depends_on_tools,
     }
+}
+
+/// What of a detector's the prefilter found in `text`: the markers that occur in it, or
+/// the place a marker-less check looked (`scan --explain` only).
+fn matched_markers(text: &str, det: families::Detector) -> Vec<String> {
+    let mut found: Vec<String> = det
+        .triggers()
+        .iter()
+        .filter(|t| t.len() > 1 && text.contains(**t))
+        .map(|t| t.to_string())
+        .collect();
+    if found.is_empty() {
+        let first = text.trim_start().as_bytes().first();
+        if let Some(&b) = first.filter(|b| det.at_start().contains(b)) {
+            found.push(format!("a `{}` opening the message", char::from(b)));
+        }
+        if det.probe().is_some() {
+            found.push(format!(
+                "a bare {} its probe confirmed",
+                det.triggers().join(" ")
+            ));
+        }
+        if det.lines().is_some() {
+            found.push("the shape of a call on the first or last line".into());
+        }
+    }
+    found
 }
 
 /// Settles what the markup net (`families::markup`) read against the exact readings of the

@@ -18,9 +18,10 @@ pub trait Trace {
     /// Whether anything is recorded at all; `false` makes every step free.
     const ENABLED: bool = true;
 
-    /// The detectors the prefilter ran (their name and the markers they look for), in the
-    /// order they run. Empty: the message holds no marker and is clean.
-    fn prefilter(&mut self, _detectors: &[(&'static str, &'static [&'static str])]) {}
+    /// The detectors the prefilter ran (their name and what of theirs it found in this text:
+    /// the markers that occur, or the place it looked, such as the first line), in the order
+    /// they run. Empty: the message holds no marker and is clean.
+    fn prefilter(&mut self, _detectors: &[(&'static str, Vec<String>)]) {}
 
     /// One step: a candidate taken, declined or dropped.
     fn note(&mut self, _note: Note) {}
@@ -76,6 +77,16 @@ impl Notes {
     /// Whether notes are recorded.
     pub fn enabled(&self) -> bool {
         self.notes.is_some()
+    }
+
+    /// How many notes are recorded so far.
+    pub fn len(&self) -> usize {
+        self.notes.as_ref().map_or(0, |n| n.borrow().len())
+    }
+
+    /// Whether no note is recorded.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Records a declined candidate; `why` is built only when notes are recorded.

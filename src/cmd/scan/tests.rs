@@ -177,3 +177,36 @@ fn stats_count_leaks_by_family_and_what_recovery_would_do() {
     assert_eq!(v["messages_by_outcome"]["clean"], 2);
     assert_eq!(s.calls_by_outcome.values().sum::<usize>(), 3);
 }
+
+#[test]
+fn explain_names_the_matched_marker_and_every_detector_that_ran_says_why() {
+    // Both are JSON that starts like a call of an enabled tool and is not one.
+    let body = concat!(
+        r#"{"id": 1, "content": "```json\n{\"tool\": \"search\", \"query\": \"x\"}\n```", "enabled_tools": ["search"]}"#,
+        "\n",
+        r#"{"id": 2, "content": "{\"tool\": \"search\", \"note\": 1} ok", "enabled_tools": ["search"]}"#,
+        "\n",
+    );
+    let f = temp_file("explain-declines.jsonl", body.as_bytes());
+    let mut a = args(vec![f], true);
+    a.explain = true;
+    let mut out = Vec::new();
+    run(&a, &mut out).unwrap();
+    for v in lines(&out) {
+        let detectors = v["explain"]["detectors"].as_array().unwrap();
+        let steps = v["explain"]["steps"].as_array().unwrap();
+        assert!(!detectors.is_empty(), "{v}");
+        for d in detectors {
+            // The markers found in this text, not the detector's whole list.
+            let markers = d["markers"].as_array().unwrap();
+            assert!(!markers.is_empty() && markers.len() <= 2, "{d}");
+            assert!(
+                steps
+                    .iter()
+                    .any(|s| s["detector"] == d["detector"] && s["verdict"] == "declined"),
+                "{} ran and said nothing: {steps:?}",
+                d["detector"]
+            );
+        }
+    }
+}

@@ -187,8 +187,8 @@ fn parse_body(body: &str) -> Option<Vec<Call>> {
     }
 }
 
-/// One call in a fence: `{"name", "arguments"}` exactly, `{"tool", "parameters"}` (or Command
-/// R's `{"tool_name", "parameters"}`), or the OpenAI shape `{"id", "type": "function",
+/// One call in a fence: `{"name", "arguments"}` exactly, `{"tool", "parameters"}` (or
+/// `args`, LangChain's `tool_input`, Command R's `{"tool_name", "parameters"}`), or the OpenAI shape `{"id", "type": "function",
 /// "function": {"name", "arguments"}}`.
 fn fence_call(v: &Value) -> Option<Call> {
     let obj = v.as_object()?;
@@ -206,6 +206,8 @@ fn fence_call(v: &Value) -> Option<Call> {
             "tool_call_id",
             "parameters",
             "arguments",
+            "args",
+            "tool_input",
             "reasoning",
             "thought",
         ];
@@ -216,7 +218,9 @@ fn fence_call(v: &Value) -> Option<Call> {
         if !is_tool_name(name) {
             return None;
         }
-        let args = obj.get("parameters").or_else(|| obj.get("arguments"));
+        let args = ["parameters", "arguments", "args", "tool_input"]
+            .iter()
+            .find_map(|k| obj.get(*k));
         let args = args.map_or(Value::Object(Default::default()), |a| {
             decode_arguments(a.clone())
         });

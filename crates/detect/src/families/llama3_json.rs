@@ -48,6 +48,10 @@ pub(crate) const TRIGGERS: &[&str] = &[
     "{\"action\"",
     "{ \"action\"",
     "{\n  \"action\"",
+    // `{"tool", "tool_input"}` (LangChain's AgentAction) and `{"tool", "args"}`.
+    "{\"tool\"",
+    "{ \"tool\"",
+    "{\n  \"tool\"",
 ];
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = b"{";
@@ -99,7 +103,8 @@ fn is_candidate(text: &str, pos: usize) -> bool {
         || rest.starts_with("\"function_call\"")
         || rest.starts_with("\"id\"")
         || rest.starts_with("\"function\"")
-        || rest.starts_with("\"action\""))
+        || rest.starts_with("\"action\"")
+        || rest.starts_with("\"tool\""))
     {
         return false;
     }

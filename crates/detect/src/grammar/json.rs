@@ -50,7 +50,8 @@ pub enum Keys {
     /// `type: "function"`, nothing else; the arguments an object. Also the same call as the
     /// OpenAI API nests it (`{"type": "function", "function": {..}}`, optionally `id`), as
     /// LangChain's JSON agents write it (`{"action": NAME, "action_input": {..}}`, nothing
-    /// else) and as Cohere's does (`{"tool_name", "parameters"}`, optionally
+    /// else), as its `AgentAction` prints (`{"tool", "tool_input"}`, maybe `log`), `{"tool",
+    /// "args"}`, and as Cohere's does (`{"tool_name", "parameters"}`, optionally
     /// `tool_call_id`).
     Strict,
     /// The same keys, other keys tolerated, arguments any value (Hermes: the wrapper token
@@ -75,6 +76,12 @@ pub fn call_of(v: &Value, keys: Keys) -> Option<Call> {
     let (name, args) = match keys {
         Keys::Strict | Keys::Loose if is_action(obj) => {
             (obj.get("action")?.as_str()?, obj.get("action_input")?)
+        }
+        Keys::Strict | Keys::Loose if is_tool_pair(obj) => {
+            let args = ["tool_input", "arguments", "parameters", "args"]
+                .iter()
+                .find_map(|k| obj.get(*k))?;
+            (obj.get("tool")?.as_str()?, args)
         }
         Keys::Strict | Keys::Loose if is_cohere(obj) => {
             (obj.get("tool_name")?.as_str()?, obj.get("parameters")?)
@@ -147,6 +154,25 @@ fn is_cohere(obj: &serde_json::Map<String, Value>) -> bool {
         && obj
             .keys()
             .all(|k| matches!(k.as_str(), "tool_name" | "parameters" | "tool_call_id"))
+}
+
+/// A call keyed by `tool`: LangChain's `AgentAction` as it prints (`tool`, `tool_input`,
+/// maybe its `log`), or `tool` with one arguments key (`args`, `arguments`, `parameters`),
+/// and nothing else.
+fn is_tool_pair(obj: &serde_json::Map<String, Value>) -> bool {
+    let args = ["tool_input", "arguments", "parameters", "args"]
+        .iter()
+        .filter(|k| obj.contains_key(**k))
+        .count();
+    obj.get("tool").is_some_and(Value::is_string)
+        && args == 1
+        && obj.keys().all(|k| {
+            matches!(
+                k.as_str(),
+                "tool" | "tool_input" | "arguments" | "parameters" | "args" | "log"
+            )
+        })
+        && (!obj.contains_key("log") || obj.contains_key("tool_input"))
 }
 
 /// LangChain's JSON agent action: exactly `action` and `action_input`.
