@@ -222,6 +222,15 @@ impl<'t> Reader<'_, 't> {
                 .filter(|(k, _)| is_name_key(&fold(k)))
                 .find_map(|(_, v)| self.tool(v))
                 .or_else(|| open.eq.and_then(|v| self.tool(v)));
+            // Arguments in an attribute (`arguments='{"q": "x"}'`), as JSON.
+            for (k, v) in &open.attrs {
+                if is_args_key(&fold(k)) {
+                    match typed_param(&xml::unescape(v)) {
+                        Value::Object(m) => args.extend(m),
+                        _ => return None,
+                    }
+                }
+            }
         }
         let mut had_args = !args.is_empty();
         if let Some(r) = open.json.clone() {
@@ -323,7 +332,10 @@ impl<'t> Reader<'_, 't> {
                 let (v, end) = crate::grammar::json::value_at(text, start)?;
                 (call_of(&v, Keys::Strict)?, end)
             }
-            _ => parse_call(text, start, PyOpts::LENIENT)?,
+            _ => match parse_call(text, start, PyOpts::LENIENT) {
+                Some(found) => found,
+                None => glued_call(text, start)?,
+            },
         };
         if end != stop {
             return None;
@@ -393,7 +405,19 @@ impl<'t> Reader<'_, 't> {
                         pos = end;
                     }
                     Kind::Open if is_args_key(&k) => {
-                        let (value, end) = self.element_text(&t)?;
+                        let (value, end) = match self.element_text(&t) {
+                            Some((v, e)) if v.trim_start().starts_with('{') => (v, e),
+                            // Parameter elements inside the arguments element.
+                            _ => {
+                                let inner = self.body(t.span.end, false)?;
+                                let end = self.closer(inner.end, &k)?;
+                                body.args.extend(inner.args);
+                                body.had_args = true;
+                                pos = end;
+                                body.end = pos;
+                                continue;
+                            }
+                        };
                         match typed_param(&value) {
                             Value::Object(m) => body.args.extend(m),
                             _ => return None,
@@ -618,6 +642,24 @@ const HTML: &[&str] = &[
 
 fn is_html(name: &str) -> bool {
     HTML.binary_search(&name).is_ok()
+}
+
+/// `NAME{json}`, `functions.NAME:0 {json}`: a name and its arguments object, spaces between.
+fn glued_call(text: &str, start: usize) -> Option<(Call, usize)> {
+    let rest = text.get(start..)?;
+    let name_len = rest.find(|c: char| !(is_ident_char(c) || matches!(c, '.' | ':' | '-')))?;
+    let brace = skip_ws(text, start + name_len);
+    let (v, end) = crate::grammar::json::value_at(text, brace)?;
+    let name = rest.get(..name_len)?;
+    (text.as_bytes().get(brace) == Some(&b'{') && v.is_object() && !name.is_empty()).then(|| {
+        (
+            Call {
+                name: name.to_string(),
+                arguments: v,
+            },
+            end,
+        )
+    })
 }
 
 /// Special tokens that separate a call's parts (`<|tool_call_argument_begin|>`,
