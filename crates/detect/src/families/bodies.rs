@@ -116,7 +116,7 @@ pub fn parse(
         }
         // A brace call fills its body to the limit; with no closer found it fills the text
         // to its end, which the engine takes only where the closer may be missing there
-        // (`engine::Missing`).
+        // (`format::Missing`).
         Grammar::Brace(syn) => {
             let l = limit.unwrap_or(text.len());
             brace::parse(text.get(..l)?, pos, syn).map(|c| (vec![c], l))

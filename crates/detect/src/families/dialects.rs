@@ -3,7 +3,8 @@
 //! styles, Kimi's call ids, Step-3's optional header, GigaChat's role header, Llama's
 //! `<|python_tag|>` bodies). Everything around a body is the engine's.
 //!
-//! May depend on: `super::bodies`, `crate::grammar`, `crate::types`, `crate::Ctx`.
+//! May depend on: `super::bodies`, `super::format`, `crate::grammar`, `crate::types`,
+//! `crate::Ctx`.
 
 use super::bodies::Grammar;
 use crate::grammar::json::{self, JsonCalls, Keys, NamedJson, Shape};
@@ -168,7 +169,7 @@ pub(super) fn deepseek_call(
 /// DeepSeek's `<｜tool▁sep｜>` in every spelling its row allows.
 fn deepseek_seps() -> &'static [&'static str] {
     static SEPS: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
-    SEPS.get_or_init(|| super::rows::spellings("<｜tool▁sep｜>", super::engine::Spell::Bars))
+    SEPS.get_or_init(|| super::format::spellings("<｜tool▁sep｜>", super::format::Spell::Bars))
 }
 
 /// Kimi-K2's `functions.NAME:0 <|tool_call_argument_begin|>{..}`. A bare counter `0`

@@ -1,9 +1,10 @@
 //! The leak formats: the table the engine reads, and the families whose leaks are not a
 //! wrapper around a call grammar and so have finders of their own.
 //!
-//! - `table`: most formats, as rows of tokens over the kit's grammars (`crate::grammar`),
-//!   read by `engine` (candidates, sections, missing openers and closers, runs of calls,
-//!   trailing control tokens, enabled-tool checks: once, for every row);
+//! - `table`: most formats, as rows of tokens (`format`) over the kit's grammars
+//!   (`crate::grammar`), read by `engine` (candidates, sections, missing openers and
+//!   closers, runs of calls, trailing control tokens, enabled-tool checks: once, for every
+//!   row);
 //! - own finders: `result` (fake results at the start), `llama3_json` and `xlam` (bare
 //!   JSON, weak), `pythonic` (bare Python lists, weak), `json_fence`, `harmony` (a sequence
 //!   of messages whose control tokens go and whose non-call bodies stay), `frames` (the
@@ -21,6 +22,7 @@ mod cli;
 mod cwm;
 mod dialects;
 pub mod engine;
+pub mod format;
 mod frames;
 mod gemini;
 mod harmony;
@@ -46,7 +48,7 @@ use crate::types::Family;
 use crate::{Ctx, Leak};
 use rows::Row;
 
-pub use engine::MAX_CANDIDATES;
+pub use format::MAX_CANDIDATES;
 
 /// A family's own finder, for the formats the table cannot express.
 pub struct OwnFinder {

@@ -6,10 +6,12 @@
 //! Built once (`families::rows()`); the strings of the derived spellings live for the
 //! process, like the table itself.
 //!
-//! May depend on: `super::engine` (the row types), `super::bodies`, `crate::grammar`.
+//! May depend on: `super::format` (the row types), `super::bodies`, `crate::grammar`.
 
 use super::bodies::Grammar;
-use super::engine::{Format, Spell};
+// `spellings` keeps its public path here, beside the rows it spells.
+pub use super::format::spellings;
+use super::format::{Format, Spell, BARS};
 use crate::grammar::xml::InvokeSyntax;
 
 /// One row of the table with its tokens in all their spellings.
@@ -140,28 +142,6 @@ impl Row {
     }
 }
 
-/// The bars a `<｜..｜>` token may be written with, canonical first.
-const BARS: &[&str] = &["｜", "|", "｜｜"];
-/// The word separators a `▁` may be written with, canonical first.
-const SEPS: &[&str] = &["▁", "_", " "];
-
-/// `token` in every spelling `spell` allows, the canonical one first.
-pub fn spellings(token: &'static str, spell: Spell) -> Vec<&'static str> {
-    if spell == Spell::Exact || !(token.contains('｜') || token.contains('▁')) {
-        return vec![token];
-    }
-    let mut out = vec![token];
-    for bar in BARS {
-        for sep in SEPS {
-            let s = token.replace('｜', bar).replace('▁', sep);
-            if !out.iter().any(|o| *o == s) {
-                out.push(Box::leak(s.into_boxed_str()));
-            }
-        }
-    }
-    out
-}
-
 /// The row's grammar with its invoke tags in every spelling: an invoke grammar becomes the
 /// first of its spellings that reads the body.
 fn respell_grammar(g: &'static Grammar, spell: Spell) -> &'static Grammar {
@@ -191,25 +171,4 @@ fn respell_grammar(g: &'static Grammar, spell: Spell) -> &'static Grammar {
     Box::leak(Box::new(Grammar::Either(Box::leak(
         alts.into_boxed_slice(),
     ))))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bars_and_separators_are_respelled() {
-        let s = spellings("<｜tool▁sep｜>", Spell::Bars);
-        assert_eq!(s[0], "<｜tool▁sep｜>");
-        for want in [
-            "<|tool_sep|>",
-            "<｜tool_sep｜>",
-            "<｜｜tool▁sep｜｜>",
-            "<|tool sep|>",
-        ] {
-            assert!(s.contains(&want), "{want}");
-        }
-        assert_eq!(spellings("<tool_call>", Spell::Bars), vec!["<tool_call>"]);
-        assert_eq!(spellings("<｜tool▁sep｜>", Spell::Exact).len(), 1);
-    }
 }

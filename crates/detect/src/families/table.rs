@@ -3,12 +3,12 @@
 //! syntaxes and the few call bodies the rows name). A new format is a row here plus its
 //! vectors in `tests/data/`.
 //!
-//! May depend on: `super::engine`, `super::bodies`, `super::dialects`, `crate::grammar`,
+//! May depend on: `super::format`, `super::bodies`, `super::dialects`, `crate::grammar`,
 //! `crate::types`.
 
 use super::bodies::Grammar;
 use super::dialects::*;
-use super::engine::{Format, Missing, Spell, Tools};
+use super::format::{Format, Missing, Spell, Tools};
 use crate::grammar::brace::BraceSyntax;
 use crate::grammar::json::{JsonCalls, Keys, NamedJson, Shape};
 use crate::grammar::xml::INVOKE;

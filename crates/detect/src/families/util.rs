@@ -3,16 +3,16 @@
 //! The control tokens that end a turn, and the merging of neighbouring blocks into one
 //! leak, live here too: the engine and the own finders share them.
 //!
-//! May depend on: `crate::grammar`, `super::engine`, `super::rows`, `crate::types`,
-//! `crate::Ctx`.
+//! May depend on: `crate::grammar`, `super::format`, `crate::types`, `crate::Ctx`.
 
-pub use super::engine::MAX_CANDIDATES;
+pub use super::format::MAX_CANDIDATES;
 pub use crate::grammar::json::{decode_arguments, value_at as json_value_at, whole as json_whole};
 pub use crate::grammar::text::{
     at_lit, attr, find_bounded, find_from, preceded_by, rest_is_blank, skip_ws, Finder,
 };
 pub use crate::grammar::{is_tool_name, typed_param};
 
+use super::format::{spellings, Spell};
 use crate::grammar::json::{call_of, Keys};
 use crate::grammar::text::{eat, eat_any};
 use crate::types::Call;
@@ -61,7 +61,7 @@ fn end_of_turn() -> &'static [&'static str] {
     static ALL: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
     ALL.get_or_init(|| {
         let mut all: Vec<&'static str> = END_OF_TURN.to_vec();
-        for s in super::rows::spellings("<｜end▁of▁sentence｜>", super::engine::Spell::Bars) {
+        for s in spellings("<｜end▁of▁sentence｜>", Spell::Bars) {
             if !all.contains(&s) {
                 all.push(s);
             }

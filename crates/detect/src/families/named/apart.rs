@@ -1,0 +1,33 @@
+//! Where markup stands apart from the text around it: the rule that tells a call from a
+//! name mentioned in a sentence, shared by the bare shapes here and by the families that
+//! read wrapped markup (`xml_tool`, `json_fence`, `markup`).
+//!
+//! May depend on: nothing of the crate (it reads the text only).
+
+/// Whether markup starting at `start` stands apart from the text before it: at the start of
+/// the text or a line, or after the end of a sentence, a colon or a tag (glued to it or
+/// not), in any script (`执行：NAME{..}`: full-width punctuation ends a clause too). A name inside a sentence (`use search {..}`) is prose about the tool, and one after
+/// code (`map[string]string{..}`) is code.
+pub(crate) fn stands_before(text: &str, start: usize) -> bool {
+    let head = text.get(..start).unwrap_or_default();
+    match head.trim_end_matches([' ', '\t']).chars().next_back() {
+        None => true,
+        Some(c) => matches!(
+            c,
+            '\n' | '\r' | '.' | '!' | '?' | ':' | '>' | '：' | '。' | '！' | '？' | '；' | '，'
+        ),
+    }
+}
+
+/// Whether markup ending at `end` stands apart from the text after it: the end of the text
+/// or a line, a control token or more markup, or a new sentence.
+pub(crate) fn stands_after(text: &str, end: usize) -> bool {
+    let rest = text.get(end..).unwrap_or_default();
+    let t = rest.trim_start_matches([' ', '\t']);
+    match t.chars().next() {
+        None => true,
+        Some(c) if matches!(c, '\n' | '\r' | '<' | '[' | '{') || c.is_uppercase() => true,
+        Some('.' | '!') => t[1..].chars().next().is_none_or(char::is_whitespace),
+        Some(_) => false,
+    }
+}

@@ -1,0 +1,409 @@
+//! Bare Python calls, `NAME(key=..)`, which hold no anchor byte: the prefilter's look at
+//! the first and last lines ([`lines_probe`]), the calls on those lines and the lines of
+//! calls next to them, a lone `NAME()` as the whole message, and Google's
+//! ```` ```tool_code ```` fences.
+//!
+//! May depend on: `super::apart`, `crate::families::util`, `crate::grammar`, `crate::types`,
+//! `crate::Ctx`.
+
+use super::apart::{stands_after, stands_before};
+use crate::families::util::{with_trailing, Block, END_OF_TURN, MAX_CANDIDATES};
+use crate::grammar::python::{self, PyOpts};
+use crate::grammar::text::{eat, skip_ws};
+use crate::types::{Call, Family};
+use crate::Ctx;
+
+/// How far back from the end of the message the start of its last line is looked for: a
+/// bare call on a longer last line is not looked for (the look costs every message that
+/// ends with `)`).
+const LAST_LINE: usize = 384;
+
+/// Where the message's text starts and ends, without surrounding whitespace and the
+/// end-of-turn tokens after it. Bytes only: the prefilter asks this of every message.
+fn core_bounds(text: &str) -> (usize, usize) {
+    let bytes = text.as_bytes();
+    let start = bytes
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(bytes.len());
+    let mut end = bytes.len();
+    loop {
+        while end > start && bytes[end - 1].is_ascii_whitespace() {
+            end -= 1;
+        }
+        // Every end-of-turn token ends with `>`.
+        if end == start || bytes[end - 1] != b'>' {
+            return (start, end);
+        }
+        let head = text.get(..end).unwrap_or_default();
+        match END_OF_TURN.iter().find(|tok| head.ends_with(**tok)) {
+            Some(tok) => end -= tok.len(),
+            None => return (start, end),
+        }
+    }
+}
+
+/// The namespaces a prompt may put the tools in, which a bare call then writes before the
+/// name: OpenAI-style `functions.`, `tools.`, Gemini's `default_api.` (a method of anything
+/// else is code: `app.run(debug=True)`).
+const NAMESPACES: &[&str] = &["default_api.", "functions.", "tools."];
+
+/// Where the name of a bare call whose line starts at `start` begins, past a namespace of
+/// [`NAMESPACES`], and whether the call is wrapped in `print(..)` (Gemini's code execution
+/// writes `print(default_api.NAME(..))`; only with a namespace).
+fn call_prefix(bytes: &[u8], start: usize) -> (usize, bool) {
+    let rest = bytes.get(start..).unwrap_or_default();
+    let (inner, printed) = match rest.strip_prefix(b"print(") {
+        Some(r) => (r, true),
+        None => (rest, false),
+    };
+    match NAMESPACES
+        .iter()
+        .find(|ns| inner.starts_with(ns.as_bytes()))
+    {
+        Some(ns) => (bytes.len() - inner.len() + ns.len(), printed),
+        None => (start, false),
+    }
+}
+
+/// The `(` of a bare call opening the line that starts at `start` (`NAME(key=`, with a
+/// namespace or in `print(` as [`call_prefix`] reads them), if one may be there.
+fn line_opens_call(bytes: &[u8], start: usize) -> Option<usize> {
+    let start = call_prefix(bytes, start).0;
+    let name = bytes
+        .get(start..)?
+        .iter()
+        .take(129)
+        .take_while(|&&b| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80)
+        .count();
+    let open = start + name;
+    (name > 0 && call_shape(bytes, open)).then_some(open)
+}
+
+/// Where the last line starts, when the message ends with `)` (a call may end it) and the
+/// line is not longer than [`LAST_LINE`].
+fn last_line(bytes: &[u8], start: usize, end: usize) -> Option<usize> {
+    if end <= start || bytes.get(end - 1) != Some(&b')') {
+        return None;
+    }
+    let floor = start.max(end.saturating_sub(LAST_LINE));
+    let line = match memchr::memrchr(b'\n', bytes.get(floor..end)?) {
+        Some(i) => floor + i + 1,
+        None if floor == start => start,
+        None => return None,
+    };
+    let spaces = bytes
+        .get(line..end)?
+        .iter()
+        .take_while(|b| **b == b' ' || **b == b'\t')
+        .count();
+    Some(line + spaces)
+}
+
+/// The prefilter's check for bare Python calls, which hold no anchor byte: one may open the
+/// message's first line (`NAME(key=` before the prose) or open its last line and end the
+/// message (`NAME(key=..)` after the prose). A few byte comparisons per message, and a look
+/// back over the last line only when the message ends with `)`.
+pub(crate) fn lines_probe(text: &str) -> bool {
+    let b = text.as_bytes();
+    // The first line: a name, then `(` (plain loops: this runs for every message).
+    let mut i = 0;
+    while i < b.len() && b[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    let line = i;
+    let word = |mut i: usize| {
+        let start = i;
+        while i < b.len()
+            && i - start < 129
+            && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80)
+        {
+            i += 1;
+        }
+        i
+    };
+    let mut start = line;
+    i = word(line);
+    // A namespace (`functions.`) or `print(` before the name: read only when the first word
+    // ends with one of their bytes, so plain prose pays nothing more.
+    if i > line && matches!(b.get(i), Some(b'.' | b'(')) {
+        let name = call_prefix(b, line).0;
+        if name != line {
+            start = name;
+            i = word(name);
+        }
+    }
+    if i > start && b.get(i) == Some(&b'(') && call_shape(b, i) {
+        return true;
+    }
+    // `NAME()` is a call only as the whole message.
+    if i > start && b.get(i) == Some(&b'(') && b.get(i + 1) == Some(&b')') {
+        return core_bounds(text) == (line, i + 2);
+    }
+    let mut e = b.len();
+    while e > line && b[e - 1].is_ascii_whitespace() {
+        e -= 1;
+    }
+    // Most messages end with neither `)`, a token's `>` nor a fence: nothing more to look at.
+    if e == line || !matches!(b[e - 1], b')' | b'>' | b'`') {
+        return false;
+    }
+    if b[e - 1] == b'`' {
+        return tool_code_ends(b, line, e);
+    }
+    let (start, end) = core_bounds(text);
+    last_line(b, start, end)
+        .is_some_and(|l| line_opens_call(b, l).is_some() || glued_call(b, l, end).is_some())
+}
+
+/// Where a bare call glued to the prose of the last line (the line starting at `line`,
+/// the message ending at `end`) may start: right after a sentence's end, the first such
+/// place where a call may open. Models that write their call after a sentence of their own
+/// write it there: `Noted. NAME(key=..)`, `Noted!NAME(key=..)`. A `.` or `:` ends a
+/// sentence only with a space after it (`app.run(debug=True)` is a method, `a:b(` no
+/// sentence); `!` and `?` with or without.
+fn glued_call(bytes: &[u8], line: usize, end: usize) -> Option<usize> {
+    let seg = bytes.get(line..end)?;
+    // Most last lines that end with `)` end with a link or an aside, whose `(` follows no
+    // name and opens no `key=`: one SIMD look for a call's `(` before reading the line.
+    if !memchr::memchr_iter(b'(', seg).any(|i| call_shape(bytes, line + i)) {
+        return None;
+    }
+    seg.iter()
+        .enumerate()
+        .filter_map(|(i, b)| {
+            let after = line + i + 1;
+            let spaces = bytes
+                .get(after..end)?
+                .iter()
+                .take_while(|&&c| c == b' ')
+                .count();
+            match b {
+                b'!' | b'?' => Some(after + spaces),
+                b'.' | b':' if spaces > 0 => Some(after + spaces),
+                _ => None,
+            }
+        })
+        .find(|&j| j < end && line_opens_call(bytes, j).is_some())
+}
+
+/// Whether the text (its bytes from `line` to `end`) ends with a fence whose
+/// ```` ```tool_code ```` opener is near: the model stops after such a fence for the tool
+/// to run, so it (or the made-up ```` ```tool_output ```` after it) ends the message. Out of
+/// line: most messages never get here, and the search must not weigh on those that do not.
+#[cold]
+#[inline(never)]
+fn tool_code_ends(b: &[u8], line: usize, end: usize) -> bool {
+    if !b[line..end].ends_with(b"```") {
+        return false;
+    }
+    let floor = end.saturating_sub(TOOL_CODE_LOOK).max(line);
+    memchr::memmem::rfind(&b[floor..end], TOOL_CODE.as_bytes()).is_some()
+}
+
+/// Whether the `(` at `p` follows a name and opens a keyword argument list (`key=`, not
+/// `==` or `=>`). The callers read the name from the line's start, where a method
+/// (`app.run(`) stops at its dot. An empty list (`main()`) is too little markup: it ends
+/// half the scripts ever pasted into a reply.
+fn call_shape(bytes: &[u8], p: usize) -> bool {
+    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
+    if bytes.get(p) != Some(&b'(')
+        || !p
+            .checked_sub(1)
+            .and_then(|i| bytes.get(i))
+            .is_some_and(|&b| ident(b))
+    {
+        return false;
+    }
+    let mut i = p + 1;
+    while bytes.get(i).is_some_and(|b| *b == b' ') {
+        i += 1;
+    }
+    let key = i;
+    while bytes.get(i).is_some_and(|&b| ident(b)) && i < key + 64 {
+        i += 1;
+    }
+    while bytes.get(i).is_some_and(|b| *b == b' ') {
+        i += 1;
+    }
+    i > key && bytes.get(i) == Some(&b'=') && !matches!(bytes.get(i + 1), Some(b'=' | b'>'))
+}
+
+/// Bare Python calls where [`lines_probe`] looks (opening the first line or the last),
+/// and on the lines of calls next to them. A message that is one bare call of an enabled
+/// tool and nothing else is a call too (Granite's bare form, vLLM's `granite_pythonic`):
+/// an assistant's whole reply is not an example of a call to its own tool. There, and only
+/// there, an empty argument list (`list_files()`) counts as well.
+pub(super) fn python_lines(text: &str, ctx: &Ctx<'_>) -> Vec<(Family, Block)> {
+    let mut found = python_candidates(text, ctx);
+    if found.is_empty() {
+        found.extend(whole_empty_call(text, ctx));
+    }
+    found
+        .into_iter()
+        .filter(|(_, c)| c.iter().all(|c| ctx.tool_enabled(&c.name)))
+        .map(|b| (Family::Pythonic, b))
+        .collect()
+}
+
+/// The complete bare calls standing where [`lines_probe`] looks, and on the lines of calls
+/// after the first and before the last; tools not yet asked.
+fn python_candidates(text: &str, ctx: &Ctx<'_>) -> Vec<Block> {
+    let bytes = text.as_bytes();
+    let (start, end) = core_bounds(text);
+    let mut out: Vec<Block> = Vec::new();
+    // Down from a call opening the first line, while each line opens with one.
+    let mut at = start;
+    for _ in 0..MAX_CANDIDATES {
+        let Some(b) = line_opens_call(bytes, at).and_then(|_| call_at(text, at, ctx)) else {
+            break;
+        };
+        at = skip_ws(text, b.0.end);
+        out.push(b);
+    }
+    // Up from a call opening the last line and ending the message, while each line above
+    // opens with a call that ends it.
+    let mut line = last_line(bytes, start, end);
+    let mut line_end = end;
+    for round in 0..MAX_CANDIDATES {
+        let Some(mut l) = line else {
+            break;
+        };
+        // On the last line the call may follow a sentence of the model's own.
+        if round == 0 && line_opens_call(bytes, l).is_none() {
+            match glued_call(bytes, l, end) {
+                Some(g) => l = g,
+                None => break,
+            }
+        }
+        let found = line_opens_call(bytes, l)
+            .and_then(|_| call_at(text, l, ctx))
+            .filter(|(span, _)| span.end >= line_end);
+        let Some(b) = found else {
+            break;
+        };
+        if out
+            .iter()
+            .any(|(s, _)| s.start < b.0.end && b.0.start < s.end)
+        {
+            break;
+        }
+        line_end = text.get(..b.0.start).unwrap_or_default().trim_end().len();
+        let above = memchr::memrchr(b'\n', bytes.get(..line_end).unwrap_or_default());
+        line = above
+            .map(|i| skip_ws(text, i + 1))
+            .filter(|_| line_end > start);
+        out.push(b);
+    }
+    out.sort_by_key(|(s, _)| s.start);
+    out
+}
+
+/// The call written as code at `start`: `NAME(key=..)`, in a tools' namespace, maybe in
+/// Gemini's `print(..)` (see [`call_prefix`]); the call and where it ends. A plain name:
+/// `app.run(debug=True)` is a method of the code around it.
+pub(crate) fn code_call(text: &str, start: usize) -> Option<(Call, usize)> {
+    let (name_at, printed) = call_prefix(text.as_bytes(), start);
+    let (call, mut end) = python::parse_call(text, name_at, PyOpts::STRICT)?;
+    if call.name.contains(['.', ':']) {
+        return None;
+    }
+    if printed {
+        end = eat(text, skip_ws(text, end), ")")?;
+    }
+    Some((call, end))
+}
+
+/// The opener of Google's code fence for calls (Gemma 3, Gemini).
+const TOOL_CODE: &str = "```tool_code";
+
+/// How far back from a fence ending the message its ```` ```tool_code ```` opener is looked
+/// for.
+const TOOL_CODE_LOOK: usize = 4096;
+
+/// ```` ```tool_code ```` fences whose every line holding anything is one call written as
+/// code ([`code_call`]) of an enabled tool: Gemma 3's and Gemini's way to call. A fence is
+/// code, so this is the one place a code region is read; the leak is reported as
+/// `json_fence` (a fence holding a call), which the driver lets stand in code.
+pub(super) fn tool_code_fences(text: &str, ctx: &Ctx<'_>) -> Vec<Block> {
+    let mut out = Vec::new();
+    for r in ctx.code.regions().iter().take(MAX_CANDIDATES) {
+        let Some(fence) = text.get(r.clone()) else {
+            continue;
+        };
+        let indent = fence.len() - fence.trim_start_matches(' ').len();
+        let Some(rest) = fence[indent..].strip_prefix(TOOL_CODE) else {
+            continue;
+        };
+        let Some(nl) = rest.find('\n') else {
+            continue;
+        };
+        if !rest[..nl].trim().is_empty() || ctx.in_reasoning(r.start) {
+            continue;
+        }
+        let from = r.start + indent + TOOL_CODE.len() + nl + 1;
+        let to = text
+            .get(..r.end)
+            .and_then(|h| h.rfind('\n'))
+            .unwrap_or(from);
+        let Some(calls) = code_lines(text, from, to) else {
+            continue;
+        };
+        if calls.is_empty() || !calls.iter().all(|c| ctx.tool_enabled(&c.name)) {
+            continue;
+        }
+        out.push((r.start..with_trailing(text, r.end, &[]), calls));
+    }
+    out
+}
+
+/// The calls on the lines from `from` to `to` when every line holding anything is exactly
+/// one call written as code.
+fn code_lines(text: &str, from: usize, to: usize) -> Option<Vec<Call>> {
+    let mut calls = Vec::new();
+    let mut at = from;
+    while at < to {
+        let line_end = text.get(at..to)?.find('\n').map_or(to, |i| at + i);
+        let line = text.get(at..line_end)?;
+        if !line.trim().is_empty() {
+            let start = at + (line.len() - line.trim_start().len());
+            let (call, end) = code_call(text, start)?;
+            if !text.get(end..line_end)?.trim().is_empty() {
+                return None;
+            }
+            calls.push(call);
+        }
+        at = line_end + 1;
+    }
+    Some(calls)
+}
+
+/// `NAME()` as the whole message (end-of-turn tokens aside).
+fn whole_empty_call(text: &str, ctx: &Ctx<'_>) -> Option<Block> {
+    let bytes = text.as_bytes();
+    let (start, end) = core_bounds(text);
+    let open = end.checked_sub(2)?;
+    let name = bytes.get(start..open)?;
+    let plain = !name.is_empty()
+        && name
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80)
+        && bytes.get(open..end) == Some(b"()".as_slice());
+    if !plain {
+        return None;
+    }
+    call_at(text, start, ctx)
+}
+
+/// The bare call opening the line at `start`: complete, a plain name (maybe in a tools'
+/// namespace, maybe in `print(..)`), standing apart.
+fn call_at(text: &str, start: usize, ctx: &Ctx<'_>) -> Option<Block> {
+    if ctx.quoted(start) {
+        return None;
+    }
+    let (call, end) = code_call(text, start)?;
+    if !stands_before(text, start) || !stands_after(text, end) {
+        return None;
+    }
+    Some((start..with_trailing(text, end, &[]), vec![call]))
+}

@@ -1,0 +1,232 @@
+//! The second anchor: a tool's name followed by a complete argument object or argument list,
+//! standing as a line or a sentence of its own, with no wrapper around it. This is what
+//! every format becomes once a server or a front end dropped its special tokens, and what
+//! models write when a prompt taught them a bare form:
+//!
+//! - `NAME{json}`, `NAME {json}`: Mistral's `[TOOL_CALLS]NAME[ARGS]{..}` and DeepSeek V3.1's
+//!   `NAME<｜tool▁sep｜>{..}` with their tokens stripped (reported as `mistral`);
+//! - `functions.NAME:0{json}`: Kimi's call id with its tokens stripped (`kimi`);
+//! - `NAME` on a line of its own, then `{json}` (GLM-4-0414, Functionary) (`glm`);
+//! - `NAME({json})`, one positional object (`pythonic`);
+//! - `[NAME]` on a line of its own, `{json}`, `[END_TOOL_REQUEST]`: LM Studio's request
+//!   whose opener was mangled (`lmstudio`);
+//! - `call:default_api:NAME{key:<ctrl46>v<ctrl46>}`: Gemini's own call syntax (`gemini`);
+//! - `commentary to=functions.NAME json{..}`: Harmony with its tokens stripped (read by
+//!   `harmony::stripped`, reported as `harmony`);
+//! - `NAME(key="value", ...)`: a Python call without list brackets (Granite, Llama 3.2)
+//!   (`pythonic`), keyword arguments only and a plain name (`main()` and `app.run(..)` end
+//!   the scripts pasted into replies). This shape holds none of the prefilter's anchor bytes,
+//!   so it is looked for only where a model writes a call before or after its prose: opening
+//!   the message's first line, or opening its last line (or following a sentence's end on
+//!   it) and ending the message (and on the lines of calls next to those), or as the whole
+//!   message (then `NAME()` too). The name
+//!   may stand in the tools' namespace (`functions.NAME(..)`, `tools.NAME(..)`,
+//!   `default_api.NAME(..)`), and Gemini's code style wraps that in `print(..)`. The clean
+//!   path pays a few byte comparisons for it, not a scan.
+//!
+//! The name alone is a weak marker: the call counts only for a tool the agent has enabled.
+//! The tools are consulted only once a complete candidate stands in the text (arguments
+//! parsed, the markup a line or sentence of its own), so ordinary prose never makes the
+//! worker fetch them.
+//!
+//! Here: the finder that gathers the shapes and the prefilter's probe; `shapes` reads the
+//! shapes around a `{`, `lines` the bare Python lines, `apart` says where markup stands
+//! apart from prose.
+//!
+//! May depend on: its own `apart`, `shapes`, `lines`; `super::util`, `super::harmony`,
+//! `crate::types`, `crate::Ctx`.
+
+mod apart;
+mod lines;
+mod shapes;
+#[cfg(test)]
+mod tests;
+
+// The other families read these under `named::`, where they always stood.
+pub(crate) use apart::{stands_after, stands_before};
+pub(crate) use lines::lines_probe;
+
+use super::harmony;
+use super::util::{merge, Block, MAX_CANDIDATES};
+use crate::types::Family;
+use crate::{Ctx, Leak};
+use lines::{python_lines, tool_code_fences};
+use shapes::{at_brace, GEMMA4_VERB};
+use std::ops::Range;
+
+/// A bare `{`, confirmed by [`probe`].
+pub(crate) const TRIGGERS: &[&str] = &["{"];
+/// Bytes a leak of this family may start the message with (after whitespace).
+pub(crate) const AT_START: &[u8] = &[];
+
+/// Appends the leaks found in `text`.
+pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
+    let mut by_family: Vec<(Family, Block)> = Vec::new();
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    let mut seen = 0;
+    while let Some(p) =
+        memchr::memchr(b'{', bytes.get(from..).unwrap_or_default()).map(|i| from + i)
+    {
+        from = p + 1;
+        if !probe(bytes, p) || ctx.quoted(p) {
+            continue;
+        }
+        seen += 1;
+        if seen > MAX_CANDIDATES {
+            break;
+        }
+        let prev_end = by_family.last().map_or(usize::MAX, |(_, (s, _))| s.end);
+        match at_brace(text, p, prev_end, ctx) {
+            Some((family, span, call)) => {
+                from = span.end;
+                by_family.push((family, (span, vec![call])));
+            }
+            None => ctx.declined(p..p + 1, || {
+                "no tool's name with a complete arguments object standing apart from the text"
+                    .into()
+            }),
+        }
+    }
+    for (family, block) in python_lines(text, ctx) {
+        by_family.push((family, block));
+    }
+    for block in tool_code_fences(text, ctx) {
+        by_family.push((Family::JsonFence, block));
+    }
+    let harmony_calls: Vec<Range<usize>> = by_family
+        .iter()
+        .filter(|(f, _)| *f == Family::Harmony)
+        .map(|(_, (span, _))| span.clone())
+        .collect();
+    if !harmony_calls.is_empty() {
+        for r in harmony::stripped_frame_words(text, &harmony_calls) {
+            if !harmony_calls
+                .iter()
+                .any(|c| c.start < r.end && r.start < c.end)
+            {
+                by_family.push((Family::Harmony, (r, Vec::new())));
+            }
+        }
+    }
+    for family in [
+        Family::JsonFence,
+        Family::Mistral,
+        Family::Kimi,
+        Family::Glm,
+        Family::Pythonic,
+        Family::Lmstudio,
+        Family::Gemini,
+        Family::Gemma4,
+        Family::Harmony,
+    ] {
+        let blocks: Vec<Block> = by_family
+            .iter()
+            .filter(|(f, _)| *f == family)
+            .map(|(_, b)| b.clone())
+            .collect();
+        if !blocks.is_empty() {
+            merge(text, family, blocks, out);
+        }
+    }
+}
+
+/// The prefilter's look at a `{`: what a name could end with stands right before it (after
+/// at most a few spaces): a name's last character, or `(`; after a line break, a name or
+/// `[NAME]`'s `]`. And after it an object's first key (`"`) or its end (`}`): LaTeX's
+/// `\frac{1}{2}`, code's `if x {` and templates' `{name}` stop here. Gemini's unquoted keys
+/// pass only after its `default_api:` namespace.
+pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
+    if !name_before(bytes, p) {
+        return false;
+    }
+    let mut q = p + 1;
+    while q < p + 9 && bytes.get(q).is_some_and(u8::is_ascii_whitespace) {
+        q += 1;
+    }
+    match bytes.get(q) {
+        Some(b'"') => true,
+        // An empty object only glued to its name (`get_time{}`): `{}` after a space is a
+        // placeholder (`"{}".format`, `-exec rm {}`, `Foo {}`).
+        Some(b'}') => (q == p + 1 && p > 0 && bytes[p - 1] != b' ') || kimi_id_before(bytes, p),
+        // Gemini's `default_api:NAME{key:`: the namespace right before the name.
+        Some(b) if b.is_ascii_alphabetic() || *b == b'_' => {
+            let name = bytes[p.saturating_sub(128)..p]
+                .iter()
+                .rev()
+                .take_while(|b| {
+                    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.') || **b >= 0x80
+                })
+                .count();
+            let head = &bytes[..p - name];
+            head.ends_with(b"default_api:") || head.ends_with(GEMMA4_VERB.as_bytes())
+        }
+        _ => false,
+    }
+}
+
+/// Whether Kimi's `NAME:N` call id stands before the `{` at `p` (spaces between).
+fn kimi_id_before(bytes: &[u8], p: usize) -> bool {
+    let head = bytes.get(..p).unwrap_or_default();
+    let spaces = head
+        .iter()
+        .rev()
+        .take(4)
+        .take_while(|&&b| b == b' ')
+        .count();
+    let head = &head[..head.len() - spaces];
+    let digits = head.iter().rev().take_while(|b| b.is_ascii_digit()).count();
+    digits > 0 && head.len() > digits && head[head.len() - digits - 1] == b':'
+}
+
+/// Whether what a name could end with stands right before the `{` at `p`.
+fn name_before(bytes: &[u8], p: usize) -> bool {
+    let mut i = p;
+    let floor = p.saturating_sub(8);
+    let mut newlines = 0;
+    while i > floor {
+        match bytes[i - 1] {
+            b' ' | b'\t' | b'\r' => i -= 1,
+            b'\n' if newlines < 2 => {
+                newlines += 1;
+                i -= 1;
+            }
+            _ => break,
+        }
+    }
+    let name = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_' || *b >= 0x80;
+    // The run of name bytes ending at `end`, and the byte before it.
+    let run_before = |end: usize| {
+        let start = end
+            - bytes[end.saturating_sub(128)..end]
+                .iter()
+                .rev()
+                .take_while(|b| name(b))
+                .count();
+        (start, start.checked_sub(1).and_then(|j| bytes.get(j)))
+    };
+    match i.checked_sub(1).and_then(|j| bytes.get(j)) {
+        // A name on a line of its own (`functions.NAME:0` too): only spaces before it on its
+        // line (not ```json).
+        Some(b) if name(b) && newlines > 0 => {
+            let word = |b: &u8| name(b) || matches!(b, b'.' | b':' | b'-');
+            let mut k = i - bytes[i.saturating_sub(160)..i]
+                .iter()
+                .rev()
+                .take_while(|b| word(b))
+                .count();
+            while k > 0 && matches!(bytes[k - 1], b' ' | b'\t') {
+                k -= 1;
+            }
+            k == 0 || bytes[k - 1] == b'\n'
+        }
+        Some(b) if name(b) => true,
+        // `NAME({`: a plain name, not a method (`x.find({`).
+        Some(b'(') if newlines == 0 => {
+            let (start, before) = run_before(i - 1);
+            start < i - 1 && before != Some(&b'.')
+        }
+        Some(b']') => newlines > 0,
+        _ => false,
+    }
+}
