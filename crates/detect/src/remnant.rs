@@ -72,7 +72,7 @@ fn after(text: &str, code: &CodeRegions, mut end: usize, limit: usize, calls: bo
             continue;
         }
         let q = skip_ws(text, end);
-        if q >= limit || code.contains(q) {
+        if q >= limit || quoted_after(code, end, q) {
             return end;
         }
         if let Some(e) = fake_result(text, q).filter(|&e| e <= limit && calls) {
@@ -110,6 +110,15 @@ fn after(text: &str, code: &CodeRegions, mut end: usize, limit: usize, calls: bo
         end = t.span.end;
     }
     end
+}
+
+/// Whether `q`, after a leak ending at `end`, lies in code the leak did not open: a fence the
+/// leak's own markup opened (DeepSeek's ```` ```json ```` whose closer is glued to the next
+/// token) does not make the tokens after it an example.
+fn quoted_after(code: &CodeRegions, end: usize, q: usize) -> bool {
+    code.regions()
+        .iter()
+        .any(|r| r.contains(&q) && r.start >= end)
 }
 
 /// Keys a tool's answer is written under. An object of them right after a call is the

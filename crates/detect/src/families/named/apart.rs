@@ -6,17 +6,28 @@
 
 /// Whether markup starting at `start` stands apart from the text before it: at the start of
 /// the text or a line, or after the end of a sentence, a colon or a tag (glued to it or
-/// not), in any script (`执行：NAME{..}`: full-width punctuation ends a clause too). A name inside a sentence (`use search {..}`) is prose about the tool, and one after
-/// code (`map[string]string{..}`) is code.
+/// not), in any script: full-width punctuation ends a clause too (`执行：NAME{..}`), and in
+/// a script written without spaces a change to a Latin name is a word's edge
+/// (`我来执行search{..}`). A name inside a sentence (`use search {..}`) is prose about the
+/// tool, and one after code (`map[string]string{..}`) is code.
 pub(crate) fn stands_before(text: &str, start: usize) -> bool {
     let head = text.get(..start).unwrap_or_default();
+    let next = text.get(start..).and_then(|r| r.chars().next());
     match head.trim_end_matches([' ', '\t']).chars().next_back() {
         None => true,
-        Some(c) => matches!(
-            c,
-            '\n' | '\r' | '.' | '!' | '?' | ':' | '>' | '：' | '。' | '！' | '？' | '；' | '，'
-        ),
+        Some(c) => {
+            matches!(
+                c,
+                '\n' | '\r' | '.' | '!' | '?' | ':' | '>' | '：' | '。' | '！' | '？' | '；' | '，'
+            ) || (unspaced_script(c) && next.is_some_and(|n| n.is_ascii_alphabetic()))
+        }
     }
+}
+
+/// Whether `c` belongs to a script written without spaces between words (Chinese,
+/// Japanese, Korean, their full-width forms).
+fn unspaced_script(c: char) -> bool {
+    matches!(c, '\u{3000}'..='\u{9FFF}' | '\u{AC00}'..='\u{D7AF}' | '\u{FF00}'..='\u{FFEF}')
 }
 
 /// Whether markup ending at `end` stands apart from the text after it: the end of the text

@@ -131,6 +131,18 @@ pub(super) fn at_brace(
                     names.push((name_at + sentence.len() + 1, last));
                 }
             }
+            // Glued to a sentence in a script without spaces (`我来执行search{`): the Latin
+            // name after the last character of that script.
+            let tail = word.len()
+                - word
+                    .chars()
+                    .rev()
+                    .take_while(|c| c.is_ascii())
+                    .map(char::len_utf8)
+                    .sum::<usize>();
+            if tail > 0 && tail < word.len() && join == Join::Glued {
+                names.push((name_at + tail, &word[tail..]));
+            }
         }
     }
     let (args, mut end) = match gemini {
