@@ -29,14 +29,17 @@
 use super::util::{merge, skip_ws, typed_param, Block};
 use crate::grammar::json::{call_of, Keys};
 use crate::grammar::markup::{
-    fold, is_args_key, is_call_key, is_end_key, is_name_key, is_param_key, strip_edge, tag_at,
-    tags, Kind, Tag,
+    fold, is_args_key, is_call_key, is_end_key, is_name_key, strip_edge, tag_at, tags, Kind, Tag,
 };
 use crate::grammar::python::{parse_call, PyOpts};
 use crate::grammar::{is_ident_char, xml};
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
 use serde_json::{Map, Value};
+
+mod body;
+
+use body::Body;
 
 /// A bare `<`, confirmed by [`probe`].
 pub(crate) const TRIGGERS: &[&str] = &["<"];
@@ -152,28 +155,6 @@ struct Reader<'a, 't> {
     text: &'t str,
     ctx: &'a Ctx<'a>,
     tools: &'a [String],
-}
-
-/// What a call's body held.
-#[derive(Default)]
-struct Body {
-    name: Option<String>,
-    args: Map<String, Value>,
-    /// Something was read as arguments (an empty JSON object counts).
-    had_args: bool,
-    end: usize,
-}
-
-impl Body {
-    /// Adds one argument; a key written twice says the element is data (a list of
-    /// records), not a call.
-    fn put(&mut self, key: &str, value: Value) -> Option<()> {
-        if self.args.insert(key.to_string(), value).is_some() {
-            return None;
-        }
-        self.had_args = true;
-        Some(())
-    }
 }
 
 impl<'t> Reader<'_, 't> {
@@ -363,174 +344,6 @@ impl<'t> Reader<'_, 't> {
         };
         ends.then_some(t.span.end)
     }
-
-    /// Reads a call's body from `pos`: its name (when `want_name`) and its arguments, up to
-    /// the first thing that is neither.
-    fn body(&self, mut pos: usize, want_name: bool) -> Option<Body> {
-        let text = self.text;
-        let mut body = Body {
-            end: pos,
-            ..Body::default()
-        };
-        for _ in 0..MAX_PARTS {
-            let q = skip_ws(text, pos);
-            let rest = text.get(q..).unwrap_or_default();
-            if rest.starts_with('<') {
-                let Some(t) = tag_at(text, q) else { break };
-                let k = t.key();
-                match t.kind {
-                    Kind::Special if is_separator(&k) => pos = t.span.end,
-                    Kind::Open | Kind::SelfClose
-                        if is_name_key(&k) && want_name && body.name.is_none() =>
-                    {
-                        let (v, end) = self.element_text(&t)?;
-                        body.name = Some(self.tool(&v)?);
-                        pos = end;
-                    }
-                    Kind::Open if k == "argkey" => {
-                        let (key, end) = self.element_text(&t)?;
-                        let vq = skip_ws(text, end);
-                        let vt = tag_at(text, vq).filter(|v| v.key() == "argvalue")?;
-                        let (value, end) = self.element_text(&vt)?;
-                        body.put(key.trim(), typed_param(&value))?;
-                        pos = end;
-                    }
-                    Kind::Open | Kind::SelfClose if is_param_key(&k) => {
-                        let key = t.attr("name").or(t.eq).or_else(|| t.attr("key"))?;
-                        let (value, end) = match t.kind {
-                            Kind::SelfClose => (t.attr("value")?.to_string(), t.span.end),
-                            _ => self.element_text(&t)?,
-                        };
-                        body.put(key, typed_param(&value))?;
-                        pos = end;
-                    }
-                    Kind::Open if is_args_key(&k) => {
-                        let (value, end) = match self.element_text(&t) {
-                            Some((v, e)) if v.trim_start().starts_with('{') => (v, e),
-                            // Parameter elements inside the arguments element.
-                            _ => {
-                                let inner = self.body(t.span.end, false)?;
-                                let end = self.closer(inner.end, &k)?;
-                                body.args.extend(inner.args);
-                                body.had_args = true;
-                                pos = end;
-                                body.end = pos;
-                                continue;
-                            }
-                        };
-                        match typed_param(&value) {
-                            Value::Object(m) => body.args.extend(m),
-                            _ => return None,
-                        }
-                        body.had_args = true;
-                        pos = end;
-                    }
-                    Kind::SelfClose if !is_call_key(&k) => {
-                        let value = t.attr("value")?;
-                        body.put(t.name, typed_param(value))?;
-                        pos = t.span.end;
-                    }
-                    Kind::Open if !is_call_key(&k) => {
-                        let (value, end) = self.element_text(&t)?;
-                        body.put(t.name, typed_param(&value))?;
-                        pos = end;
-                    }
-                    _ => break,
-                }
-            } else if rest.starts_with('{') && !body.had_args {
-                let (v, end) = crate::grammar::json::value_at(text, q)?;
-                match (call_of(&v, Keys::Strict), v) {
-                    (Some(c), _) if want_name && body.name.is_none() => {
-                        body.name = Some(self.tool(&c.name)?);
-                        if let Value::Object(m) = c.arguments {
-                            body.args.extend(m);
-                        }
-                    }
-                    (_, Value::Object(m)) => body.args.extend(m),
-                    _ => return None,
-                }
-                body.had_args = true;
-                pos = end;
-            } else if rest.starts_with("```") && !body.had_args {
-                let line = q + rest.find('\n')?;
-                let label = text.get(q + 3..line)?.trim();
-                if !(label.is_empty() || label.eq_ignore_ascii_case("json")) {
-                    break;
-                }
-                let (v, end) = crate::grammar::json::value_at(text, line)?;
-                let Value::Object(m) = v else { return None };
-                let close = skip_ws(text, end);
-                let after = crate::grammar::text::eat(text, close, "```")?;
-                body.args.extend(m);
-                body.had_args = true;
-                pos = after;
-            } else if want_name && body.name.is_none() && !body.had_args {
-                // The text right after the opener: `NAME`, `functions.NAME:0`,
-                // `function<sep>NAME`, or a Python call `NAME(k=v)`.
-                let word_end = q + rest
-                    .find(|c: char| !(is_ident_char(c) || matches!(c, '.' | ':' | '-')))
-                    .unwrap_or(rest.len());
-                let word = text.get(q..word_end)?;
-                if word == "function" {
-                    pos = word_end;
-                    continue;
-                }
-                let name = self.tool(word)?;
-                if text.get(word_end..)?.starts_with('(') {
-                    let (c, end) = parse_call(text, q, PyOpts::LENIENT)
-                        .or_else(|| parse_call(text, word_end - name.len(), PyOpts::LENIENT))?;
-                    if let Value::Object(m) = c.arguments {
-                        body.args.extend(m);
-                    }
-                    body.had_args = true;
-                    pos = end;
-                } else {
-                    pos = word_end;
-                }
-                body.name = Some(name);
-            } else {
-                break;
-            }
-            body.end = pos;
-        }
-        Some(body)
-    }
-
-    /// The text an element holds and the end of its closer: up to its own closer, or, where
-    /// that was lost, up to the next tag (a closer or the next element). A value that runs
-    /// to the end of the text was cut: none.
-    fn element_text(&self, open: &Tag<'t>) -> Option<(String, usize)> {
-        let text = self.text;
-        let from = open.span.end;
-        let key = open.key();
-        let mut at = from;
-        loop {
-            let i = at + memchr::memchr(b'<', text.as_bytes().get(at..)?)?;
-            let Some(t) = tag_at(text, i) else {
-                at = i + 1;
-                continue;
-            };
-            let raw = text.get(from..i)?;
-            let k = t.key();
-            let end = match t.kind {
-                // Its own closer, or a parameter closer of another spelling.
-                Kind::Close if k == key || (is_param_key(&k) && is_param_key(&key)) => t.span.end,
-                // The next part of the call before this one closed: the value was not
-                // closed, and an unclosed value may be a cut one.
-                Kind::Close | Kind::Open | Kind::SelfClose | Kind::Special
-                    if is_param_key(&k) || is_call_key(&k) || k == "argvalue" || k == "argkey" =>
-                {
-                    return None;
-                }
-                _ => {
-                    at = t.span.end;
-                    continue;
-                }
-            };
-            let value = trim_one_newline(raw);
-            return Some((xml::unescape(value).into_owned(), end));
-        }
-    }
 }
 
 /// HTML elements: a tag of one of these names is an answer's markup, never a call, so it
@@ -660,22 +473,6 @@ fn glued_call(text: &str, start: usize) -> Option<(Call, usize)> {
             end,
         )
     })
-}
-
-/// Special tokens that separate a call's parts (`<|tool_call_argument_begin|>`,
-/// `<｜tool▁sep｜>`).
-fn is_separator(key: &str) -> bool {
-    key.contains("sep") || key.contains("argument") || key.contains("args") || key == "constrain"
-}
-
-fn trim_one_newline(s: &str) -> &str {
-    let s = s
-        .strip_prefix("\r\n")
-        .or_else(|| s.strip_prefix('\n'))
-        .unwrap_or(s);
-    s.strip_suffix("\r\n")
-        .or_else(|| s.strip_suffix('\n'))
-        .unwrap_or(s)
 }
 
 #[cfg(test)]
