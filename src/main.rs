@@ -195,11 +195,12 @@ fn block_on(
     }
 }
 
-/// Says once that a command failed: as an ERROR line of the log (JSON where the log is),
-/// or, when `RUST_LOG` hides ERROR lines, as a plain line, so it is never silent.
+/// Says once that a command failed, `toolcall-recovery COMMAND: ERROR`: as an ERROR line of
+/// the log (JSON where the log is), or, when `RUST_LOG` hides ERROR lines, as a plain line,
+/// so it is never silent.
 fn failed(what: &str, error: &dyn std::fmt::Display) {
     if tracing::enabled!(tracing::Level::ERROR) {
-        tracing::error!(error = %error, "toolcall-recovery {what} failed");
+        tracing::error!("toolcall-recovery {what}: {error}");
     } else {
         eprintln!("toolcall-recovery {what}: {error}");
     }

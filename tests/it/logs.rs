@@ -298,7 +298,7 @@ async fn a_failed_command_says_so_once() {
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         let said: Vec<&str> = stderr
             .lines()
-            .filter(|l| l.contains(&format!("toolcall-recovery {what}")))
+            .filter(|l| l.contains(&format!("toolcall-recovery {what}: ")))
             .collect();
         assert_eq!(said.len(), 1, "{what}: once: {stderr}");
         assert!(
