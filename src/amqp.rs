@@ -36,6 +36,8 @@ const CONSUMER_TAG: &str = "toolcall-recovery";
 #[derive(Debug, Default)]
 pub struct Health {
     broken: AtomicBool,
+    /// The loss of the session was said, at WARN ([`Health::lost`]).
+    said: AtomicBool,
     notify: Notify,
 }
 
@@ -44,6 +46,25 @@ impl Health {
     pub fn mark_broken(&self) {
         self.broken.store(true, Ordering::SeqCst);
         self.notify.notify_waiters();
+    }
+
+    /// The session is lost (the connection failed, the broker closed the consumer): marks
+    /// it broken and says so, once per session at WARN, whichever part notices first (the
+    /// connection's error and the end of its consumer are one fault, one line); what the
+    /// other parts notice after it is a DEBUG line.
+    pub fn lost(&self, what: &str, error: Option<&dyn std::fmt::Display>) {
+        let error = error.map(|e| e.to_string());
+        if self.said.swap(true, Ordering::SeqCst) {
+            tracing::debug!(error, "{what} (the broker session was already lost)");
+        } else {
+            tracing::warn!(error, "{what}; the broker session is lost, reconnecting");
+        }
+        self.mark_broken();
+    }
+
+    /// Whether the session's loss was said ([`Health::lost`]).
+    pub fn loss_said(&self) -> bool {
+        self.said.load(Ordering::SeqCst)
     }
     /// Whether the session is broken.
     pub fn is_broken(&self) -> bool {
@@ -80,10 +101,7 @@ pub async fn open(settings: &Settings, prefetch: u16) -> Result<(Session, Consum
     let health = Arc::new(Health::default());
     {
         let h = health.clone();
-        connection.on_error(move |e| {
-            tracing::warn!(error = %e, "broker connection error");
-            h.mark_broken();
-        });
+        connection.on_error(move |e| h.lost("broker connection error", Some(&e)));
     }
     let consume = connection.create_channel().await?;
     let publish = connection.create_channel().await?;

@@ -3,7 +3,9 @@
 //! raw JSON of an incoming event.
 //!
 //! Decoding order: size limit, UTF-8, JSON and shape in one pass (ids, types), timestamp,
-//! event type. Unknown fields are ignored (and carried through to the moderation message,
+//! event type. A body that is not JSON (broken, or cut short: `malformed_json`) or not the
+//! event's shape (`invalid_event`) but shows a `type` other than `message.finalized` is
+//! `unknown_type`: it is no finalized message, whatever else is wrong with it. Unknown fields are ignored (and carried through to the moderation message,
 //! verbatim); a field of the wrong type is poison, named by its path. A body that does not
 //! decode may still name its message: [`scan`] reads that leniently.
 //!
@@ -17,11 +19,13 @@
 pub mod scan;
 mod wire;
 
-pub use scan::{named, Named};
+pub use scan::{named, Kind, Named};
 
 use crate::error::Poison;
 use crate::ids::{AgentId, ChatId, EventId, MessageId, ModelId};
 use chrono::{DateTime, FixedOffset};
+use serde::de::IgnoredAny;
+use serde_json::error::Category;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::ops::Range;
@@ -222,7 +226,10 @@ pub fn decode(body: Vec<u8>, max_bytes: usize) -> Result<FinalizedEvent, Undecod
             Ok(event)
         }
         Err(poison) => {
-            let event_id = scan::event_id(body.as_bytes());
+            // A body of another type is that, however broken: it is no finalized message,
+            // and its dead letter says so (`unknown_type`), not how it is broken.
+            let (event_id, other_type) = scan::shown(body.as_bytes());
+            let poison = other_type.map_or(poison, Poison::UnknownType);
             refuse(poison, event_id, body.into_bytes())
         }
     }
@@ -231,12 +238,14 @@ pub fn decode(body: Vec<u8>, max_bytes: usize) -> Result<FinalizedEvent, Undecod
 /// Reads the event out of `body`, in one pass: everything but the body itself, which
 /// the caller puts in (the places point into it).
 fn read(body: &str) -> Result<FinalizedEvent, Poison> {
-    let wire: WireEvent = serde_json::from_str(body).map_err(|e| {
-        if e.is_data() {
-            Poison::InvalidEvent(named_error(body))
-        } else {
-            Poison::MalformedJson(e.to_string())
-        }
+    let wire: WireEvent = serde_json::from_str(body).map_err(|e| match e.classify() {
+        // A value of the wrong shape read before the body breaks off (an `event_id` that
+        // is no UUID, then the body cut short) is still a body that is not JSON.
+        Category::Data => match serde_json::from_str::<IgnoredAny>(body) {
+            Err(syntax) if !syntax.is_data() => Poison::MalformedJson(syntax.to_string()),
+            _ => Poison::InvalidEvent(named_error(body)),
+        },
+        Category::Syntax | Category::Eof | Category::Io => Poison::MalformedJson(e.to_string()),
     })?;
     if wire.kind != FINALIZED {
         return Err(Poison::UnknownType(wire.kind.into_owned()));
@@ -364,6 +373,56 @@ mod tests {
             ),
             "unknown_type"
         );
+    }
+
+    #[test]
+    fn a_body_cut_short_is_malformed_json_wherever_it_is_cut() {
+        let reason = |b: &str| decode(b.as_bytes().to_vec(), 1 << 20).unwrap_err().poison;
+        let cut = r#"{"type":"message.finalized","message_id":"#;
+        assert_eq!(reason(cut).reason(), "malformed_json", "{}", reason(cut));
+        // Cut after a value of the wrong shape: serde meets the shape first, but the body
+        // is not JSON.
+        let bad_id = r#"{"event_id":"poison-3","type":"message.finalized","message_id":"#;
+        assert_eq!(
+            reason(bad_id).reason(),
+            "malformed_json",
+            "{}",
+            reason(bad_id)
+        );
+        let wrong = GOOD
+            .replace("7d8f7a4e-6a5b-4bb0-9a43-1d5bc1f4b1a1", "poison-3")
+            .replace("\"id\":1", "\"id\":\"1\"");
+        assert_eq!(
+            reason(&wrong).reason(),
+            "invalid_event",
+            "whole, it is JSON"
+        );
+        for body in [GOOD, wrong.as_str()] {
+            for end in 0..body.len() {
+                let poison = reason(&body[..end]);
+                assert_eq!(
+                    poison.reason(),
+                    "malformed_json",
+                    "cut at {end}: {:?}: {poison}",
+                    &body[..end]
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_body_of_another_type_is_unknown_type_however_broken() {
+        let reason = |b: String| decode(b.into_bytes(), 1 << 20).unwrap_err().poison;
+        let deleted = GOOD.replace("message.finalized", "message.deleted");
+        let missing = reason(deleted.replace("\"chat_id\":2,", ""));
+        assert_eq!(missing.reason(), "unknown_type", "{missing}");
+        assert!(missing.to_string().contains("message.deleted"), "{missing}");
+        let cut = reason(deleted[..deleted.len() - 10].to_string());
+        assert_eq!(cut.reason(), "unknown_type", "{cut}");
+        let finalized = reason(GOOD.replace("\"chat_id\":2,", ""));
+        assert_eq!(finalized.reason(), "invalid_event", "{finalized}");
+        let untyped = reason(GOOD.replace("\"type\":\"message.finalized\",", ""));
+        assert_eq!(untyped.reason(), "invalid_event", "{untyped}");
     }
 
     #[test]

@@ -77,12 +77,17 @@ impl EventId {
     }
 }
 
-/// The moderation id of a body that names a message but no readable event id (a body
-/// the worker could not examine): a UUID v5 of the body's bytes, so a redelivery of the
-/// same body publishes the same id again, and two different bodies do not share one.
-pub fn body_moderation_event_id(body: &[u8]) -> Uuid {
-    const BODIES: Uuid = Uuid::from_u128(0x2b8e_61f4_5c0d_4a7e_b3d9_8e41_f07a_c652);
-    Uuid::new_v5(&BODIES, body)
+/// The stand-in source event of every body the worker could not examine that names
+/// `message` (docs/contract.md, "Which moderation message is current"): the UUID v5 of
+/// `unexamined:` and the message id. Its moderation id
+/// ([`EventId::moderation_event_id`]) is the one every such body's moderation message
+/// carries, however many there are and whatever event id each shows, so a consumer drops
+/// the repeats by event id.
+pub fn unexamined_event_id(message: MessageId) -> EventId {
+    EventId::new(Uuid::new_v5(
+        &ID_NAMESPACE,
+        format!("unexamined:{}", message.get()).as_bytes(),
+    ))
 }
 
 impl fmt::Display for EventId {
@@ -153,6 +158,19 @@ mod tests {
             source.moderation_event_id().to_string(),
             "cc06843f-19e2-52d6-a19c-cfd9ac822ef4"
         );
+    }
+
+    #[test]
+    fn the_stand_in_of_an_unexamined_body_is_derived_from_its_message_id_alone() {
+        // Python: s = uuid.uuid5(ID_NAMESPACE, "unexamined:42"); uuid.uuid5(ID_NAMESPACE,
+        // "moderation:" + str(s))
+        let stand_in = unexamined_event_id(MessageId::new(42));
+        assert_eq!(stand_in.to_string(), "c75a6bd1-c0e5-5cfa-ab7f-bdffa0efe163");
+        assert_eq!(
+            stand_in.moderation_event_id().to_string(),
+            "b3c95fb4-1798-5f4a-9415-1db76a6279af"
+        );
+        assert_ne!(stand_in, unexamined_event_id(MessageId::new(43)));
     }
 
     #[test]

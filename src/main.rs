@@ -189,10 +189,20 @@ fn block_on(
     match runtime.block_on(f) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!(error = %e, "toolcall-recovery {what} failed");
-            eprintln!("toolcall-recovery {what}: {e}");
+            failed(what, &e);
             ExitCode::from(1)
         }
+    }
+}
+
+/// Says once that a command failed, `toolcall-recovery COMMAND: ERROR`: as an ERROR line of
+/// the log (JSON where the log is), or, when `RUST_LOG` hides ERROR lines, as a plain line,
+/// so it is never silent.
+fn failed(what: &str, error: &dyn std::fmt::Display) {
+    if tracing::enabled!(tracing::Level::ERROR) {
+        tracing::error!("toolcall-recovery {what}: {error}");
+    } else {
+        eprintln!("toolcall-recovery {what}: {error}");
     }
 }
 

@@ -190,27 +190,27 @@ pub fn unexamined_summary(mode: Mode, outcome: &str, reason: &str) -> Value {
 /// The moderation message of an event the worker could not examine but which names
 /// `named.message_id`: the message as stored, unchanged, shaped like every moderation
 /// message (a `message.finalized` event with `source_event_id` and `recovery`), under the
-/// moderation id of its event id, or, when the body shows none, one derived from the
-/// body's bytes (`source_event_id` is then null). None for null or blank content. The
-/// stored content is moved into the body, not copied.
+/// stand-in source event of the message ([`ids::unexamined_event_id`]), whatever event id
+/// the body shows (that one, when readable, is `recovery.unexamined_event_id`): every
+/// unexamined body of one message is one moderation message to a consumer, and an examined
+/// event of the message is current over it (docs/contract.md). None for null or blank
+/// content. The stored content is moved into the body, not copied.
 pub fn unexamined_moderation(
     named: Named,
-    body: &[u8],
     stored: StoredMessage,
-    recovery: Value,
+    mut recovery: Value,
 ) -> Result<Option<Outgoing>, Error> {
     let Some(content) = stored.content.filter(|c| !c.trim().is_empty()) else {
         return Ok(None);
     };
-    let key = match named.event_id {
-        Some(id) => id.moderation_event_id(),
-        None => ids::body_moderation_event_id(body),
-    };
+    let stand_in = ids::unexamined_event_id(named.message_id);
+    let key = stand_in.moderation_event_id();
+    recovery["unexamined_event_id"] = json!(named.event_id.map(|id| id.to_string()));
     let out = json!({
         "event_id": key.to_string(),
         "type": event::FINALIZED,
         "occurred_at": stored.updated_at.to_rfc3339(),
-        "source_event_id": named.event_id.map(|id| id.to_string()),
+        "source_event_id": stand_in.to_string(),
         "message": {
             "id": named.message_id.get(),
             "chat_id": stored.chat_id.get(),

@@ -9,7 +9,11 @@
 //! happened itself, once, at the level it chose. So an event at WARN or ERROR from any
 //! crate but ours is shown at DEBUG ([`shown_level`]): it is filtered as a DEBUG event
 //! (hidden by default, there with `RUST_LOG=lapin=debug`) and labelled DEBUG when shown.
-//! Whatever `RUST_LOG` says, a third party cannot raise an expected event to ERROR.
+//! Whatever `RUST_LOG` says, a third party cannot raise an expected event to ERROR. So is
+//! an INFO event of the targets in [`QUIET_INFO`]: sqlx's pool says "ping on idle
+//! connection returned error" at INFO for every pooled connection a database restart (or
+//! a killed backend) closed, and the pool replaces them; the worker says what matters of
+//! a database fault itself (its retries, at WARN).
 //!
 //! The format: `--log-format auto` (the default) is pretty on a terminal and JSON
 //! otherwise; colour only when stderr is a terminal, never into a file or a pipe.
@@ -36,6 +40,10 @@ use tracing_subscriber::EnvFilter;
 
 /// The crates whose levels are ours (an event's target starts with its crate's name).
 const OURS: [&str; 2] = ["toolcall_recovery", "toolcall_detect"];
+
+/// Third-party targets whose INFO events are expected faults handled beneath us, shown at
+/// DEBUG like their WARN and ERROR (`RUST_LOG=sqlx=debug` shows them).
+const QUIET_INFO: [&str; 1] = ["sqlx_core::pool"];
 
 /// Installs the global subscriber, writing to stderr. Calling it twice is harmless (the
 /// second does nothing).
@@ -73,10 +81,14 @@ fn filter(directives: Option<&str>) -> EnvFilter {
 }
 
 /// The level an event is shown at: its own for ours (and for every span), DEBUG for a
-/// third party's WARN and ERROR.
+/// third party's WARN and ERROR, and for the INFO of [`QUIET_INFO`].
 pub fn shown_level(meta: &Metadata<'_>) -> Level {
     let level = *meta.level();
-    if meta.is_event() && level <= Level::WARN && !is_ours(meta.target()) {
+    let target = meta.target();
+    let quiet = |at: Level| {
+        level <= at && !is_ours(target) && (at == Level::WARN || is_in(&QUIET_INFO, target))
+    };
+    if meta.is_event() && (quiet(Level::WARN) || quiet(Level::INFO)) {
         Level::DEBUG
     } else {
         level
@@ -84,7 +96,12 @@ pub fn shown_level(meta: &Metadata<'_>) -> Level {
 }
 
 fn is_ours(target: &str) -> bool {
-    OURS.iter().any(|name| {
+    is_in(&OURS, target)
+}
+
+/// Whether `target` is one of `names` or inside one (`name::...`).
+fn is_in(names: &[&str], target: &str) -> bool {
+    names.iter().any(|name| {
         target
             .strip_prefix(name)
             .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
@@ -324,6 +341,26 @@ mod tests {
                 .iter()
                 .all(|(level, target)| level != "ERROR" || target.starts_with("toolcall_")),
             "{everything}"
+        );
+    }
+
+    #[test]
+    fn sqlx_pings_of_closed_connections_are_debug_lines() {
+        let ping = || {
+            tracing::info!(target: "sqlx_core::pool::inner", error = "connection closed", "ping on idle connection returned error");
+            tracing::info!(target: "sqlx_core::pool_fork", "not the pool");
+        };
+        let by_default = logged(LogFormat::Json, false, "info", ping);
+        assert_eq!(
+            levels(&by_default),
+            vec![("INFO".to_string(), "sqlx_core::pool_fork".to_string())],
+            "{by_default}"
+        );
+        let debugging = logged(LogFormat::Json, false, "info,sqlx=debug", ping);
+        assert_eq!(
+            levels(&debugging)[0],
+            ("DEBUG".to_string(), "sqlx_core::pool::inner".to_string()),
+            "{debugging}"
         );
     }
 

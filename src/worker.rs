@@ -183,13 +183,16 @@ impl Worker {
     /// passed) and the session is closed.
     pub async fn run(self: Arc<Self>, mut shutdown: Shutdown) {
         let mut connected_before = false;
+        // The last session's loss was said at WARN: the same outage goes on.
+        let mut loss_said = false;
         let mut window = Window::new(
             self.budget.total(),
             self.settings.max_body_bytes,
             self.settings.prefetch,
         );
         while !shutdown.is_shutdown() {
-            let Some((session, consumer)) = self.connect(&shutdown, window.current()).await else {
+            let opened = self.connect(&shutdown, window.current(), loss_said).await;
+            let Some((session, consumer)) = opened else {
                 break;
             };
             self.metrics.delivery_window(window.current());
@@ -216,19 +219,36 @@ impl Worker {
                     "acks of the session"
                 ),
                 Ok(Err(e)) => tracing::error!(error = %e, "the acking task failed"),
+                // On a session whose loss was said, part of the same fault.
+                Err(_) if session.health.loss_said() => {
+                    tracing::debug!("the last acks of the lost session timed out")
+                }
                 Err(_) => tracing::warn!("the last acks of the session timed out"),
             }
+            loss_said = session.health.loss_said();
             if tokio::time::timeout(CLOSE_TIMEOUT, session.close())
                 .await
                 .is_err()
             {
-                tracing::warn!("closing the broker session timed out");
+                if loss_said {
+                    tracing::debug!("closing the lost broker session timed out");
+                } else {
+                    tracing::warn!("closing the broker session timed out");
+                }
             }
         }
         tracing::info!("worker stopped");
     }
 
-    async fn connect(&self, shutdown: &Shutdown, window: u16) -> Option<(Session, Consumer)> {
+    /// Opens a session, retrying until it opens or shutdown. The first failure is a WARN,
+    /// but `after_loss` (the lost session was said at WARN, [`amqp::Health::lost`]: the
+    /// same outage goes on), when it is an INFO line; the retries after it are DEBUG lines.
+    async fn connect(
+        &self,
+        shutdown: &Shutdown,
+        window: u16,
+        after_loss: bool,
+    ) -> Option<(Session, Consumer)> {
         let metrics = self.metrics.clone();
         let stop = shutdown.clone();
         let mut retries = 0u32;
@@ -245,8 +265,10 @@ impl Worker {
                 metrics.transient_error("broker");
                 // One WARN per outage, not one per retry (the metric counts every retry).
                 retries += 1;
-                if retries == 1 {
+                if retries == 1 && !after_loss {
                     tracing::warn!(error = %e, retry_in = ?after, "cannot open the broker session");
+                } else if retries == 1 {
+                    tracing::info!(error = %e, retry_in = ?after, "cannot reopen the broker session yet; retrying");
                 } else {
                     tracing::debug!(error = %e, retry_in = ?after, retries, "still cannot open the broker session");
                 }
@@ -355,13 +377,16 @@ impl Worker {
             message_id,
         } = taken;
         let delivery = delivered.delivery;
+        // The worker's mode; a processed event's line says the mode its pass ran in (a
+        // family may be observed while the worker recovers).
+        let mode = self.policy.mode.as_str();
         let result = match result {
             Err(e) if e.kind() != ErrorKind::Transient => {
                 let reason = e.dead_letter_reason();
                 if e.kind() == ErrorKind::Bug {
-                    tracing::error!(event_id = %show(event_id), message_id = %show(message_id), reason, error = %e, "bug while processing a delivery; dead-lettering it");
+                    tracing::error!(event_id = %show(event_id), message_id = %show(message_id), mode, reason, error = %e, "bug while processing a delivery; dead-lettering it");
                 } else {
-                    tracing::warn!(event_id = %show(event_id), message_id = %show(message_id), reason, error = %truncate(&e.to_string(), 300), "poison delivery; dead-lettering it");
+                    tracing::warn!(event_id = %show(event_id), message_id = %show(message_id), mode, reason, error = %truncate(&e.to_string(), 300), "poison delivery; dead-lettering it");
                 }
                 self.dead_letter_with_retries(session, delivery, body, &e, event_id, shutdown)
                     .await
@@ -379,16 +404,18 @@ impl Worker {
                     let name = self.models.name(model);
                     self.counters
                         .count(&self.metrics, outcome, mode, name, model);
+                    // In observe mode the outcome says what would have happened.
+                    let (logged, mode) = (outcome.logged(mode), mode.as_str());
                     if outcome == Outcome::Clean {
-                        tracing::debug!(event_id = %show(event_id), message_id = %show(message_id), outcome = outcome.as_str(), "event processed");
+                        tracing::debug!(event_id = %show(event_id), message_id = %show(message_id), mode, outcome = logged, "event processed");
                     } else {
-                        tracing::info!(event_id = %show(event_id), message_id = %show(message_id), outcome = outcome.as_str(), "event processed");
+                        tracing::info!(event_id = %show(event_id), message_id = %show(message_id), mode, outcome = logged, "event processed");
                     }
                 }
                 self.metrics.processed_in(delivered.started.elapsed());
             }
             Err(e) => {
-                tracing::info!(event_id = %show(event_id), error = %e, "delivery left unacked; the broker will redeliver it");
+                tracing::info!(event_id = %show(event_id), message_id = %show(message_id), mode, error = %e, "delivery left unacked; the broker will redeliver it");
             }
         }
     }

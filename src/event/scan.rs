@@ -1,20 +1,36 @@
 //! The lenient scan of a body that does not decode: which message it names
-//! (`message.id`) and, when it shows one, its event id (`event_id`), read from whatever is
-//! readable around them. The worker still sends such a message to moderation, as stored,
+//! (`message.id`), its type (`type`) and, when it shows one, its event id (`event_id`),
+//! read from whatever is readable around them. The worker still sends the message of such
+//! a body to moderation, as stored, when the body shows it is a `message.finalized` event,
 //! so that a body too large to examine, or broken somewhere else, does not make the app's
-//! message skip moderation.
+//! message skip moderation; a body of another type is no finalized message and is never
+//! moderated.
 //!
 //! One forward pass over the bytes, allocation-free but for the nesting it tracks (at most
 //! [`MAX_DEPTH`] levels): strings are skipped with `memchr`, a byte that cannot stand where
-//! it is is passed over, a container that is not closed is left open. Only the two paths
-//! it looks for are read: `event_id` at the top level and `id` in the top-level `message`
-//! object; the first of each wins, and the scan stops once it has both. Works on bytes, so
+//! it is is passed over, a container that is not closed is left open. Only the three paths
+//! it looks for are read: `event_id` and `type` at the top level and `id` in the top-level
+//! `message` object; the first of each wins, and the scan stops once it has all three. Works on bytes, so
 //! a body that is not UTF-8 is scanned too.
 //!
 //! May depend on: `ids`, `uuid`, `memchr`. No I/O.
 
 use crate::ids::{EventId, MessageId};
 use uuid::Uuid;
+
+/// The longest event type kept for the dead-letter reason, in bytes.
+const MAX_TYPE_BYTES: usize = 100;
+
+/// What a body's `type` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `message.finalized`: the type this worker consumes.
+    Finalized,
+    /// Another type (`message.deleted`, ...).
+    Other,
+    /// No readable `type` (absent, not a string, or past where the body breaks).
+    Unknown,
+}
 
 /// Nesting the scan follows; deeper than this it gives up (the two paths it reads are at
 /// depth one and two).
@@ -27,20 +43,39 @@ pub struct Named {
     pub message_id: MessageId,
     /// `event_id`, when it is a readable UUID.
     pub event_id: Option<EventId>,
+    /// What its `type` says: only a `message.finalized` body's message is moderated.
+    pub kind: Kind,
 }
 
 /// The message a body names, or `None` when it names none (no readable `message.id`).
 pub fn named(body: &[u8]) -> Option<Named> {
     let found = Scan::default().run(body);
+    let kind = found.kind();
     found.message_id.map(|message_id| Named {
         message_id,
         event_id: found.event_id,
+        kind,
     })
 }
 
-/// The event id a body shows (`event_id` at its top level, a readable UUID), if any.
-pub fn event_id(body: &[u8]) -> Option<EventId> {
-    Scan::default().run(body).event_id
+/// What a body that did not decode shows at its top level: its event id (`event_id`, a
+/// readable UUID), and its type when it is one this worker does not consume (as
+/// received, escapes and all, cut at [`MAX_TYPE_BYTES`]).
+pub fn shown(body: &[u8]) -> (Option<EventId>, Option<String>) {
+    let found = Scan::default().run(body);
+    let other = (found.kind() == Kind::Other)
+        .then(|| found.kind.map(other_type))
+        .flatten();
+    (found.event_id, other)
+}
+
+/// The text of a type this worker does not consume, for the dead-letter reason.
+fn other_type(raw: &[u8]) -> String {
+    let mut end = raw.len().min(MAX_TYPE_BYTES);
+    while end > 0 && std::str::from_utf8(&raw[..end]).is_err() {
+        end -= 1;
+    }
+    String::from_utf8_lossy(&raw[..end]).into_owned()
 }
 
 /// The key of the member being read, where it matters.
@@ -50,6 +85,8 @@ enum Key {
     Other,
     /// `event_id` of the top-level object.
     EventId,
+    /// `type` of the top-level object.
+    Type,
     /// `message` of the top-level object.
     Message,
     /// `id` of the `message` object.
@@ -67,22 +104,37 @@ struct Frame {
 }
 
 #[derive(Default)]
-struct Scan {
+struct Scan<'a> {
     stack: Vec<Frame>,
     event_id: Option<EventId>,
     message_id: Option<MessageId>,
+    /// The raw contents of the first top-level `type` string.
+    kind: Option<&'a [u8]>,
+    /// A top-level `type` was seen (its value may not be a string).
+    type_seen: bool,
 }
 
-impl Scan {
-    fn run(mut self, body: &[u8]) -> Self {
+impl<'a> Scan<'a> {
+    /// What the `type` read says.
+    fn kind(&self) -> Kind {
+        match self.kind {
+            Some(raw) if raw == super::FINALIZED.as_bytes() => Kind::Finalized,
+            Some(_) => Kind::Other,
+            None => Kind::Unknown,
+        }
+    }
+
+    fn run(mut self, body: &'a [u8]) -> Self {
         let mut i = 0;
-        while i < body.len() && !(self.event_id.is_some() && self.message_id.is_some()) {
+        while i < body.len()
+            && !(self.event_id.is_some() && self.message_id.is_some() && self.type_seen)
+        {
             match body[i] {
                 b'"' => {
                     let Some(end) = string_end(body, i + 1) else {
                         break;
                     };
-                    self.string(&body[i + 1..end]);
+                    self.string(&body[i + 1..end], true);
                     i = end + 1;
                 }
                 b'{' | b'[' => {
@@ -90,6 +142,10 @@ impl Scan {
                         break;
                     }
                     let message = self.stack.len() == 1 && self.awaited() == Some(Key::Message);
+                    if self.stack.len() == 1 && self.awaited() == Some(Key::Type) {
+                        // A `type` that is no string: seen, and not readable.
+                        self.type_seen = true;
+                    }
                     self.value_taken();
                     self.stack.push(Frame {
                         object: body[i] == b'{',
@@ -114,7 +170,7 @@ impl Scan {
                         .iter()
                         .position(|b| b",:{}[]\" \t\n\r".contains(b))
                         .map_or(body.len(), |n| i + n);
-                    self.scalar(&body[i..end]);
+                    self.scalar(&body[i..end], false);
                     i = end;
                 }
             }
@@ -135,7 +191,7 @@ impl Scan {
     }
 
     /// A string: a key when the innermost object awaits one, a value otherwise.
-    fn string(&mut self, raw: &[u8]) {
+    fn string(&mut self, raw: &'a [u8], quoted: bool) {
         let depth = self.stack.len();
         let Some(top) = self.stack.last_mut() else {
             return;
@@ -143,18 +199,24 @@ impl Scan {
         if top.object && top.key.is_none() {
             top.key = Some(match (depth, raw) {
                 (1, b"event_id") => Key::EventId,
+                (1, b"type") => Key::Type,
                 (1, b"message") => Key::Message,
                 (2, b"id") if top.message => Key::Id,
                 _ => Key::Other,
             });
             return;
         }
-        self.scalar(raw);
+        self.scalar(raw, quoted);
     }
 
-    /// A value that is not a container (a string's contents, a number, a bare word).
-    fn scalar(&mut self, raw: &[u8]) {
+    /// A value that is not a container (a string's contents, `quoted`, or a number or a
+    /// bare word).
+    fn scalar(&mut self, raw: &'a [u8], quoted: bool) {
         match self.awaited() {
+            Some(Key::Type) if !self.type_seen => {
+                self.type_seen = true;
+                self.kind = quoted.then_some(raw);
+            }
             Some(Key::EventId) if self.event_id.is_none() => {
                 self.event_id = std::str::from_utf8(raw)
                     .ok()
@@ -244,6 +306,41 @@ mod tests {
         }
         let deep = format!(r#"{}{{"message":{{"id":5}}}}"#, "[".repeat(MAX_DEPTH + 1));
         assert_eq!(ids(&deep), None);
+    }
+
+    #[test]
+    fn reads_the_type_at_the_top_level_only() {
+        let kind = |body: &str| named(body.as_bytes()).map(|n| n.kind);
+        assert_eq!(
+            kind(r#"{"type":"message.finalized","message":{"id":1,"content":"cut"#),
+            Some(Kind::Finalized)
+        );
+        assert_eq!(
+            kind(r#"{"message":{"id":1,"type":"message.finalized"},"type":"message.deleted"}"#),
+            Some(Kind::Other),
+            "the message's own `type` is not the event's"
+        );
+        assert_eq!(kind(r#"{"message":{"id":1}}"#), Some(Kind::Unknown));
+        assert_eq!(
+            kind(r#"{"type":{"name":"message.finalized"},"message":{"id":1}}"#),
+            Some(Kind::Unknown),
+            "not a string"
+        );
+        assert_eq!(
+            kind(r#"{"type":"message.finalized","type":"x","message":{"id":1}}"#),
+            Some(Kind::Finalized),
+            "the first wins"
+        );
+        let (id, other) =
+            shown(format!(r#"{{"event_id":"{ID}","type":"message.deleted","#).as_bytes());
+        assert_eq!(id.map(|e| e.get().to_string()), Some(ID.to_string()));
+        assert_eq!(other.as_deref(), Some("message.deleted"));
+        assert_eq!(shown(br#"{"type":"message.finalized""#).1, None);
+        let long = format!(r#"{{"type":"{}"}}"#, "é".repeat(80));
+        assert_eq!(
+            shown(long.as_bytes()).1.map(|t| t.len()),
+            Some(MAX_TYPE_BYTES)
+        );
     }
 
     #[test]

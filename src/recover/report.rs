@@ -118,6 +118,28 @@ impl Outcome {
         }
     }
 
+    /// The outcome as a log line says it in `mode`: the label itself in recover mode; in
+    /// observe mode, where nothing is changed, what would have happened (`would_recover`,
+    /// `would_forward`, `would_strip`, `would_strip_tool_not_enabled`,
+    /// `would_strip_invalid_args`, `already_observed`), and the label of an outcome that
+    /// changes nothing in either mode (`clean`, `no_agent`, `needs_review`, `reverted`).
+    /// The metrics and the ledger keep [`Outcome::as_str`] beside the mode.
+    pub fn logged(self, mode: Mode) -> &'static str {
+        match (mode, self) {
+            (Mode::Recover, _) => self.as_str(),
+            (Mode::Observe, Outcome::Recovered) => "would_recover",
+            (Mode::Observe, Outcome::Forwarded) => "would_forward",
+            (Mode::Observe, Outcome::StrippedOnly) => "would_strip",
+            (Mode::Observe, Outcome::ToolNotEnabled) => "would_strip_tool_not_enabled",
+            (Mode::Observe, Outcome::InvalidArgs) => "would_strip_invalid_args",
+            (Mode::Observe, Outcome::AlreadyRecovered) => "already_observed",
+            (
+                Mode::Observe,
+                Outcome::Clean | Outcome::NoAgent | Outcome::NeedsReview | Outcome::Reverted,
+            ) => self.as_str(),
+        }
+    }
+
     /// Which call outcome names the message: the one with the most consequence.
     pub(super) fn rank(self) -> u8 {
         match self {
@@ -244,4 +266,39 @@ pub fn preview(s: &str, max: usize) -> String {
     let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
     out.push('…');
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_observed_outcome_is_logged_as_what_would_have_happened() {
+        for outcome in Outcome::ALL {
+            assert_eq!(outcome.logged(Mode::Recover), outcome.as_str());
+        }
+        assert_eq!(Outcome::Recovered.logged(Mode::Observe), "would_recover");
+        assert_eq!(Outcome::Forwarded.logged(Mode::Observe), "would_forward");
+        assert_eq!(Outcome::StrippedOnly.logged(Mode::Observe), "would_strip");
+        assert_eq!(Outcome::Clean.logged(Mode::Observe), "clean");
+        let changing = [
+            Outcome::Recovered,
+            Outcome::Forwarded,
+            Outcome::StrippedOnly,
+            Outcome::ToolNotEnabled,
+            Outcome::InvalidArgs,
+        ];
+        for outcome in Outcome::ALL {
+            let logged = outcome.logged(Mode::Observe);
+            assert_eq!(
+                logged.starts_with("would_"),
+                changing.contains(&outcome),
+                "{logged}"
+            );
+            assert!(
+                !changing.iter().any(|c| c.as_str() == logged),
+                "observe mode never logs a change as done: {logged}"
+            );
+        }
+    }
 }

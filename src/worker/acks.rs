@@ -179,7 +179,10 @@ impl Acks {
             }))
             .await;
             if let Some(Err(e)) = results.into_iter().find(Result::is_err) {
-                tracing::warn!(error = %e, "ack failed; the broker will redeliver (idempotent)");
+                session.health.lost(
+                    "an ack failed; the broker will redeliver (idempotent)",
+                    Some(&e),
+                );
                 return self.book().sent;
             }
         }

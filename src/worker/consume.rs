@@ -226,10 +226,9 @@ async fn next(consumer: &mut Option<Consumer>) -> Option<Result<Delivery, lapin:
 /// The consumer failed (`Some`) or the broker closed it: the session is rebuilt.
 fn ended(session: &Session, error: Option<lapin::Error>) {
     match error {
-        Some(e) => tracing::warn!(error = %e, "consumer failed; rebuilding the session"),
-        None => tracing::warn!("consumer closed by the broker; rebuilding the session"),
+        Some(e) => session.health.lost("consumer failed", Some(&e)),
+        None => session.health.lost("consumer closed by the broker", None),
     }
-    session.health.mark_broken();
 }
 
 fn broken(e: &dyn std::fmt::Display) -> Broken {

@@ -66,9 +66,9 @@ impl Worker {
                 // is retried for up to 30 s, an outage for as long as it lasts; the retries
                 // after the first are counted in the metric.
                 if retries == 1 {
-                    tracing::warn!(event_id = %show(event_id), %message_id, dependency, error = %e, retry_in = ?after, "transient failure; retrying");
+                    tracing::warn!(event_id = %show(event_id), %message_id, mode = self.policy.mode.as_str(), dependency, error = %e, retry_in = ?after, "transient failure; retrying");
                 } else {
-                    tracing::debug!(event_id = %show(event_id), %message_id, dependency, error = %e, retry_in = ?after, retries, "still failing; retrying");
+                    tracing::debug!(event_id = %show(event_id), %message_id, mode = self.policy.mode.as_str(), dependency, error = %e, retry_in = ?after, retries, "still failing; retrying");
                 }
             })
             .await;
@@ -80,7 +80,7 @@ impl Worker {
                 Ok(done)
             }
             Err(e) if worth_retrying(&e) && !e.is_transient() => {
-                tracing::info!(event_id = %show(event_id), %message_id, "stopped waiting for the message row; the delivery goes back to the queue");
+                tracing::info!(event_id = %show(event_id), %message_id, mode = self.policy.mode.as_str(), "stopped waiting for the message row; the delivery goes back to the queue");
                 Err(Error::Interrupted("waiting for the message row"))
             }
             Err(e) => Err(e),

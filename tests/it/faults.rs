@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 /// Terminates the worker's database connections (not the harness's).
-async fn terminate_worker_backends(app: &TestApp) -> i64 {
+pub async fn terminate_worker_backends(app: &TestApp) -> i64 {
     sqlx::query_scalar(
         "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
          WHERE datname = $1 AND application_name = 'toolcall-recovery') t",
