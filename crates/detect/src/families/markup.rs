@@ -116,6 +116,22 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     merge(text, Family::Markup, blocks, out);
 }
 
+/// The call an element named after a tool writes (`<read_file><path>a</path></read_file>`),
+/// read at `p` by the same reader, and where its markup ends. The structure is read first,
+/// as if the element's own name were a tool; the tools are asked only of a complete
+/// element, so XML answers rarely make the worker fetch them (`cline_xml`).
+pub(crate) fn tool_element(text: &str, p: usize, ctx: &Ctx<'_>) -> Option<(usize, Call)> {
+    let open = tag_at(text, p).filter(|t| t.kind == Kind::Open && t.closed)?;
+    let own = [open.name.to_string()];
+    let reader = Reader {
+        text,
+        ctx,
+        tools: &own,
+    };
+    let (end, call) = reader.call(&open)?;
+    ctx.tool_enabled(&call.name).then_some((end, call))
+}
+
 /// Whether a tag could open a call before any tool name is known: a special token, a tag
 /// of call markup (any spelling), a namespaced tag, or an element that is not HTML and
 /// holds elements or attributes.

@@ -19,15 +19,15 @@
 //! The tools are asked only once an element of that shape is complete, so HTML and XML
 //! answers rarely make the worker fetch them.
 //!
-//! May depend on: `super::named` (what stands apart), `super::util`, `crate::grammar`,
-//! `crate::types`, `crate::Ctx`.
+//! The element is read by the markup net's reader (`super::markup::tool_element`, the same
+//! rules for values, standing apart and parameters written once); this module keeps the
+//! prefilter's probe and the names that are never a tool's.
+//!
+//! May depend on: `super::markup`, `super::util`, `crate::types`, `crate::Ctx`.
 
-use super::named::{stands_after, stands_before};
-use super::util::{find_from, merge, typed_param, with_trailing, Block, MAX_CANDIDATES};
-use crate::grammar::is_ident_char;
-use crate::types::{Call, Family};
+use super::util::{merge, with_trailing, Block, MAX_CANDIDATES};
+use crate::types::Family;
 use crate::{Ctx, Leak};
-use serde_json::{Map, Value};
 
 /// A bare `<`, confirmed by [`probe`].
 pub(crate) const TRIGGERS: &[&str] = &["<"];
@@ -172,29 +172,12 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         if seen > MAX_CANDIDATES {
             break;
         }
-        if let Some((end, call)) = element(text, p) {
-            if stands_before(text, p) && stands_after(text, end) && ctx.tool_enabled(&call.name) {
-                blocks.push((p..with_trailing(text, end, &[]), vec![call]));
-                from = end;
-            }
+        if let Some((end, call)) = super::markup::tool_element(text, p, ctx) {
+            blocks.push((p..with_trailing(text, end, &[]), vec![call]));
+            from = end;
         }
     }
     merge(text, Family::ClineXml, blocks, out);
-}
-
-/// The name of the start tag `<name>` at `p` (no attributes), and the offset past `>`.
-fn start_tag(text: &str, p: usize) -> Option<(&str, usize)> {
-    let rest = text.get(p + 1..)?;
-    let len: usize = rest
-        .chars()
-        .take_while(|&c| is_ident_char(c) || c == '-')
-        .map(char::len_utf8)
-        .sum();
-    let first = rest.chars().next()?;
-    if len == 0 || len > MAX_NAME || !(first.is_alphabetic() || first == '_') {
-        return None;
-    }
-    (rest.as_bytes().get(len) == Some(&b'>')).then(|| (&rest[..len], p + 1 + len + 1))
 }
 
 /// The prefilter's look at a `<`: a start tag with a plain name that is not markup of its
@@ -231,64 +214,6 @@ fn tag_name(bytes: &[u8], p: usize) -> Option<&[u8]> {
         .take_while(|&&b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-') || b >= 0x80)
         .count();
     (len <= MAX_NAME && rest.get(len) == Some(&b'>')).then(|| &rest[..len])
-}
-
-/// The element at `p`: the offset past its end tag and the call it writes.
-fn element(text: &str, p: usize) -> Option<(usize, Call)> {
-    let (name, mut i) = start_tag(text, p)?;
-    if NOT_TOOLS.binary_search(&name).is_ok() {
-        return None;
-    }
-    let close = format!("</{name}>");
-    let mut args = Map::new();
-    loop {
-        i = skip_space(text, i);
-        if text.get(i..)?.starts_with(&close) {
-            i += close.len();
-            break;
-        }
-        let (key, vstart) = start_tag(text, i)?;
-        if key == name || args.contains_key(key) || args.len() >= MAX_CANDIDATES {
-            return None;
-        }
-        let key_close = format!("</{key}>");
-        let vend = find_from(text, &key_close, vstart)?;
-        let raw = text.get(vstart..vend)?;
-        // Another element of this tool inside a value: an earlier one was left open.
-        if raw.contains(&close) || raw.contains(&format!("<{name}>")) {
-            return None;
-        }
-        args.insert(key.to_string(), value(raw));
-        i = vend + key_close.len();
-    }
-    // Without parameters only a call that ends the message is one.
-    if args.is_empty() && !text.get(i..).is_some_and(|r| r.trim().is_empty()) {
-        return None;
-    }
-    let call = Call {
-        name: name.to_string(),
-        arguments: Value::Object(args),
-    };
-    Some((i, call))
-}
-
-fn skip_space(text: &str, i: usize) -> usize {
-    super::util::skip_ws(text, i)
-}
-
-/// A parameter's value: one line break after the start tag and one before the end tag
-/// trimmed (the prompts put values on lines of their own), its character references decoded,
-/// typed when it is whole JSON.
-fn value(raw: &str) -> Value {
-    let v = raw
-        .strip_prefix("\r\n")
-        .or_else(|| raw.strip_prefix('\n'))
-        .unwrap_or(raw);
-    let v = v
-        .strip_suffix("\r\n")
-        .or_else(|| v.strip_suffix('\n'))
-        .unwrap_or(v);
-    typed_param(&crate::grammar::xml::unescape(v))
 }
 
 #[cfg(test)]
