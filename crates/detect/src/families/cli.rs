@@ -131,7 +131,18 @@ fn parse_line(line: &str) -> Option<Call> {
         .iter()
         .find_map(|p| name.strip_prefix(p))
         .unwrap_or(name);
-    let mut rest = line.get(name_end..)?.trim_start();
+    let args = parse_args(line.get(name_end..)?)?;
+    Some(Call {
+        name: name.to_string(),
+        arguments: Value::Object(args),
+    })
+}
+
+/// Arguments in command-line form, the whole of `s`: `key=value` or `--key value` pairs,
+/// at least one, each key once. The markup net reads them after a name inside a tag too
+/// (`<tool_call>NAME key="v"</tool_call>`).
+pub(crate) fn parse_args(s: &str) -> Option<Map<String, Value>> {
+    let mut rest = s.trim();
     let mut args = Map::new();
     while !rest.is_empty() {
         if args.len() >= MAX_ARGS {
@@ -156,7 +167,7 @@ fn parse_line(line: &str) -> Option<Call> {
             (None, false) => return None,
         };
         let (value, tail) = value(after)?;
-        if !(tail.is_empty() || tail.starts_with(' ')) {
+        if !(tail.is_empty() || tail.starts_with(char::is_whitespace)) {
             return None;
         }
         if args.insert(key.to_string(), value).is_some() {
@@ -164,10 +175,7 @@ fn parse_line(line: &str) -> Option<Call> {
         }
         rest = tail.trim_start();
     }
-    (!args.is_empty()).then(|| Call {
-        name: name.to_string(),
-        arguments: Value::Object(args),
-    })
+    (!args.is_empty()).then_some(args)
 }
 
 /// A value: quoted (its quotes taken off, a string) or a bare word (typed: `42`, `true`).

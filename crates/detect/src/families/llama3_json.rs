@@ -104,7 +104,8 @@ fn is_candidate(text: &str, pos: usize) -> bool {
         || rest.starts_with("\"id\"")
         || rest.starts_with("\"function\"")
         || rest.starts_with("\"action\"")
-        || rest.starts_with("\"tool\""))
+        || rest.starts_with("\"tool")
+        || rest.starts_with("\"function_name\""))
     {
         return false;
     }

@@ -31,7 +31,6 @@ use crate::grammar::json::{call_of, Keys};
 use crate::grammar::markup::{
     fold, is_args_key, is_call_key, is_end_key, is_name_key, strip_edge, tag_at, tags, Kind, Tag,
 };
-use crate::grammar::python::{parse_call, PyOpts};
 use crate::grammar::{is_ident_char, xml};
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
@@ -324,24 +323,32 @@ impl<'t> Reader<'_, 't> {
         if start >= stop || self.ctx.quoted(start) {
             return None;
         }
-        let (c, end) = match text.as_bytes().get(start)? {
-            b'{' => {
-                let (v, end) = crate::grammar::json::value_at(text, start)?;
-                (call_of(&v, Keys::Strict)?, end)
-            }
-            _ => match parse_call(text, start, PyOpts::LENIENT) {
-                Some(found) => found,
-                None => glued_call(text, start)?,
+        // The call's own inside, read as the body of a call whose opener is gone: a JSON
+        // call, `NAME(k=v)`, `NAME{json}`, `NAME:0<sep>{json}`.
+        let body = match glued_call(text, start) {
+            Some((c, end)) => Body {
+                name: Some(c.name),
+                args: match c.arguments {
+                    Value::Object(m) => m,
+                    _ => return None,
+                },
+                had_args: true,
+                end,
             },
+            None => self.body(start, true)?,
         };
-        if end != stop {
+        if body.end != stop || !body.had_args {
             return None;
         }
-        let call = Call {
-            name: self.tool(&c.name)?,
-            arguments: c.arguments,
-        };
-        Some((open, close.span.end, call))
+        let name = self.tool(&body.name?)?;
+        Some((
+            open,
+            close.span.end,
+            Call {
+                name,
+                arguments: Value::Object(body.args),
+            },
+        ))
     }
 
     /// The end of the closer of the element whose folded key is `key`, right at `pos`

@@ -78,10 +78,8 @@ pub fn call_of(v: &Value, keys: Keys) -> Option<Call> {
             (obj.get("action")?.as_str()?, obj.get("action_input")?)
         }
         Keys::Strict | Keys::Loose if is_tool_pair(obj) => {
-            let args = ["tool_input", "arguments", "parameters", "args"]
-                .iter()
-                .find_map(|k| obj.get(*k))?;
-            (obj.get("tool")?.as_str()?, args)
+            let name = obj.iter().find(|(k, _)| is_name_key(k))?.1.as_str()?;
+            (name, obj.iter().find(|(k, _)| is_args_key(k))?.1)
         }
         Keys::Strict | Keys::Loose if is_cohere(obj) => {
             (obj.get("tool_name")?.as_str()?, obj.get("parameters")?)
@@ -156,23 +154,49 @@ fn is_cohere(obj: &serde_json::Map<String, Value>) -> bool {
             .all(|k| matches!(k.as_str(), "tool_name" | "parameters" | "tool_call_id"))
 }
 
-/// A call keyed by `tool`: LangChain's `AgentAction` as it prints (`tool`, `tool_input`,
-/// maybe its `log`), or `tool` with one arguments key (`args`, `arguments`, `parameters`),
-/// and nothing else.
+/// Whether a key names a call's tool: `name`, `tool`, `function`, or any `..._name` of them
+/// (`tool_name`, `function_name`).
+fn is_name_key(k: &str) -> bool {
+    matches!(k, "name" | "tool" | "function")
+        || k.strip_suffix("_name")
+            .is_some_and(|p| matches!(p, "tool" | "function"))
+}
+
+/// Whether a key holds a call's arguments: `arguments`, `parameters`, `args`, `params`,
+/// `input`, or any of them after the tool's word (`tool_input`, `tool_args`).
+fn is_args_key(k: &str) -> bool {
+    let k = k
+        .strip_prefix("tool_")
+        .or_else(|| k.strip_prefix("function_"))
+        .unwrap_or(k);
+    matches!(k, "arguments" | "parameters" | "args" | "params" | "input")
+}
+
+/// A call spelled by its keys' roles rather than their exact words: one key that names the
+/// tool (a string), one that holds its arguments (an object, or one serialized as a
+/// string), besides them only bookkeeping (`id`, `call_id`, `tool_call_id`, `type`, LangChain's
+/// `log`; a `type` only of a call: `function`, Anthropic's `tool_use`, `tool_call`).
+/// `{"tool", "tool_input"}` (LangChain's AgentAction as it prints), `{"tool_name",
+/// "tool_args"}`, `{"function_name", "parameters"}` are all this shape.
 fn is_tool_pair(obj: &serde_json::Map<String, Value>) -> bool {
-    let args = ["tool_input", "arguments", "parameters", "args"]
-        .iter()
-        .filter(|k| obj.contains_key(**k))
-        .count();
-    obj.get("tool").is_some_and(Value::is_string)
-        && args == 1
-        && obj.keys().all(|k| {
-            matches!(
+    let names = obj.keys().filter(|k| is_name_key(k)).count();
+    let args = obj.keys().filter(|k| is_args_key(k)).count();
+    let named = obj.iter().any(|(k, v)| is_name_key(k) && v.is_string());
+    let rest_is_bookkeeping = obj.keys().all(|k| {
+        is_name_key(k)
+            || is_args_key(k)
+            || matches!(
                 k.as_str(),
-                "tool" | "tool_input" | "arguments" | "parameters" | "args" | "log"
+                "id" | "call_id" | "tool_call_id" | "type" | "log"
             )
-        })
-        && (!obj.contains_key("log") || obj.contains_key("tool_input"))
+    });
+    names == 1
+        && args == 1
+        && named
+        && rest_is_bookkeeping
+        && obj
+            .get("type")
+            .is_none_or(|t| t == "function" || t == "tool_use" || t == "tool_call")
 }
 
 /// LangChain's JSON agent action: exactly `action` and `action_input`.

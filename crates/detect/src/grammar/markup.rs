@@ -145,6 +145,12 @@ pub fn tag_at(text: &str, pos: usize) -> Option<Tag<'_>> {
             Some(&(_, c)) if (is_bar(c) || c == ':') && !name.is_empty() => {
                 let mut look = chars.clone();
                 look.next();
+                // `<｜｜DSML｜｜ invoke`: doubled bars and a space after the namespace.
+                if is_bar(c) {
+                    while look.peek().is_some_and(|&(_, n)| is_bar(n) || n == ' ') {
+                        look.next();
+                    }
+                }
                 if look
                     .peek()
                     .is_some_and(|&(_, n)| n.is_alphabetic() || n == '_')
@@ -492,6 +498,11 @@ mod tests {
         );
         let t = one("<minimax:tool_call>");
         assert_eq!((t.name, t.namespaced), ("tool_call", true));
+        let t = one("<｜｜DSML｜｜ invoke name=\"read\">");
+        assert_eq!(
+            (t.name, t.namespaced, t.attr("name")),
+            ("invoke", true, Some("read"))
+        );
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! `arg_key`/`arg_value` pairs, an arguments element, a JSON object, fenced or not, a Python
 //! argument list), up to the first thing that is none of these.
 //!
-//! May depend on: `super` (the reader), `crate::grammar`, `crate::types`.
+//! May depend on: `super` (the reader), `super::super::cli` (command-line arguments),
+//! `crate::grammar`, `crate::types`.
 
 use super::{Reader, MAX_PARTS};
 use crate::grammar::json::{call_of, Keys};
@@ -158,6 +159,10 @@ impl<'t> Reader<'_, 't> {
                     }
                     body.had_args = true;
                     pos = end;
+                } else if let Some((args, end)) = self.command_line(word_end) {
+                    body.args.extend(args);
+                    body.had_args = true;
+                    pos = end;
                 } else {
                     pos = word_end;
                 }
@@ -168,6 +173,19 @@ impl<'t> Reader<'_, 't> {
             body.end = pos;
         }
         Some(body)
+    }
+
+    /// Arguments in command-line form right after a name inside a tag
+    /// (`<tool_call>NAME key="v" n=2</tool_call>`): the text up to the next tag, and where
+    /// it ends.
+    fn command_line(&self, from: usize) -> Option<(Map<String, Value>, usize)> {
+        let rest = self.text.get(from..)?;
+        if !rest.starts_with([' ', '\t']) {
+            return None;
+        }
+        let seg = &rest[..rest.find(['<', '\n']).unwrap_or(rest.len())];
+        let args = crate::families::cli::parse_args(seg)?;
+        Some((args, from + seg.trim_end().len()))
     }
 
     /// The text an element holds and the end of its closer: up to its own closer, or, where
