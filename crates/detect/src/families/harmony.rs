@@ -260,9 +260,22 @@ fn is_header(gap: &str) -> bool {
 fn recipient(header: &str) -> Option<String> {
     let i = header.find("to=")?;
     let rest = header.get(i + 3..)?;
-    let end = rest
+    let mut end = rest
         .find(|c: char| c.is_whitespace() || c == '<')
         .unwrap_or(rest.len());
+    // A display name with spaces (`to=functions.Web Search <|constrain|>json`): the words
+    // after it up to the next token, while none is a header word.
+    let tail = rest.get(end..)?;
+    let words = tail.get(..tail.find('<').unwrap_or(tail.len()))?;
+    if !words.trim().is_empty()
+        && words.split_whitespace().all(|w| {
+            !HEADER_WORDS.contains(&w)
+                && !w.starts_with("to=")
+                && w.chars().all(char::is_alphanumeric)
+        })
+    {
+        end += words.trim_end().len();
+    }
     let r = rest.get(..end)?;
     (!r.is_empty()).then(|| r.to_string())
 }
@@ -436,7 +449,8 @@ fn call_of(text: &str, m: &Message) -> Option<(Call, usize)> {
         return None;
     }
     let name = recipient.strip_prefix("functions.").unwrap_or(recipient);
-    if !crate::grammar::is_tool_name(name) {
+    // The header's tokens say it is a call, so a display name with spaces is one too.
+    if !crate::grammar::plausible_name(name) {
         return None;
     }
     let body = text.get(m.body.clone())?;

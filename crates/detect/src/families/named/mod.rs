@@ -218,7 +218,19 @@ fn name_before(bytes: &[u8], p: usize) -> bool {
             while k > 0 && matches!(bytes[k - 1], b' ' | b'\t') {
                 k -= 1;
             }
-            k == 0 || bytes[k - 1] == b'\n'
+            // Or the line is a Harmony header with its tokens stripped
+            // (`assistant to=functions.NAME commentary json`, the object below it).
+            let line = bytes[..k]
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |n| n + 1);
+            k == 0
+                || bytes[k - 1] == b'\n'
+                || memchr::memmem::find(
+                    &bytes[line.max(k.saturating_sub(160))..k],
+                    b"to=functions.",
+                )
+                .is_some()
         }
         Some(b) if name(b) => true,
         // `NAME({`: a plain name, not a method (`x.find({`).
