@@ -376,7 +376,8 @@ async fn revert_now(
                 let published = deliver(&s, id, report.recovery_id, &report.outbox).await?;
                 body["published"] = json!({
                     "moderation": published.moderation,
-                    "pending": published.pending + published.unroutable,
+                    "pending": published.pending,
+                    "unroutable": published.unroutable,
                 });
             }
             Ok(answer(
@@ -476,7 +477,8 @@ fn report_body(r: &Report, published: Option<PublishedCounts>) -> Value {
         body["published"] = json!({
             "moderation": p.moderation,
             "tool_calls": p.tool_calls,
-            "pending": p.pending + p.unroutable,
+            "pending": p.pending,
+            "unroutable": p.unroutable,
         });
     }
     body
