@@ -25,9 +25,11 @@
 //! ```
 //!
 //! Settings come from flags or the environment (`DATABASE_URL`, `AMQP_URL`, `DEMO_RATE`,
-//! `DEMO_COUNT`, `DEMO_POISON_EVERY`, `TCR_INPUT_EXCHANGE`, ...). It needs the worker's
-//! migrations applied (it waits for the `messages` table) and the worker's exchanges
-//! declared (it declares them the same way, idempotently).
+//! `DEMO_COUNT`, `DEMO_POISON_EVERY`, `DEMO_METRICS_URL`, `TCR_INPUT_EXCHANGE`, ...). It
+//! writes nothing before a worker answers at its metrics URL (it waits up to two minutes
+//! for one, as for the worker's migrations: an event published with no worker would wait in
+//! its queue, its rows with it), and it stops at the first event no queue takes, taking
+//! that event's message row back.
 
 use clap::Parser;
 use lapin::options::{
@@ -88,6 +90,13 @@ struct Args {
         default_value = "chat.moderation"
     )]
     moderation_exchange: String,
+    /// The running worker's metrics: nothing is written or published before it answers.
+    #[arg(
+        long,
+        env = "DEMO_METRICS_URL",
+        default_value = "http://127.0.0.1:9090/metrics"
+    )]
+    metrics_url: String,
     /// Exchange the worker publishes unrunnable calls to.
     #[arg(
         long,
@@ -140,6 +149,7 @@ async fn run(args: Args) -> Result<(), BoxError> {
         .max_connections(2)
         .acquire_timeout(Duration::from_secs(10))
         .connect_lazy(&args.database_url)?;
+    wait_for_worker(&args.metrics_url).await?;
     wait_for_tables(&pool).await?;
     let with_tools = agent(
         &pool,
@@ -169,6 +179,8 @@ async fn run(args: Args) -> Result<(), BoxError> {
         }
         ticker.tick().await;
         sent += 1;
+        // The message row of this event, to take back if nobody takes the event.
+        let mut written = None;
         let body = if args.poison_every != 0 && sent % args.poison_every == 0 {
             poison(sent / args.poison_every, sent, chat, with_tools)
         } else {
@@ -186,15 +198,81 @@ async fn run(args: Args) -> Result<(), BoxError> {
             .bind(content)
             .fetch_one(&pool)
             .await?;
+            written = Some(id);
             event(id, chat, Some(agent_id), Some(content))
         };
-        publish(&channel, &args, &body).await?;
+        if let Err(e) = publish(&channel, &args, &body).await {
+            // Nobody will look at a message whose event went nowhere: take it back, and the
+            // chat too when nothing else of it reached the worker.
+            if let Some(id) = written.take() {
+                sqlx::query("DELETE FROM messages WHERE id = $1")
+                    .bind(id)
+                    .execute(&pool)
+                    .await?;
+            }
+            sqlx::query(
+                "DELETE FROM chats c WHERE id = $1 \
+                 AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.chat_id = c.id)",
+            )
+            .bind(chat)
+            .execute(&pool)
+            .await?;
+            return Err(e);
+        }
         if sent % 50 == 0 {
             println!("demo_publish: {sent} events published");
         }
     }
     println!("demo_publish: done, {sent} events published");
     Ok(())
+}
+
+/// Waits until a worker answers at `url` (its `/metrics`), for at most two minutes.
+async fn wait_for_worker(url: &str) -> Result<(), BoxError> {
+    for attempt in 1..=120 {
+        match metrics_status(url).await {
+            Ok(200) => return Ok(()),
+            Ok(status) if attempt % 10 == 1 => {
+                println!("demo_publish: waiting for the worker: {url} answered {status}");
+            }
+            Err(e) if attempt % 10 == 1 => {
+                println!("demo_publish: waiting for the worker at {url}: {e}");
+            }
+            _ => {}
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    Err(format!(
+        "no worker answered at {url} within 2 minutes, so nothing was written or published: \
+         start one (cargo run --release -- run --migrate), or pass --metrics-url"
+    )
+    .into())
+}
+
+/// The status of `GET url` (`http://host:port/path`).
+async fn metrics_status(url: &str) -> Result<u16, BoxError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("{url} is not an http:// URL"))?;
+    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let path = if path.is_empty() { "/" } else { path };
+    let fetch = async {
+        let mut stream = tokio::net::TcpStream::connect(host).await?;
+        stream
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes())
+            .await?;
+        let mut head = [0u8; 16];
+        let n = stream.read(&mut head).await?;
+        Ok::<_, std::io::Error>(String::from_utf8_lossy(&head[..n]).into_owned())
+    };
+    let head = tokio::time::timeout(Duration::from_secs(5), fetch)
+        .await
+        .map_err(|_| format!("{url} did not answer within 5 s"))??;
+    head.split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("{url} sent no HTTP status").into())
 }
 
 /// Waits until the worker's migrations created the chat app's tables.

@@ -35,9 +35,11 @@
 //! `cmd`.
 
 mod asked;
+mod audit;
 mod auth;
 mod error;
 
+pub use audit::announce;
 pub use error::ApiError;
 
 use crate::budget::{Budget, Share};
@@ -51,6 +53,7 @@ use crate::recover::revert::{self, RevertOutcome};
 use crate::recover::{self, Outcome, Policy, Report, Source};
 use crate::settings::{AdminSettings, AdminToken, Settings};
 use asked::Asked;
+use audit::Said;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
@@ -62,7 +65,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use sqlx::PgPool;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use toolcall_detect::Detection;
 
 /// Largest request accepted, in bytes (the endpoints take no body).
@@ -158,25 +161,60 @@ pub fn router(state: AdminState) -> Router {
             get(ledger).fallback(wrong_method),
         )
         .route_layer(middleware::from_fn_with_state(state.clone(), guard))
+        // Unknown paths are not behind the guard: they answer 404 with or without a token.
+        .fallback(unknown_route)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }
 
-/// Authentication, then the size limit, then the time limit.
+/// Authentication, then the size limit, then the time limit; then the request's log line
+/// (`audit`). A refused token and a request while the API is off are logged rate-limited
+/// instead, so that a client hammering them cannot flood the log.
 async fn guard(State(s): State<AdminState>, req: Request, next: Next) -> Response {
+    let method = req.method().clone();
+    let route = audit::route(req.uri().path());
     let Some(token) = &s.token else {
+        audit::while_off(&method, route, audit::peer(req.extensions()));
         return ApiError::NotFound("not found".into()).into_response();
     };
     if !auth::authorized(req.headers(), token) {
+        audit::refused(&method, route, audit::peer(req.extensions()));
         return ApiError::Unauthorized.into_response();
     }
-    if auth::declared_length(req.headers()).is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-        return ApiError::TooLarge.into_response();
-    }
-    match tokio::time::timeout(s.timeout, next.run(req)).await {
-        Ok(response) => response,
-        Err(_) => ApiError::Timeout.into_response(),
-    }
+    let id = audit::message_id(req.uri().path());
+    let started = Instant::now();
+    let response =
+        if auth::declared_length(req.headers()).is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+            ApiError::TooLarge.into_response()
+        } else {
+            match tokio::time::timeout(s.timeout, next.run(req)).await {
+                Ok(response) => response,
+                Err(_) => ApiError::Timeout.into_response(),
+            }
+        };
+    audit::answered(
+        &method,
+        route,
+        id,
+        response.status().as_u16(),
+        response.extensions().get::<Said>().copied(),
+        started.elapsed(),
+    );
+    response
+}
+
+/// A JSON answer that says its outcome for the request's log line.
+fn answer(status: StatusCode, body: &Value, outcome: &'static str, dry_run: bool) -> Response {
+    let mut response = json_response(status, body);
+    response.extensions_mut().insert(Said { outcome, dry_run });
+    response
+}
+
+/// Any other path: 404, as JSON like every error of the API (docs/backfill-and-admin.md).
+/// Not an admin request, so no log line above DEBUG.
+async fn unknown_route(req: Request) -> ApiError {
+    tracing::debug!(method = %req.method(), "HTTP request for an unknown path: 404");
+    ApiError::NotFound("no such route".into())
 }
 
 async fn diagnosis(
@@ -193,7 +231,7 @@ async fn diagnosis(
     body["leaks"] = leaks_body(&detection);
     body["content_preview"] = json!(report.content.as_deref().map(preview));
     body.as_object_mut().map(|o| o.remove("content"));
-    Ok(json_response(StatusCode::OK, &body))
+    Ok(answer(StatusCode::OK, &body, report.outcome.as_str(), true))
 }
 
 async fn wrong_method() -> ApiError {
@@ -267,9 +305,11 @@ async fn recover_now(
         }
         Outcome::Recovered | Outcome::StrippedOnly | Outcome::Forwarded => {
             let published = publish(&s, &report).await?;
-            Ok(json_response(
+            Ok(answer(
                 StatusCode::OK,
                 &report_body(&report, Some(published)),
+                report.outcome.as_str(),
+                false,
             ))
         }
     }
@@ -294,7 +334,7 @@ async fn ledger(
     if !listed && !message_exists(&s.pool, id).await? {
         return Err(ApiError::NotFound(format!("message {id} not found")));
     }
-    Ok(json_response(StatusCode::OK, &body))
+    Ok(answer(StatusCode::OK, &body, "listed", false))
 }
 
 async fn message_exists(pool: &PgPool, id: MessageId) -> Result<bool, ApiError> {
@@ -336,10 +376,16 @@ async fn revert_now(
                 let published = deliver(&s, id, report.recovery_id, &report.outbox).await?;
                 body["published"] = json!({
                     "moderation": published.moderation,
-                    "pending": published.pending + published.unroutable,
+                    "pending": published.pending,
+                    "unroutable": published.unroutable,
                 });
             }
-            Ok(json_response(StatusCode::OK, &body))
+            Ok(answer(
+                StatusCode::OK,
+                &body,
+                report.outcome.as_str(),
+                report.dry_run,
+            ))
         }
         RevertOutcome::NothingToRevert | RevertOutcome::Conflict => Err(ApiError::Refused {
             code: report.outcome.as_str(),
@@ -431,7 +477,8 @@ fn report_body(r: &Report, published: Option<PublishedCounts>) -> Value {
         body["published"] = json!({
             "moderation": p.moderation,
             "tool_calls": p.tool_calls,
-            "pending": p.pending + p.unroutable,
+            "pending": p.pending,
+            "unroutable": p.unroutable,
         });
     }
     body

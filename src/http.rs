@@ -38,6 +38,8 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        // As the admin API's errors: JSON (its own unknown paths answer 404 as JSON too).
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
 }
 
@@ -47,6 +49,15 @@ async fn metrics(State(s): State<AppState>) -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         s.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn method_not_allowed() -> Response {
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        [(header::CONTENT_TYPE, "application/json")],
+        r#"{"error":{"code":"method_not_allowed","message":"method not allowed"}}"#,
     )
         .into_response()
 }

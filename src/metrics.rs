@@ -58,6 +58,7 @@ pub struct Metrics {
     published: IntCounterVec,
     unroutable: IntCounterVec,
     outbox_pending: IntGauge,
+    outbox_unroutable: IntGauge,
     outbox_relayed: IntCounterVec,
     dead_lettered: IntCounterVec,
     transient_errors: IntCounterVec,
@@ -134,6 +135,7 @@ impl Metrics {
             published: register(&r, &table::PUBLISHED),
             unroutable: register(&r, &table::UNROUTABLE),
             outbox_pending: register(&r, &table::OUTBOX_PENDING),
+            outbox_unroutable: register(&r, &table::OUTBOX_UNROUTABLE),
             outbox_relayed: register(&r, &table::OUTBOX_RELAYED),
             dead_lettered: register(&r, &table::DEAD_LETTERED),
             transient_errors: register(&r, &table::TRANSIENT_ERRORS),
@@ -300,9 +302,11 @@ impl Metrics {
         self.unroutable.with_label_values(&[exchange]).inc();
     }
 
-    /// The outbox holds `n` rows not yet sent.
-    pub fn outbox_pending(&self, n: i64) {
-        self.outbox_pending.set(n);
+    /// The outbox holds `pending` rows not yet confirmed and `unroutable` rows parked
+    /// because no queue took their last publish.
+    pub fn outbox_pending(&self, pending: i64, unroutable: i64) {
+        self.outbox_pending.set(pending);
+        self.outbox_unroutable.set(unroutable);
     }
 
     /// The relay tried a pending outbox row: `sent`, `unroutable` or `failed`.

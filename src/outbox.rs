@@ -18,7 +18,7 @@ mod send;
 mod write;
 
 pub use send::Marker;
-pub(crate) use send::{claim, mark_sent, note_failure, park, pending};
+pub(crate) use send::{claim, mark_sent, note_failure, park, pending, UNROUTABLE};
 pub(crate) use write::{enqueue, enqueue_all, Owed};
 
 use crate::error::Error;

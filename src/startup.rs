@@ -206,6 +206,11 @@ async fn serve_http(
     .merge(admin::router(admin_state));
     let task = tokio::spawn(http::serve(listener, app, settings.http_limits(), stopped));
     tracing::info!(http_addr = %addr, "HTTP listening");
+    admin::announce(
+        settings.admin.admin_token.is_some(),
+        addr,
+        Duration::from_secs(settings.admin.admin_timeout_secs.max(1)),
+    );
     Ok(Serving { addr, stop, task })
 }
 

@@ -4,6 +4,7 @@
 //!
 //! May depend on: `error`, `axum`, `sqlx`.
 
+use super::audit::Said;
 use super::MAX_BODY_BYTES;
 use crate::error::{Error, ErrorKind, Poison};
 use axum::http::{header, StatusCode};
@@ -107,6 +108,10 @@ impl IntoResponse for ApiError {
             body["recovery"] = recovery.clone();
         }
         let mut response = json_response(self.status(), &body);
+        response.extensions_mut().insert(Said {
+            outcome: self.code(),
+            dry_run: false,
+        });
         if matches!(self, ApiError::Unauthorized) {
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,

@@ -6,8 +6,15 @@
 //!
 //! Production stays safe twice over: it runs only on a development database (app tables
 //! the worker created for development carry [`store::DEVELOPMENT_MARK`]), and there it
-//! writes only its own three rows (removed again when no worker takes the event); on the
-//! broker it publishes its one event and reads a queue of its own.
+//! writes only its own three rows; on the broker it publishes its one event and reads a
+//! queue of its own (declaring no exchange).
+//!
+//! Nothing is written or published before a worker is seen: its metrics URL must answer
+//! with a toolcall-recovery worker's page that says it is consuming ([`require_worker`]).
+//! Without one the demo says how to start it and leaves the database and the broker as
+//! they were; an event published with no worker would wait in its queue, and its rows with
+//! it. When the event is unroutable after all (the worker's queue is bound under other
+//! names), the three rows are removed again.
 //!
 //! May depend on: `store` (the pool, the development mark, migrations), `publish` (the
 //! connection, the one confirmed publish), `settings`, `error`, `lapin`, `sqlx`, `tokio`.
@@ -84,7 +91,8 @@ pub struct DemoArgs {
 }
 
 /// Runs the demo, telling the story on `out`. Fails, saying what to do, when the database
-/// is not a development one, the worker's tables are missing, no worker takes the event, or
+/// is not a development one, the worker's tables are missing, no worker answers at
+/// `--metrics-url` (before anything is written or published), no queue takes the event, or
 /// the worker records nothing within `--wait-secs`.
 pub async fn run(args: &DemoArgs, out: &mut (dyn Write + Send)) -> Result<(), Error> {
     let pool = store::connect_command(&args.database, "toolcall-recovery-demo", 2)
@@ -97,6 +105,7 @@ pub async fn run(args: &DemoArgs, out: &mut (dyn Write + Send)) -> Result<(), Er
         })?;
     let result = async {
         require_development(&pool, &args.database).await?;
+        require_worker(&args.metrics_url).await?;
         let link = Link::open(
             &args.publish.amqp_url,
             &args.connection_name,
@@ -138,6 +147,31 @@ async fn require_development(
     Ok(())
 }
 
+/// A worker is there: its metrics page answers, is a toolcall-recovery worker's, and says
+/// it is consuming. Checked before anything is written or published.
+async fn require_worker(metrics_url: &str) -> Result<(), Error> {
+    let page = scrape::get(metrics_url).await.map_err(|e| {
+        Error::Startup(format!(
+            "no worker answers at {metrics_url} ({e}), so nothing was written or published. \
+             Start one in another terminal ({RUN_COMMAND}), or give the demo \
+             --metrics-url=http://HOST:PORT/metrics of one that runs elsewhere"
+        ))
+    })?;
+    match scrape::sample(&page, "toolcall_recovery_broker_consuming", &[]) {
+        None => Err(Error::Startup(format!(
+            "{metrics_url} answers, but not with a toolcall-recovery worker's metrics; nothing \
+             was written or published. Give the demo the worker's address (--metrics-url), \
+             or start one ({RUN_COMMAND})"
+        ))),
+        Some(c) if c < 1.0 => Err(Error::Startup(format!(
+            "the worker at {metrics_url} is not consuming (its broker connection is down, or \
+             it is starting: its /readyz and its log say which); nothing was written or \
+             published. Run the demo again once /readyz answers 200"
+        ))),
+        Some(_) => Ok(()),
+    }
+}
+
 /// Seeds, publishes, waits, shows.
 async fn demo(
     pool: &sqlx::PgPool,
@@ -156,10 +190,10 @@ async fn demo(
             rows::unseed(pool, seeded).await?;
             published?;
             return Err(Error::Startup(format!(
-                "no queue takes events on {} / {}: is the worker running? Start it in \
-                 another terminal ({RUN_COMMAND}) and run the demo again (its rows were \
-                 removed)",
-                args.names.input_exchange, args.names.input_routing_key
+                "no queue takes events on {} / {}: the worker at {} consumes under other \
+                 names (give the demo its --input-exchange and --queue), or it stopped; its \
+                 agent, chat and message were removed, nothing waits anywhere",
+                args.names.input_exchange, args.names.input_routing_key, args.metrics_url
             )));
         }
     }
@@ -173,11 +207,20 @@ async fn demo(
     let started = Instant::now();
     let wait = Duration::from_secs(args.wait_secs);
     let Some(ledger) = rows::wait_for_ledger(pool, seeded.message, wait).await? else {
+        // The event is in the worker's queue now, out of the demo's hands: its rows stay, so
+        // that the worker can still recover the message when it gets to the event.
         return Err(Error::Startup(format!(
             "the worker recorded nothing for message {} within {} s: is it running on this \
-             database and broker ({RUN_COMMAND})? Its log says what it did with event \
-             {event_id}",
-            seeded.message, args.wait_secs
+             database ({})? Its log says what it did with event {event_id}. The demo's agent \
+             {}, chat {} and message {} stay for that event (`toolcall-recovery ledger \
+             --message {}` shows when it is recovered)",
+            seeded.message,
+            args.wait_secs,
+            args.database.database_url,
+            seeded.agent,
+            seeded.chat,
+            seeded.message,
+            seeded.message
         )));
     };
     let took = started.elapsed();
@@ -186,8 +229,10 @@ async fn demo(
         .moderation_for(&event_id, Duration::from_secs(5))
         .await?;
     let moved = counters_after(&args.metrics_url, &before).await;
-    say(out, &outcome_story(&ledger, took, seeded, &after))?;
-    say(out, &moderation_story(moderation.as_ref(), &args.publish))?;
+    let (headline, mut rows) = outcome_story(&ledger, took, seeded, &after);
+    rows.push(moderation_story(moderation.as_ref(), &args.publish));
+    say(out, &headline)?;
+    say(out, &columns(&rows))?;
     say(out, &metrics_story(&args.metrics_url, &before, &moved))?;
     say(
         out,
@@ -226,12 +271,43 @@ fn seeded_story(seeded: Seeded, database: &DatabaseSettings) -> String {
     )
 }
 
-/// `  label:            value`, the columns of the story.
-fn field(label: &str, value: impl std::fmt::Display) -> String {
-    format!("  {:<18}{value}", format!("{label}:"))
+/// A `label: value` row of the story.
+type Row = (String, String);
+
+fn row(label: impl Into<String>, value: impl std::fmt::Display) -> Row {
+    (label.into(), value.to_string())
 }
 
-fn outcome_story(ledger: &LedgerRow, took: Duration, seeded: Seeded, after: &After) -> String {
+/// The width the labels of the story are padded to, at least (the README's example).
+const LABEL_WIDTH: usize = 18;
+
+/// `  label:            value` rows, the values in one column however long the labels
+/// (`message 9223372036854775807 now:`) are.
+fn columns(rows: &[Row]) -> String {
+    let width = rows
+        .iter()
+        .map(|(label, _)| label.chars().count() + 2)
+        .max()
+        .unwrap_or(0)
+        .max(LABEL_WIDTH);
+    rows.iter()
+        .map(|(label, value)| format!("  {:<width$}{value}", format!("{label}:")))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// One row on its own.
+fn field(label: &str, value: impl std::fmt::Display) -> String {
+    columns(&[row(label, value)])
+}
+
+/// The headline and the rows of what the worker did.
+fn outcome_story(
+    ledger: &LedgerRow,
+    took: Duration,
+    seeded: Seeded,
+    after: &After,
+) -> (String, Vec<Row>) {
     let families = ledger.summary["families"]
         .as_array()
         .map(|f| {
@@ -246,34 +322,34 @@ fn outcome_story(ledger: &LedgerRow, took: Duration, seeded: Seeded, after: &Aft
     } else {
         "recovered it"
     };
-    let mut lines = vec![
-        format!(
-            "The worker {verb} within {}. Ledger row {}: outcome {}, family {families}, {} \
-             bytes removed.",
-            if took < Duration::from_secs(1) {
-                format!("{} ms", took.as_millis().max(1))
-            } else {
-                format!("{:.1} s", took.as_secs_f64())
-            },
-            ledger.id,
-            ledger.outcome,
-            ledger.summary["bytes_removed"]
-        ),
-        field(
-            &format!("message {} now", seeded.message),
+    let headline = format!(
+        "The worker {verb} within {}. Ledger row {}: outcome {}, family {families}, {} bytes \
+         removed.",
+        if took < Duration::from_secs(1) {
+            format!("{} ms", took.as_millis().max(1))
+        } else {
+            format!("{:.1} s", took.as_secs_f64())
+        },
+        ledger.id,
+        ledger.outcome,
+        ledger.summary["bytes_removed"]
+    );
+    let mut rows = vec![
+        row(
+            format!("message {} now", seeded.message),
             after.content.as_deref().unwrap_or("(null)"),
         ),
-        field("its tools_used", &after.tools_used),
+        row("its tools_used", &after.tools_used),
     ];
     for (id, kind, content) in &after.memories {
-        lines.push(field(&format!("memory {id}"), format!("{kind}: {content}")));
+        rows.push(row(format!("memory {id}"), format!("{kind}: {content}")));
     }
     if after.memories.is_empty() {
-        lines.push(field("memories", "none"));
+        rows.push(row("memories", "none"));
     }
     for (id, name, content) in &after.tool_messages {
-        lines.push(field(
-            &format!("tool message {id}"),
+        rows.push(row(
+            format!("tool message {id}"),
             format!(
                 "{}: {}",
                 name.as_deref().unwrap_or("-"),
@@ -281,10 +357,10 @@ fn outcome_story(ledger: &LedgerRow, took: Duration, seeded: Seeded, after: &Aft
             ),
         ));
     }
-    lines.join("\n")
+    (headline, rows)
 }
 
-fn moderation_story(moderation: Option<&Value>, publish: &PublishSettings) -> String {
+fn moderation_story(moderation: Option<&Value>, publish: &PublishSettings) -> Row {
     let value = match moderation {
         Some(m) => format!(
             "on {} / message.ready, outcome {}: {}",
@@ -298,7 +374,7 @@ fn moderation_story(moderation: Option<&Value>, publish: &PublishSettings) -> St
             publish.moderation_exchange
         ),
     };
-    field("moderation", value)
+    row("moderation", value)
 }
 
 /// The counters' values now (`None`: the page or the sample is not there).
@@ -357,4 +433,63 @@ fn metrics_story(
 
 fn say(out: &mut (dyn Write + Send), text: &str) -> Result<(), Error> {
     writeln!(out, "{text}").map_err(Error::Output)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The column where each row's value starts.
+    fn value_columns(text: &str, values: &[&str]) -> Vec<usize> {
+        text.lines()
+            .zip(values)
+            .map(|(line, value)| line.find(value).expect("the value is on its line"))
+            .collect()
+    }
+
+    #[test]
+    fn the_values_stay_in_one_column_for_long_ids() {
+        let ledger = LedgerRow {
+            id: 1,
+            outcome: "recovered".into(),
+            mode: "recover".into(),
+            summary: json!({"families": ["result_prefix"], "bytes_removed": 100}),
+        };
+        let big = 9_223_372_036_854_775_000;
+        let seeded = Seeded {
+            agent: big,
+            chat: big + 1,
+            message: big + 2,
+        };
+        let after = After {
+            content: Some("CLEANED".into()),
+            tools_used: json!(["TOOLS"]),
+            memories: vec![(big + 3, "journal".into(), "MEMORY".into())],
+            tool_messages: vec![(big + 4, Some("save_memory".into()), Some("TOOL".into()))],
+        };
+        let (_, rows) = outcome_story(&ledger, Duration::from_millis(5), seeded, &after);
+        let text = columns(&rows);
+        let at = value_columns(&text, &["CLEANED", "[\"TOOLS\"]", "journal", "save_memory"]);
+        assert!(at.windows(2).all(|w| w[0] == w[1]), "{at:?}:\n{text}");
+        assert!(
+            text.contains(&format!("message {} now:  CLEANED", big + 2)),
+            "two spaces after the longest label:\n{text}"
+        );
+
+        // Short ids keep the README's column.
+        let small = Seeded {
+            agent: 1,
+            chat: 1,
+            message: 1,
+        };
+        let after = After {
+            memories: vec![(1, "journal".into(), "MEMORY".into())],
+            tool_messages: vec![(2, Some("save_memory".into()), Some("TOOL".into()))],
+            ..after
+        };
+        let (_, rows) = outcome_story(&ledger, Duration::from_millis(5), small, &after);
+        let text = columns(&rows);
+        assert!(text.starts_with("  message 1 now:    CLEANED"), "{text}");
+        assert!(text.contains("\n  memory 1:         journal"), "{text}");
+    }
 }

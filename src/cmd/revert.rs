@@ -152,6 +152,9 @@ enum Moderation {
     /// Written to the outbox but not confirmed (no queue bound, or the broker failed): the
     /// worker's relay sends it.
     Pending,
+    /// Confirmed by the broker and returned: no queue is bound to the moderation exchange.
+    /// Parked in the outbox; the worker's relay sends it once a queue is bound.
+    Unroutable,
     /// Nothing was owed (a refused revert, or one already published before).
     NothingOwed,
     /// `--no-publish`.
@@ -164,6 +167,8 @@ impl Moderation {
     fn of(counts: PublishedCounts) -> Self {
         if counts.moderation > 0 {
             Moderation::Published
+        } else if counts.pending == 0 && counts.unroutable > 0 {
+            Moderation::Unroutable
         } else if counts.unroutable + counts.pending > 0 {
             Moderation::Pending
         } else {
@@ -222,6 +227,11 @@ fn describe(r: &RevertReport, moderation: Moderation) -> String {
         (Moderation::Pending, _) => {
             "; its moderation publish is pending in the outbox (not confirmed now; the \
              worker's relay sends it)"
+        }
+        (Moderation::Unroutable, _) => {
+            "; its moderation publish came back unroutable: no queue is bound to the \
+             moderation exchange; it waits in the outbox, and the worker's relay sends it \
+             once one is"
         }
         (Moderation::Skipped, RevertOutcome::Reverted) => "; not published (--no-publish)",
         _ => "",
@@ -347,6 +357,10 @@ mod tests {
         assert!(describe(&r, Moderation::Pending).ends_with(
             "its moderation publish is pending in the outbox (not confirmed now; the worker's \
              relay sends it)"
+        ));
+        assert!(describe(&r, Moderation::Unroutable).ends_with(
+            "came back unroutable: no queue is bound to the moderation exchange; it waits in \
+             the outbox, and the worker's relay sends it once one is"
         ));
         assert!(describe(&r, Moderation::Skipped).ends_with("; not published (--no-publish)"));
         let mut refused = report(RevertOutcome::Conflict, false, &[]);

@@ -9,7 +9,8 @@
 
 use crate::settings::HttpLimits;
 use crate::shutdown::Shutdown;
-use axum::Router;
+use axum::extract::ConnectInfo;
+use axum::{Extension, Router};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -41,7 +42,7 @@ pub async fn serve(listener: TcpListener, app: Router, limits: HttpLimits, mut s
             },
             () = shutdown.wait() => break,
         };
-        let (stream, _) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
@@ -57,6 +58,8 @@ pub async fn serve(listener: TcpListener, app: Router, limits: HttpLimits, mut s
         let app = app.clone();
         let shutdown = shutdown.clone();
         connections.spawn(async move {
+            // The peer's address, for the handlers that log it (a refused admin token).
+            let app = app.layer(Extension(ConnectInfo(peer)));
             serve_connection(stream, app, limits, shutdown).await;
             drop(permit);
         });

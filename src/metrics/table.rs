@@ -63,7 +63,17 @@ pub(super) const UNROUTABLE: Def = Def {
 pub(super) const OUTBOX_PENDING: Def = Def {
     name: "toolcall_recovery_outbox_pending",
     help: "Outbox rows (publishes owed by a committed recovery or revert) not yet confirmed \
-        by the broker, as of the relay's last sweep.",
+        by the broker, as of the relay's last sweep; rows whose last attempt came back \
+        unroutable are in toolcall_recovery_outbox_unroutable instead.",
+    labels: &[],
+    buckets: &[],
+};
+
+/// `outbox_unroutable`: gauge.
+pub(super) const OUTBOX_UNROUTABLE: Def = Def {
+    name: "toolcall_recovery_outbox_unroutable",
+    help: "Outbox rows parked because their last publish came back unroutable (no queue \
+        bound to the exchange), as of the relay's last sweep; sent once a queue is bound.",
     labels: &[],
     buckets: &[],
 };

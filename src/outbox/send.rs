@@ -33,9 +33,12 @@ const NOTE_FAILURE: &str = "UPDATE outbox SET attempts = attempts + 1, last_erro
        next_attempt_at = now() + least(interval '5 minutes', \
          interval '5 seconds' * power(2, least(attempts, 6))) \
      WHERE id = $1 AND sent_at IS NULL";
+/// What `last_error` says of an attempt that came back unroutable (a prefix: [`PENDING`]
+/// counts rows whose last attempt did apart).
+pub(crate) const UNROUTABLE: &str = "unroutable: no queue is bound";
 const PARK: &str = "INSERT INTO outbox (message_id, target, message_key, body, attempts, \
        last_error, next_attempt_at) \
-     VALUES ($1, $2, $3, $4, 1, 'unroutable', now() + interval '5 seconds') \
+     VALUES ($1, $2, $3, $4, 1, 'unroutable: no queue is bound', now() + interval '5 seconds') \
      ON CONFLICT (target, message_key) DO NOTHING";
 /// Rows due, oldest first, leased for `$3` so that another relay skips them meanwhile; a
 /// row younger than `$2` is left to the process that wrote it (it is sending it now).
@@ -45,7 +48,12 @@ const CLAIM: &str = "UPDATE outbox SET next_attempt_at = now() + $3::interval \
          AND created_at <= now() - $2::interval \
        ORDER BY next_attempt_at, id LIMIT $1 FOR UPDATE SKIP LOCKED) \
      RETURNING id, target, message_key, body";
-const PENDING: &str = "SELECT count(*) FROM outbox WHERE sent_at IS NULL";
+/// Rows not yet sent: those not confirmed (never tried, the broker failed), and those
+/// whose last attempt came back unroutable (parked until a queue is bound).
+const PENDING: &str = "SELECT count(*) FILTER (WHERE last_error IS NULL \
+         OR last_error NOT LIKE 'unroutable%'), \
+       count(*) FILTER (WHERE last_error LIKE 'unroutable%') \
+     FROM outbox WHERE sent_at IS NULL";
 
 /// Marks rows sent.
 pub(crate) async fn mark_sent(pool: &PgPool, ids: &[i64]) -> Result<(), Error> {
@@ -104,9 +112,10 @@ pub(crate) async fn claim(
     Queued::from_rows(rows)
 }
 
-/// Rows not yet sent.
-pub(crate) async fn pending(pool: &PgPool) -> Result<i64, Error> {
-    Ok(sqlx::query_scalar(PENDING).fetch_one(pool).await?)
+/// Rows not yet sent: `(pending, unroutable)`, those not confirmed and those parked
+/// because their last publish came back unroutable.
+pub(crate) async fn pending(pool: &PgPool) -> Result<(i64, i64), Error> {
+    Ok(sqlx::query_as(PENDING).fetch_one(pool).await?)
 }
 
 fn interval(d: Duration) -> String {

@@ -69,8 +69,7 @@ impl Relay {
                     }
                     Ok(Published::Unroutable) => {
                         self.metrics.outbox_relayed("unroutable");
-                        outbox::note_failure(&self.pool, row.id, "unroutable: no queue is bound")
-                            .await?;
+                        outbox::note_failure(&self.pool, row.id, outbox::UNROUTABLE).await?;
                     }
                     Err(e) => {
                         self.metrics.outbox_relayed("failed");
@@ -100,7 +99,7 @@ impl Relay {
 
     async fn refresh_pending(&self) {
         match outbox::pending(&self.pool).await {
-            Ok(n) => self.metrics.outbox_pending(n),
+            Ok((pending, unroutable)) => self.metrics.outbox_pending(pending, unroutable),
             Err(e) => tracing::debug!(error = %e, "counting pending outbox rows failed"),
         }
     }

@@ -118,7 +118,7 @@ impl<L: Line> Sender<'_, L> {
                 }
                 Ok(Published::Unroutable) => {
                     counts.unroutable += 1;
-                    outbox::note_failure(pool, row.id, "unroutable: no queue is bound").await?;
+                    outbox::note_failure(pool, row.id, outbox::UNROUTABLE).await?;
                 }
                 Err(e) => {
                     counts.pending = rows.len() - sent.len() - counts.unroutable;

@@ -407,3 +407,213 @@ async fn the_worker_serves_the_admin_api_on_its_port() {
     assert_eq!(status, 200, "{body}");
     app.cleanup().await;
 }
+
+/// Unknown paths and methods on the worker's port answer JSON, as every error of the API
+/// does (docs/backfill-and-admin.md): 404 `not_found` for a path that is no route (with or
+/// without a token), 405 `method_not_allowed` for a route asked with another method.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_routes_and_methods_answer_json_on_the_worker() {
+    let mut app = TestApp::prepare().await;
+    app.settings.admin.admin_token = Some(AdminToken::new(TOKEN));
+    app.start().await;
+    let addr = app.http_addr.expect("worker HTTP address");
+    for (method, path, auth) in [
+        ("GET", "/v1/messages/1/nosuchthing", bearer()),
+        ("GET", "/v1/nothing", None),
+        ("GET", "/nope", None),
+        ("POST", "/v1/messages/1/recover/extra", bearer()),
+    ] {
+        let (status, body) = request(addr, method, path, auth).await;
+        assert_eq!(
+            (status, body["error"]["code"].clone()),
+            (404, json!("not_found")),
+            "{method} {path}: {body}"
+        );
+        assert!(body["error"]["message"].is_string(), "{body}");
+    }
+    for (method, path, auth) in [
+        ("GET", "/v1/messages/1/recover", bearer()),
+        ("DELETE", "/v1/messages/1/diagnosis", bearer()),
+        ("POST", "/metrics", None),
+        ("PUT", "/readyz", None),
+    ] {
+        let (status, body) = request(addr, method, path, auth).await;
+        assert_eq!(
+            (status, body["error"]["code"].clone()),
+            (405, json!("method_not_allowed")),
+            "{method} {path}: {body}"
+        );
+    }
+    app.cleanup().await;
+}
+
+/// The lines of `log` that are JSON, parsed.
+fn json_lines(lines: &[String]) -> Vec<Value> {
+    lines
+        .iter()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// A field of a JSON log line (the formatter puts them under `fields`, or at the top).
+fn field<'a>(line: &'a Value, name: &str) -> &'a Value {
+    if line["fields"].is_object() {
+        &line["fields"][name]
+    } else {
+        &line[name]
+    }
+}
+
+/// The real binary's log: a start-up line says whether the API is on (and where) or off
+/// and why; every admin request gets one INFO line (method, route, message id, status,
+/// outcome), never the token or the content; refused tokens get a WARN with the peer's
+/// address, rate-limited; requests while the API is off are said too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_api_says_at_start_and_per_request_what_it_did() {
+    let app = TestApp::prepare().await;
+    let secret_reply = "Tea it is, said nobody-should-see-this.";
+    let (_, _, id) = app
+        .leak(
+            &["save_memory"],
+            &result_prefix_leak("Prefers tea", "preference", secret_reply),
+        )
+        .await;
+    let mut args = app.binary_args();
+    args.push(format!("--admin-token={TOKEN}"));
+    let (mut child, addr, log) = app.spawn_binary_with(args).await;
+
+    let (status, body) = recover(addr, id).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _) = request(
+        addr,
+        "POST",
+        &format!("/v1/messages/{id}/revert?dry_run=true"),
+        bearer(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let refused = 20;
+    for _ in 0..refused {
+        let (status, _) = request(
+            addr,
+            "POST",
+            &format!("/v1/messages/{id}/recover"),
+            Some("Bearer wrong-token-guess"),
+        )
+        .await;
+        assert_eq!(status, 401);
+    }
+    let request_line = |route: &'static str| {
+        let log = log.clone();
+        move || {
+            std::future::ready(
+                json_lines(&log.lines())
+                    .iter()
+                    .any(|l| field(l, "message") == "admin request" && field(l, "route") == route),
+            )
+        }
+    };
+    wait_for(
+        "the revert's request line",
+        Duration::from_secs(10),
+        request_line("/v1/messages/{id}/revert"),
+    )
+    .await;
+    crate::process::signal(&child, "-TERM");
+    assert!(child.wait().await.expect("wait").success());
+
+    let lines = json_lines(&log.lines());
+    let text = log.lines().join("\n");
+    assert!(
+        lines.iter().any(|l| l["level"] == "INFO"
+            && field(l, "message")
+                .as_str()
+                .is_some_and(|m| m.starts_with("admin API on"))
+            && field(l, "admin_api")
+                .as_str()
+                .is_some_and(|a| a.contains(&addr.port().to_string()))),
+        "a start-up line says the API is on, and where: {text}"
+    );
+    let requests: Vec<&Value> = lines
+        .iter()
+        .filter(|l| field(l, "message") == "admin request")
+        .collect();
+    assert_eq!(requests.len(), 2, "one line per request: {requests:#?}");
+    let recover_line = requests[0];
+    assert_eq!(recover_line["level"], "INFO");
+    assert_eq!(field(recover_line, "method"), "POST");
+    assert_eq!(field(recover_line, "route"), "/v1/messages/{id}/recover");
+    assert_eq!(field(recover_line, "message_id"), &json!(id));
+    assert_eq!(field(recover_line, "status"), &json!(200));
+    assert_eq!(field(recover_line, "outcome"), "recovered");
+    assert_eq!(field(recover_line, "dry_run"), &json!(false));
+    let revert_line = requests[1];
+    assert_eq!(field(revert_line, "outcome"), "reverted");
+    assert_eq!(field(revert_line, "dry_run"), &json!(true));
+
+    let warned: Vec<&Value> = lines
+        .iter()
+        .filter(|l| {
+            l["level"] == "WARN"
+                && field(l, "message")
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("admin request refused"))
+        })
+        .collect();
+    assert!(!warned.is_empty(), "a refused token is said: {text}");
+    assert!(
+        warned.len() < refused,
+        "rate-limited: {} lines for {refused} refusals",
+        warned.len()
+    );
+    assert!(
+        field(warned[0], "peer")
+            .as_str()
+            .is_some_and(|p| p.starts_with("127.0.0.1:")),
+        "{:#?}",
+        warned[0]
+    );
+    assert!(!text.contains(TOKEN), "never the token");
+    assert!(
+        !text.contains("wrong-token-guess"),
+        "never a presented token"
+    );
+    assert!(!text.contains("nobody-should-see-this"), "never content");
+
+    // Without a token: the start-up line says the API is off and why; a request to it is
+    // said too.
+    let (mut child, addr, log) = app.spawn_binary().await;
+    let (status, body) = request(
+        addr,
+        "POST",
+        &format!("/v1/messages/{id}/recover"),
+        bearer(),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (404, json!("not_found"))
+    );
+    wait_for(
+        "the line of a request while off",
+        Duration::from_secs(10),
+        || {
+            std::future::ready(
+                log.lines()
+                    .iter()
+                    .any(|l| l.contains("the admin API is off")),
+            )
+        },
+    )
+    .await;
+    crate::process::signal(&child, "-TERM");
+    assert!(child.wait().await.expect("wait").success());
+    let text = log.lines().join("\n");
+    assert!(
+        json_lines(&log.lines()).iter().any(|l| field(l, "message")
+            .as_str()
+            .is_some_and(|m| m.starts_with("admin API off: no admin token configured"))),
+        "{text}"
+    );
+    app.cleanup().await;
+}

@@ -219,8 +219,10 @@ async fn what_a_committed_pass_owes_is_sent_even_if_its_process_died() {
     app.cleanup().await;
 }
 
-/// No queue bound to the moderation exchange: a clean message's publish comes back
-/// unroutable; it is counted and kept pending (not dropped), and sent once a queue is bound.
+/// No queue bound to the moderation exchange: a clean message's publish and a recovered
+/// one's come back unroutable; they are counted and kept in the outbox (not dropped), shown
+/// as unroutable, not as pending (`toolcall_recovery_outbox_pending` is what an alert
+/// watches for a broker that does not confirm), and sent once a queue is bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unroutable_publish_stays_pending_until_a_queue_is_bound() {
     let app = TestApp::spawn().await;
@@ -239,14 +241,30 @@ async fn an_unroutable_publish_stays_pending_until_a_queue_is_bound() {
         .create_message(chat, None, "assistant", Some("Plain prose."), &[])
         .await;
     app.publish_event(&app.event_for(id).await).await;
+    let (_, _, recovered) = app
+        .leak(
+            &["save_memory"],
+            &result_prefix_leak("Likes tea", "fact", "Noted."),
+        )
+        .await;
+    app.publish_event(&app.event_for(recovered).await).await;
     wait_for("unroutable counted", T, || async {
         metric_value(
             &app.metrics().await,
             &format!("toolcall_recovery_messages_unroutable_total{{exchange=\"{exchange}\"}}"),
-        ) >= 1.0
+        ) >= 2.0
     })
     .await;
-    wait_for("parked", T, || async { pending_rows(&app).await == 1 }).await;
+    wait_for("parked", T, || async { pending_rows(&app).await == 2 }).await;
+    wait_for("shown as unroutable by the relay", T, || async {
+        metric_value(&app.metrics().await, "toolcall_recovery_outbox_unroutable") == 2.0
+    })
+    .await;
+    assert_eq!(
+        metric_value(&app.metrics().await, "toolcall_recovery_outbox_pending"),
+        0.0,
+        "unroutable rows are not unconfirmed ones"
+    );
     wait_for("event acked", T, || async {
         metric_value(
             &app.metrics().await,
@@ -266,13 +284,22 @@ async fn an_unroutable_publish_stays_pending_until_a_queue_is_bound() {
         )
         .await
         .unwrap();
-    let (m, _) = app
-        .get_one(&app.moderation_queue, Duration::from_secs(40))
-        .await
-        .expect("sent once a queue is bound");
-    assert_eq!(m["message"]["id"], json!(id));
-    wait_for("row marked sent", T, || async {
+    let mut sent = Vec::new();
+    for _ in 0..2 {
+        let (m, _) = app
+            .get_one(&app.moderation_queue, Duration::from_secs(40))
+            .await
+            .expect("sent once a queue is bound");
+        sent.push(m["message"]["id"].as_i64().expect("an id"));
+    }
+    sent.sort_unstable();
+    assert_eq!(sent, vec![id, recovered]);
+    wait_for("rows marked sent", T, || async {
         pending_rows(&app).await == 0
+    })
+    .await;
+    wait_for("the gauge follows", T, || async {
+        metric_value(&app.metrics().await, "toolcall_recovery_outbox_unroutable") == 0.0
     })
     .await;
     assert!(

@@ -383,7 +383,7 @@ async fn the_admin_recover_endpoint_observes_in_observe_mode_and_recovers_an_obs
     assert_eq!(body["content"], json!(content), "the content as it stays");
     assert_eq!(
         body["published"],
-        json!({"moderation": 0, "tool_calls": 0, "pending": 0})
+        json!({"moderation": 0, "tool_calls": 0, "pending": 0, "unroutable": 0})
     );
     assert_eq!(fingerprint(&app).await.0, before.0, "nothing changed");
     assert_eq!(app.count("SELECT count(*) FROM agent_memories").await, 0);

@@ -1,19 +1,20 @@
 //! The demo's broker side: one connection, one confirm-mode channel; the event published
 //! with the crate's one confirmed publish; and a queue of its own (exclusive, server-named,
 //! gone when the demo disconnects) on the moderation exchange, to show what moderation
-//! gets. It declares only the two exchanges it uses, as the worker does (idempotently).
+//! gets. It declares no exchange: the two it uses must be the running worker's (checked
+//! passively), so that a demo against the wrong names leaves nothing on the broker.
 //!
 //! May depend on: `publish` (the connection, the one confirmed publish), `settings`,
 //! `error`, `lapin`, `serde_json`, `tokio`.
 
 use crate::error::Error;
-use crate::publish::{
-    confirm_channel, declare_topic_exchanges, publish_confirmed, Message, Published,
-};
+use crate::publish::{confirm_channel, publish_confirmed, Message, Published};
 use crate::settings::{Names, PublishSettings, SecretUrl};
-use lapin::options::{BasicGetOptions, QueueBindOptions, QueueDeclareOptions};
+use lapin::options::{
+    BasicGetOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+};
 use lapin::types::FieldTable;
-use lapin::{Channel, Connection};
+use lapin::{Channel, Connection, ExchangeKind};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -28,8 +29,8 @@ pub struct Link {
 }
 
 impl Link {
-    /// Connects, declares the input and moderation exchanges and binds the demo's own queue
-    /// to the moderation exchange.
+    /// Connects, checks that the input and moderation exchanges are there (the worker
+    /// declared them) and binds the demo's own queue to the moderation exchange.
     pub async fn open(
         url: &SecretUrl,
         connection_name: &str,
@@ -37,11 +38,25 @@ impl Link {
         publish: &PublishSettings,
     ) -> Result<Link, Error> {
         let (connection, channel) = confirm_channel(url, connection_name).await?;
-        declare_topic_exchanges(
-            &channel,
-            [&names.input_exchange, &publish.moderation_exchange],
-        )
-        .await?;
+        for exchange in [&names.input_exchange, &publish.moderation_exchange] {
+            let there = ExchangeDeclareOptions {
+                passive: true,
+                ..Default::default()
+            };
+            let declared = channel
+                .exchange_declare(exchange, ExchangeKind::Topic, there, FieldTable::default())
+                .await;
+            if let Err(e) = declared {
+                let _ = connection.close(200, "done").await;
+                return Err(Error::Startup(format!(
+                    "the exchange {exchange} is not on the broker ({e}): the worker declares \
+                     it at start, so the worker answering at --metrics-url runs with other \
+                     exchange names or on another broker. Give the demo the worker's flags \
+                     (--amqp-url, --input-exchange, --moderation-exchange); nothing was \
+                     written or published"
+                )));
+            }
+        }
         let own = QueueDeclareOptions {
             exclusive: true,
             auto_delete: true,
