@@ -6,10 +6,13 @@
 //! counts only when it looks like a tool result: a boolean `success`, an `error` key, or
 //! the result shape of a tool we know (save_memory: `memory_type` + `content`; whiteboard:
 //! `type: "board_*"`; web: `action: "search" | "fetch"`). Any other leading JSON is an
-//! answer and stays. Followed by text, the objects are `result_prefix` and are cut; with
+//! answer and stays. A result frame of the formats' own markup (`<tool_result>..</tool_result>`,
+//! `<tool_response>..`) at the start is a made-up answer too, whatever it holds. Followed by
+//! text, the objects are `result_prefix` and are cut; with
 //! nothing after them the message is `result_only` and left for review.
 //!
-//! May depend on: `crate::json5`, `crate::types`, `crate::Ctx`.
+//! May depend on: `super::util` (the result frames), `crate::json5`, `crate::types`,
+//! `crate::Ctx`.
 
 use crate::json5;
 use crate::types::{Call, Family, Leak, ResultKind, ResultObject};
@@ -29,8 +32,8 @@ pub(crate) const TRIGGERS: &[&str] = &[
     "</thinking>\n{",
     "</thinking>\n\n{",
 ];
-/// A leading `{`.
-pub(crate) const AT_START: &[u8] = b"{";
+/// A leading `{`, or a leading `<` of a result frame.
+pub(crate) const AT_START: &[u8] = b"{<";
 
 /// The reasoning tags a reply may start after.
 const REASONING: &[(&str, &str)] = &[("<think>", "</think>"), ("<thinking>", "</thinking>")];
@@ -65,14 +68,21 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     let mut end = start;
     // Each object is parsed once and the loop moves past it, so this is linear; the
     // candidate bound stops a message made of thousands of `{}` early.
-    while results.len() < super::MAX_CANDIDATES && text.as_bytes().get(pos) == Some(&b'{') {
-        let Ok((value, after)) = json5::parse_value_at(text, pos) else {
+    while results.len() < super::MAX_CANDIDATES {
+        let found = match text.as_bytes().get(pos) {
+            Some(b'{') => json5::parse_value_at(text, pos)
+                .ok()
+                .and_then(|(value, after)| {
+                    let kind = value.as_object().and_then(|o| classify(o, ctx))?;
+                    Some((ResultObject { value, kind }, after))
+                }),
+            Some(b'<') => framed(text, pos),
+            _ => None,
+        };
+        let Some((result, after)) = found else {
             break;
         };
-        let Some(kind) = value.as_object().and_then(|o| classify(o, ctx)) else {
-            break;
-        };
-        results.push(ResultObject { value, kind });
+        results.push(result);
         end = after;
         pos = crate::grammar::text::skip_ws(text, after);
     }
@@ -95,6 +105,30 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         calls,
         results,
     });
+}
+
+/// A tool's answer in a result frame of the formats' own markup (`<tool_result>..`,
+/// `<tool_response>..`, `<function_results>..`, see `util::RESULT_FRAMES`) at `pos`: the model
+/// wrote the answer of a tool it never called. Its body is kept as parsed (JSON) or as
+/// written.
+fn framed(text: &str, pos: usize) -> Option<(ResultObject, usize)> {
+    let (open, close) = super::util::RESULT_FRAMES.iter().find(|(open, _)| {
+        open.starts_with('<') && text.get(pos..).is_some_and(|r| r.starts_with(open))
+    })?;
+    let body = pos + open.len();
+    let c = body + text.get(body..)?.find(close)?;
+    let inner = text.get(body..c)?.trim();
+    let value = json5::parse_value_at(inner, 0)
+        .ok()
+        .filter(|(_, e)| *e == inner.len())
+        .map_or_else(|| Value::String(inner.to_string()), |(v, _)| v);
+    Some((
+        ResultObject {
+            value,
+            kind: ResultKind::Other { tool: None },
+        },
+        c + close.len(),
+    ))
 }
 
 /// What a leading object is, or `None` when it does not look like a tool result.
@@ -155,6 +189,18 @@ fn save_memory_call(obj: &Value) -> Option<Call> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn made_up_result_frames_opening_the_reply_go() {
+        let t = "<tool_result>\n{\"results\":[]}\n</tool_result>\n<tool_result>ok</tool_result>Waiting for you.";
+        let d = super::super::testing::detect_with(t, &[]);
+        assert_eq!(d.cleaned.as_deref(), Some("Waiting for you."));
+        assert!(d.leaks.iter().all(|l| l.calls.is_empty()));
+        // Inside the reply, or an unclosed frame, stays.
+        for t in ["See <tool_result>x</tool_result> here.", "<tool_result>cut"] {
+            assert!(super::super::testing::detect_with(t, &[]).is_clean(), "{t}");
+        }
+    }
+
     #[test]
     fn a_result_after_the_leading_reasoning_starts_the_reply() {
         let tools = &["save_memory"];
