@@ -39,6 +39,12 @@ fn before(text: &str, code: &CodeRegions, floor: usize, mut start: usize) -> usi
     for _ in 0..MAX_TAKEN {
         let head = text.get(floor..start).unwrap_or_default().trim_end();
         let head_end = floor + head.len();
+        if let Some(b) = bracket_token_ending(head).filter(|(_, closing)| !closing) {
+            if !code.contains(floor + b.0) {
+                start = floor + b.0;
+                continue;
+            }
+        }
         // The tag ends the head: its `<` is the last one, its end the head's end.
         let Some(lt) = head.rfind('<').map(|i| floor + i) else {
             return start;
@@ -74,6 +80,10 @@ fn after(text: &str, code: &CodeRegions, mut end: usize, limit: usize, calls: bo
         let q = skip_ws(text, end);
         if q >= limit || quoted_after(code, end, q) {
             return end;
+        }
+        if let Some(e) = bracket_token_at(text, q).filter(|&e| e <= limit) {
+            end = e;
+            continue;
         }
         if let Some(e) = fake_result(text, q).filter(|&e| e <= limit && calls) {
             end = e;
@@ -158,6 +168,35 @@ fn fake_result(text: &str, q: usize) -> Option<usize> {
     answer.then_some(end)
 }
 
+/// A bracketed token of call markup (`[TOOL_CALLS]`, `[/TOOL_CALL]`, `[TOOL_CALL_END]`):
+/// capitals, `_` and spaces naming a call, an optional `/`.
+fn bracket_token(s: &str) -> Option<bool> {
+    let inner = s.strip_prefix('[')?.strip_suffix(']')?;
+    let (closing, word) = match inner.strip_prefix('/') {
+        Some(w) => (true, w),
+        None => (false, inner),
+    };
+    let shaped = !word.is_empty()
+        && word.len() <= 32
+        && word
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c == '_' || c == ' ');
+    (shaped && is_call_key(&crate::grammar::markup::fold(word))).then_some(closing)
+}
+
+/// The bracketed token that ends `head`: its start in `head` and whether it closes.
+fn bracket_token_ending(head: &str) -> Option<(usize, bool)> {
+    let open = head.rfind('[')?;
+    bracket_token(head.get(open..)?).map(|closing| (open, closing))
+}
+
+/// The end of a bracketed token at `q`.
+fn bracket_token_at(text: &str, q: usize) -> Option<usize> {
+    let rest = text.get(q..)?;
+    let close = rest.get(..rest.len().min(40))?.find(']')?;
+    bracket_token(rest.get(..=close)?).map(|_| q + close + 1)
+}
+
 /// Whether what follows a `]` at `at` says it closed markup: a tag, or the end of the text.
 fn glued_bracket(text: &str, at: usize) -> bool {
     let q = skip_ws(text, at);
@@ -227,6 +266,16 @@ mod tests {
             "\n{\"name\": \"x\", \"result\": 1}"
         );
         assert_eq!(taken("CALL {\"result\": 1}", 0..4), " {\"result\": 1}");
+    }
+
+    #[test]
+    fn bracketed_call_tokens_go_too() {
+        let t = "Ok. [TOOL_CALLS] CALL [/TOOL_CALLS] bye";
+        let at = t.find("CALL ").unwrap_or(0);
+        assert_eq!(taken(t, at..at + 4), "Ok.  bye");
+        let t = "See [NOTE] CALL [1]";
+        let at = t.find("CALL").unwrap_or(0);
+        assert_eq!(taken(t, at..at + 4), "See [NOTE]  [1]");
     }
 
     #[test]
