@@ -35,9 +35,11 @@ enum Command {
     /// each leak, republishes what changed; `--dry-run` only reports. Resumable.
     Backfill(Box<backfill::BackfillArgs>),
     /// Puts messages back as they were before their latest recovery (from the ledger),
-    /// deletes what that recovery created, republishes them for moderation. Exit 0 when
-    /// every message is reverted (now or before), 3 when any was refused (changed since
-    /// recovery, nothing to revert, not found), 1 on error.
+    /// deletes what that recovery created, republishes them for moderation. The messages
+    /// by id (`--message`), or every message whose latest ledger row matches the ledger's
+    /// filters (`--family`, `--mode`, `--since`, ...), in pages. Exit 0 when every message
+    /// is reverted (now or before), 3 when any was refused (changed since recovery, nothing
+    /// to revert, not found), 1 on error or when any failed.
     Revert(Box<revert::RevertArgs>),
     /// Builds (or rebuilds, when invalid) the index transcript repair uses on the app's
     /// `messages` table, concurrently, so the app's writes go on. Run it as the owner of
@@ -101,13 +103,16 @@ fn main() -> ExitCode {
             )
         }
         Command::Revert(args) => {
-            let mut refused = false;
+            let mut summary = revert::RevertSummary::default();
             let code = block_on("revert", async {
-                let summary = revert::run(&args, &mut std::io::stdout()).await?;
-                refused = summary.refused > 0;
+                summary = revert::run(&args, &mut std::io::stdout()).await?;
                 Ok(())
             });
-            if code == ExitCode::SUCCESS && refused {
+            if code != ExitCode::SUCCESS {
+                code
+            } else if summary.failed > 0 {
+                ExitCode::from(1)
+            } else if summary.refused > 0 {
                 ExitCode::from(3)
             } else {
                 code

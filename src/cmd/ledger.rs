@@ -15,21 +15,10 @@ use toolcall_detect::Family;
 
 /// `application_name` of the ledger command's database connections.
 pub const APPLICATION_NAME: &str = "toolcall-recovery-ledger";
-/// Flags of `toolcall-recovery ledger`.
+/// The ledger's filters as flags, but for `--message`: shared by `ledger` (which rows to
+/// list) and `revert` (which messages to revert), so both read a filter the same way.
 #[derive(Debug, Clone, clap::Args)]
-#[command(mut_arg("database_url", |a| a.help(
-    "PostgreSQL URL (`sslmode=require` for TLS). Only read: a missing database is an error"
-)))]
-pub struct LedgerArgs {
-    /// The database. The ledger command only reads: it never creates the database nor
-    /// applies migrations, and uses at most 2 connections.
-    #[command(flatten)]
-    pub database: DatabaseSettings,
-
-    /// Only the recoveries of this message.
-    #[arg(long = "message", value_name = "ID")]
-    pub message_id: Option<i64>,
-
+pub struct FilterArgs {
     /// Only the recoveries of messages in this chat.
     #[arg(long = "chat", value_name = "ID")]
     pub chat_id: Option<i64>,
@@ -62,7 +51,65 @@ pub struct LedgerArgs {
     #[arg(long, value_name = "WHEN", value_parser = parse_since_now)]
     pub since: Option<DateTime<Utc>>,
 
-    /// Recoveries listed at most (newest first).
+    /// Only recoveries written before this time (as `--since`: `2026-11-23` is before
+    /// that day, `1h` before an hour ago).
+    #[arg(long, value_name = "WHEN", value_parser = parse_since_now)]
+    pub until: Option<DateTime<Utc>>,
+}
+
+impl FilterArgs {
+    /// The filter these flags ask for, of one message or of all, at most `limit` rows.
+    pub fn filter(&self, message_id: Option<i64>, limit: u32) -> Filter {
+        Filter {
+            message_id,
+            chat_id: self.chat_id,
+            family: self.family,
+            outcome: self.outcome,
+            mode: self.mode,
+            model: self.model.as_ref().map(|name| ModelFilter {
+                name: name.clone(),
+                models: self.models.models.clone(),
+            }),
+            since: self.since,
+            until: self.until,
+            before_id: None,
+            latest_only: false,
+            limit,
+        }
+    }
+
+    /// Whether any filter is given.
+    pub fn any(&self) -> bool {
+        self.chat_id.is_some()
+            || self.family.is_some()
+            || self.outcome.is_some()
+            || self.mode.is_some()
+            || self.model.is_some()
+            || self.since.is_some()
+            || self.until.is_some()
+    }
+}
+
+/// Flags of `toolcall-recovery ledger`.
+#[derive(Debug, Clone, clap::Args)]
+#[command(mut_arg("database_url", |a| a.help(
+    "PostgreSQL URL (`sslmode=require` for TLS). Only read: a missing database is an error"
+)))]
+pub struct LedgerArgs {
+    /// The database. The ledger command only reads: it never creates the database nor
+    /// applies migrations, and uses at most 2 connections.
+    #[command(flatten)]
+    pub database: DatabaseSettings,
+
+    /// Only the recoveries of this message.
+    #[arg(long = "message", value_name = "ID")]
+    pub message_id: Option<i64>,
+
+    /// Which recoveries.
+    #[command(flatten)]
+    pub filters: FilterArgs,
+
+    /// Recoveries listed at most (newest first). When more match, stderr says so.
     #[arg(long, default_value_t = DEFAULT_LIMIT,
           value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_LIMIT)))]
     pub limit: u32,
@@ -80,19 +127,7 @@ pub struct LedgerArgs {
 impl LedgerArgs {
     /// The filter these flags ask for.
     pub fn filter(&self) -> Filter {
-        Filter {
-            message_id: self.message_id,
-            chat_id: self.chat_id,
-            family: self.family,
-            outcome: self.outcome,
-            mode: self.mode,
-            model: self.model.as_ref().map(|name| ModelFilter {
-                name: name.clone(),
-                models: self.models.models.clone(),
-            }),
-            since: self.since,
-            limit: self.limit,
-        }
+        self.filters.filter(self.message_id, self.limit)
     }
 }
 
@@ -100,8 +135,17 @@ impl LedgerArgs {
 /// database), checks the schema is migrated, lists and prints. Returns the number of
 /// recoveries listed.
 pub async fn run(args: LedgerArgs, out: &mut (dyn Write + Send)) -> Result<usize, Error> {
+    run_with(args, out, &mut std::io::stderr()).await
+}
+
+/// [`run`], with the note that the limit cut the listing written to `note` (stderr).
+pub async fn run_with(
+    args: LedgerArgs,
+    out: &mut (dyn Write + Send),
+    note: &mut (dyn Write + Send),
+) -> Result<usize, Error> {
     let pool = store::connect_command(&args.database, APPLICATION_NAME, 2).await?;
-    let result = list_and_print(&pool, &args, out).await;
+    let result = list_and_print(&pool, &args, out, note).await;
     pool.close().await;
     result
 }
@@ -110,21 +154,38 @@ async fn list_and_print(
     pool: &PgPool,
     args: &LedgerArgs,
     out: &mut (dyn Write + Send),
+    note: &mut (dyn Write + Send),
 ) -> Result<usize, Error> {
     store::ensure_migrated(pool, false).await?;
-    let entries = ledger::list(pool, &args.filter(), args.show_text).await?;
-    tracing::debug!(listed = entries.len(), "ledger listed");
+    let listing = ledger::list_cut(pool, &args.filter(), args.show_text).await?;
+    let entries = listing.entries;
+    tracing::debug!(listed = entries.len(), cut = listing.cut, "ledger listed");
     let written = if args.json {
         render::render_json(&entries, out)
     } else {
-        render::render(&entries, args.show_text, args.limit, out)
+        render::render(&entries, args.show_text, listing.cut, out)
     };
+    // Said apart from the listing (in --json mode too), so a script piping the rows on
+    // learns that they are not all of them.
+    if listing.cut {
+        let _ = writeln!(note, "{}", cut_note(entries.len()));
+    }
     match written.and_then(|()| out.flush()) {
         Ok(()) => Ok(entries.len()),
         // `ledger | head`: the reader has what it wanted.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(entries.len()),
         Err(e) => Err(Error::Output(e)),
     }
+}
+
+/// What stderr says when `--limit` cut a listing.
+pub fn cut_note(shown: usize) -> String {
+    format!(
+        "ledger: showing {shown} of at least {} matching rows; pass --limit N (at most \
+         {MAX_LIMIT}) or narrow the filters; to revert every match, give revert the same \
+         filters",
+        shown + 1
+    )
 }
 
 /// `--outcome`: an outcome label of the ledger.
@@ -277,6 +338,7 @@ mod tests {
             "--mode=observe",
             "--model=gemini-2.5-flash",
             "--since=2026-01-02",
+            "--until=2026-01-05T00:00:00Z",
             "--limit=10",
         ])
         .unwrap();
@@ -297,6 +359,11 @@ mod tests {
             f.since,
             Some(Utc.with_ymd_and_hms(2026, 1, 2, 0, 0, 0).unwrap())
         );
+        assert_eq!(
+            f.until,
+            Some(Utc.with_ymd_and_hms(2026, 1, 5, 0, 0, 0).unwrap())
+        );
+        assert_eq!((f.before_id, f.latest_only), (None, false));
         assert_eq!(f.limit, 10);
         assert_eq!(
             P::try_parse_from(["ledger"]).unwrap().a.limit,
@@ -309,6 +376,7 @@ mod tests {
             "--outcome=nope",
             "--mode=both",
             "--since=soon",
+            "--until=later",
         ] {
             assert!(P::try_parse_from(["ledger", bad]).is_err(), "{bad}");
         }
