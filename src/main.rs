@@ -227,4 +227,57 @@ mod tests {
         let unknown = ["no-such-command".to_string()];
         assert_eq!(help(&unknown, &mut Vec::new()), ExitCode::from(2));
     }
+
+    /// Every enumerated flag refuses a value it does not know, naming the valid ones (a typo
+    /// must not select nothing and exit 0), and takes a valid one.
+    #[test]
+    fn every_enumerated_flag_refuses_unknown_values_with_the_list() {
+        // (the command line before the flag, the flag, a typo, a value the list names, a
+        // valid value)
+        let cases: &[(&[&str], &str, &str, &str, &str)] = &[
+            (&["dead-letters", "list"], "--reason", "missing-message", "missing_message", "delivery_limit"),
+            (&["dead-letters", "replay"], "--reason", "missing-message", "malformed_json", "missing_message"),
+            (&["dead-letters", "purge", "--yes"], "--reason", "nosuchreason", "internal_error", "unknown"),
+            (&["ledger"], "--outcome", "recoverd", "needs_review", "recovered"),
+            (&["ledger"], "--family", "hermez", "result_prefix", "hermes"),
+            (&["ledger"], "--mode", "recovr", "observe", "recover"),
+            (&["revert"], "--outcome", "recoverd", "needs_review", "recovered"),
+            (&["revert"], "--family", "hermez", "result_prefix", "hermes"),
+            (&["revert"], "--mode", "obsrve", "observe", "observe"),
+            (&["run"], "--mode", "obsrve", "recover", "observe"),
+            (&["run"], "--families-disabled", "pythonic,hermez", "json_fence", "pythonic"),
+            (&["run"], "--families-observe", "jsonfence", "json_fence", "json_fence"),
+            (&["backfill"], "--mode", "obsrve", "recover", "observe"),
+            (&["scan"], "--families-disabled", "hermez", "hermes", "hermes"),
+            (&["scan"], "--log-format", "jsn", "pretty", "json"),
+        ];
+        for (before, flag, typo, named, valid) in cases {
+            let line = |value: &str| {
+                let mut v = vec!["toolcall-recovery"];
+                v.extend_from_slice(before);
+                v.push(flag);
+                v.push(value);
+                v.into_iter().map(str::to_string).collect::<Vec<_>>()
+            };
+            let err = match Cli::try_parse_from(line(typo)) {
+                Ok(_) => panic!("{before:?} {flag} {typo} was taken"),
+                Err(e) => e,
+            };
+            assert!(
+                matches!(
+                    err.kind(),
+                    clap::error::ErrorKind::InvalidValue | clap::error::ErrorKind::ValueValidation
+                ),
+                "{before:?} {flag}: {err}"
+            );
+            let text = err.to_string();
+            assert!(
+                text.contains(typo) && text.contains(named),
+                "{before:?} {flag} {typo}: the error names the valid values: {text}"
+            );
+            if let Err(e) = Cli::try_parse_from(line(valid)) {
+                panic!("{before:?} {flag} {valid} is valid: {e}");
+            }
+        }
+    }
 }

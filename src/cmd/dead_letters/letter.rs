@@ -17,6 +17,19 @@ pub const REPLAYS_HEADER: &str = "x-tcr-replays";
 /// The reason of a dead letter that carries none the worker or the broker wrote.
 const UNKNOWN_REASON: &str = "unknown";
 
+/// The reasons the broker writes in `x-death` when it dead-letters by itself.
+const BROKER_REASONS: &[&str] = &["delivery_limit", "rejected", "expired", "maxlen"];
+
+/// Every reason a dead letter can show: the worker's (`x-tcr-reason`), the broker's, and
+/// `unknown`.
+pub fn reasons() -> impl Iterator<Item = &'static str> {
+    crate::error::DEAD_LETTER_REASONS
+        .iter()
+        .chain(BROKER_REASONS)
+        .copied()
+        .chain([UNKNOWN_REASON])
+}
+
 /// Headers a replay leaves behind: the worker's dead-letter headers (it writes them anew if
 /// the event fails again; the replay count is written anew by the replay) and the broker's
 /// dead-lettering and redelivery bookkeeping.
