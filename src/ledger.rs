@@ -317,9 +317,11 @@ pub async fn list_cut(pool: &PgPool, filter: &Filter, show_text: bool) -> Result
 /// How many ledger rows match `filter` (its limit and cursor aside: every row it reaches).
 pub async fn count(pool: &PgPool, filter: &Filter) -> Result<i64, Error> {
     let models = model_ids(pool, filter).await?;
-    Ok(bind_matching!(sqlx::query_scalar(COUNT_RECOVERIES), filter, models)
-        .fetch_one(pool)
-        .await?)
+    Ok(
+        bind_matching!(sqlx::query_scalar(COUNT_RECOVERIES), filter, models)
+            .fetch_one(pool)
+            .await?,
+    )
 }
 
 /// A ledger row as a bulk action needs it: which row, which message.
@@ -354,11 +356,13 @@ async fn recoveries(
 ) -> Result<Vec<RecoveryRow>, Error> {
     let models = model_ids(pool, filter).await?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    Ok(bind_matching!(sqlx::query_as(LIST_RECOVERIES), filter, models)
-        .bind(limit)
-        .bind(show_text)
-        .fetch_all(pool)
-        .await?)
+    Ok(
+        bind_matching!(sqlx::query_as(LIST_RECOVERIES), filter, models)
+            .bind(limit)
+            .bind(show_text)
+            .fetch_all(pool)
+            .await?,
+    )
 }
 
 /// The recorded model ids the filter's model matches (None: no model filter), and whether

@@ -186,7 +186,8 @@ async fn show(
     };
     let now = Utc::now();
     if args.json {
-        say(out, &d.full_json(now).to_string())?;
+        let full = d.full_json(now).map_err(|e| Error::Bug(e.to_string()))?;
+        say(out, &full)?;
         return Ok(Ended::Done);
     }
     let or_dash = |s: Option<String>| s.unwrap_or_else(|| "-".to_string());
@@ -215,11 +216,19 @@ async fn show(
             say(out, &format!("  {name}: {value}"))?;
         }
     }
-    say(out, &format!("body ({} bytes):", d.body.len()))?;
-    let body = serde_json::from_slice::<serde_json::Value>(&d.body)
-        .ok()
-        .and_then(|v| serde_json::to_string_pretty(&v).ok())
-        .unwrap_or_else(|| String::from_utf8_lossy(&d.body).into_owned());
+    // The body as received, byte for byte: never parsed and written again.
+    let (body, utf8) = d.body_text();
+    if utf8 {
+        say(out, &format!("body ({} bytes, as received):", d.body.len()))?;
+    } else {
+        say(
+            out,
+            &format!(
+                "body ({} bytes, not UTF-8: shown with each invalid byte sequence as U+FFFD):",
+                d.body.len()
+            ),
+        )?;
+    }
     say(out, &body)?;
     Ok(Ended::Done)
 }

@@ -20,7 +20,9 @@ use crate::ledger::{self, MAX_LIMIT};
 use crate::metrics::Metrics;
 use crate::outbound::StandIn;
 use crate::publish::{PublishTarget, PublishedCounts, Publisher};
-use crate::recover::revert::{revert_message, RevertEnvelope, RevertOutcome, RevertReport, RowFate};
+use crate::recover::revert::{
+    revert_message, RevertEnvelope, RevertOutcome, RevertReport, RowFate,
+};
 use crate::recover::Source;
 use crate::settings::{DatabaseSettings, PublishSettings};
 use crate::store;
@@ -248,9 +250,9 @@ fn progress_bar(len: u64, json: bool) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
-    if let Ok(style) =
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} messages, eta {eta}")
-    {
+    if let Ok(style) = ProgressStyle::with_template(
+        "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} messages, eta {eta}",
+    ) {
         bar.set_style(style);
     }
     bar

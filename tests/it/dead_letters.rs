@@ -485,3 +485,53 @@ async fn a_replay_killed_half_way_loses_nothing() {
     assert_eq!(app.queue_len(&n.dead_letter_queue).await, 0);
     app.cleanup().await;
 }
+
+/// Issue 32, item 10: a body the worker could not decode but that named its message is
+/// dead-lettered with that message's id (`x-tcr-message-id`), and `list` shows it, not
+/// `-`; `show` prints the body as it came, not parsed and written again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_shows_the_message_the_worker_knew_and_show_the_body_as_received() {
+    let app = TestApp::spawn().await;
+    let dead = app.settings.names.dead_letter_queue.clone();
+    let chat = app.create_chat().await;
+    let agent = app.create_agent(&["save_memory"]).await;
+    let id = app
+        .create_message(chat, Some(agent), "assistant", Some("Hello."), &[])
+        .await;
+    // Cut short: not JSON, but its message id is readable (a string, as some producers
+    // write it).
+    let body = format!(
+        "{{\"type\": \"message.finalized\",  \"message\": {{\"id\": \"{id}\", \"content\": \"Hel"
+    );
+    app.publish_raw(body.as_bytes()).await;
+    wait_for("the dead letter", T, || async {
+        app.queue_len(&dead).await == 1
+    })
+    .await;
+
+    let listed = listed(&app, &[]).await;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["message_id"], json!(id), "{listed:?}");
+    let out = dead_letters(&app, "list", &[], "").await;
+    let row = out.stdout.lines().nth(1).expect("a row");
+    assert!(row.contains(&format!("  {id}  ")), "{}", out.stdout);
+
+    let dl = listed[0]["id"].as_str().expect("an id").to_string();
+    let out = dead_letters(&app, "show", &[&dl], "").await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stdout.ends_with(&format!(
+            "body ({} bytes, as received):\n{body}\n",
+            body.len()
+        )),
+        "{}",
+        out.stdout
+    );
+    let (_, headers) = app.get_one(&dead, T).await.expect("the dead letter");
+    assert_eq!(
+        headers.inner().get("x-tcr-message-id"),
+        Some(&AMQPValue::LongLongInt(id)),
+        "{headers:?}"
+    );
+    app.cleanup().await;
+}

@@ -795,9 +795,13 @@ async fn a_listing_cut_by_the_limit_says_so_on_stderr() {
     }
     // A limit of its own, in process: the note goes where it is told.
     let (mut out, mut note) = (Vec::new(), Vec::new());
-    let n = ledger_cmd::run_with(ledger_args(&app, &["--json", "--limit=20"]), &mut out, &mut note)
-        .await
-        .expect("ledger runs");
+    let n = ledger_cmd::run_with(
+        ledger_args(&app, &["--json", "--limit=20"]),
+        &mut out,
+        &mut note,
+    )
+    .await
+    .expect("ledger runs");
     assert_eq!(n, 20);
     assert_eq!(
         String::from_utf8(note).expect("utf-8"),

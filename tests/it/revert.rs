@@ -1793,7 +1793,12 @@ async fn the_binary_reverts_every_match_of_the_filters_across_pages() {
     }
     let mut others = Vec::new();
     for i in 0..2 {
-        let leak = hermes_leak("web_search", json!({"query": format!("q{i}")}), "Checking. ", "");
+        let leak = hermes_leak(
+            "web_search",
+            json!({"query": format!("q{i}")}),
+            "Checking. ",
+            "",
+        );
         let id = app.assistant_message(chat, agent, &leak).await;
         assert_eq!(app.recover(id).await.outcome, Outcome::Forwarded);
         others.push(id);
@@ -1844,21 +1849,19 @@ async fn the_binary_reverts_every_match_of_the_filters_across_pages() {
     assert_eq!((lines.len(), &ids), (7, &matching), "{}", out.stdout);
     assert!(lines.iter().all(|l| l["outcome"] == json!("reverted")));
     assert!(
-        out.stderr.contains(
-            "7 message(s): 7 reverted, 0 already reverted before, 0 refused, 0 failed"
-        ),
+        out.stderr
+            .contains("7 message(s): 7 reverted, 0 already reverted before, 0 refused, 0 failed"),
         "{}",
         out.stderr
     );
     assert_eq!(reverted_rows().await, 7);
     for id in &others {
-        let reverted: Option<String> = sqlx::query_scalar(
-            "SELECT reverted_by FROM recoveries WHERE message_id = $1",
-        )
-        .bind(id)
-        .fetch_one(&app.pool)
-        .await
-        .unwrap();
+        let reverted: Option<String> =
+            sqlx::query_scalar("SELECT reverted_by FROM recoveries WHERE message_id = $1")
+                .bind(id)
+                .fetch_one(&app.pool)
+                .await
+                .unwrap();
         assert_eq!(reverted, None, "message {id} does not match the filters");
     }
     let published = collect(&mut app.consumer(&app.moderation_queue).await, 7, T).await;
@@ -1898,7 +1901,10 @@ fn revert_needs_ids_or_filters_and_not_both() {
     assert!(P::try_parse_from(["revert", "--message=1", "--family=hermes"]).is_err());
     let p = P::try_parse_from(["revert", "--since=24h", "--mode=recover"]).expect("filters");
     assert!(p.a.messages.is_empty() && p.a.filters.any());
-    assert_eq!(p.a.page_size, toolcall_recovery::cmd::revert::DEFAULT_PAGE_SIZE);
+    assert_eq!(
+        p.a.page_size,
+        toolcall_recovery::cmd::revert::DEFAULT_PAGE_SIZE
+    );
     let err = P::try_parse_from(["revert", "--outcome=recoverd"])
         .err()
         .expect("a typo is refused")
