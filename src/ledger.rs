@@ -19,9 +19,15 @@
 //! Rust, over the distinct recorded ids (one more query): SQL cannot apply the
 //! normalisation, and the column has no index to spare a scan anyway.
 //!
-//! May depend on: `error`, `recover` (the outcome and mode labels), `model`, `sqlx`,
-//! `toolcall_detect::Family`. No broker, no HTTP.
+//! [`flags`] is the filter as command-line flags, shared by the `ledger` and `revert`
+//! commands. [`count`] and [`matching`] serve a bulk action over every matching row, in
+//! pages found by keyset ([`Filter::before_id`]), never by OFFSET.
+//!
+//! May depend on: `error`, `recover` (the outcome and mode labels), `model`, `settings`
+//! (the flags: model list, family names), `sqlx`, `clap`, `toolcall_detect::Family`. No
+//! broker, no HTTP.
 
+pub mod flags;
 pub mod render;
 
 use crate::error::Error;

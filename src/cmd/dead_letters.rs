@@ -10,7 +10,7 @@
 //! letter says is `letter`; the flags are `flags`; this file runs the actions and prints.
 //!
 //! May depend on: `publish` (the connection, the one confirmed publish), `settings`,
-//! `error`, `lapin`, `chrono`, `tokio`.
+//! `error`, `event` (the lenient scan of a body), `lapin`, `chrono`, `tokio`.
 
 mod flags;
 mod letter;
@@ -19,7 +19,7 @@ mod queue;
 pub use flags::{
     Action, Broker, DeadLettersArgs, ListArgs, PurgeArgs, ReplayArgs, Selection, ShowArgs,
 };
-pub use letter::{DeadLetter, REPLAYS_HEADER};
+pub use letter::{reasons, DeadLetter, REPLAYS_HEADER};
 
 use crate::error::Error;
 use chrono::{DateTime, Utc};

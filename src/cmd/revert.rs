@@ -4,18 +4,18 @@
 //! and writes nothing.
 //!
 //! The messages are given by id (`--message`), or by the ledger's own filters
-//! (`cmd::ledger::FilterArgs`: chat, family, outcome, mode, model, since, until): then it
+//! (`ledger::flags::FilterArgs`: chat, family, outcome, mode, model, since, until): then it
 //! reverts every message whose latest ledger row matches, page by page (keyset pagination
 //! on `recoveries.id`, newest first; rows written during the run are not in it), with a
 //! progress bar on a terminal, and ends with a summary.
 //!
-//! May depend on: `recover`, `ledger` (the filter, the pages), `cmd::ledger` (its filter
-//! flags: one parsing for both commands), `publish` (the publisher), `store`, `settings`,
-//! `error`, `outbound`, `metrics`, `ids`, `indicatif`.
+//! May depend on: `recover`, `ledger` (the filter, its flags: one parsing for `ledger` and
+//! `revert`, the pages), `publish` (the publisher), `store`, `settings`, `error`,
+//! `outbound`, `metrics`, `ids`, `sqlx`, `indicatif`.
 
-use super::ledger::FilterArgs;
 use crate::error::{Error, ErrorKind, Poison};
 use crate::ids::MessageId;
+use crate::ledger::flags::FilterArgs;
 use crate::ledger::{self, MAX_LIMIT};
 use crate::metrics::Metrics;
 use crate::outbound::StandIn;

@@ -104,14 +104,14 @@ pub struct Selection {
     pub ids: Vec<String>,
 }
 
-/// `--reason`: a reason a dead letter can carry ([`super::letter::reasons`]), or an error
+/// `--reason`: a reason a dead letter can carry ([`super::reasons`]), or an error
 /// listing them (a typo must not select nothing and exit 0).
 pub fn parse_reason(s: &str) -> Result<String, String> {
     let s = s.trim();
-    if super::letter::reasons().any(|r| r == s) {
+    if super::reasons().any(|r| r == s) {
         return Ok(s.to_string());
     }
-    let valid: Vec<&str> = super::letter::reasons().collect();
+    let valid: Vec<&str> = super::reasons().collect();
     Err(format!("unknown reason {s:?}; valid: {}", valid.join(", ")))
 }
 

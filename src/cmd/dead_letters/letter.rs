@@ -271,8 +271,7 @@ fn count(headers: &FieldTable, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// A header's text (a long or short string).
-pub(super) fn as_text(v: &AMQPValue) -> Option<String> {
+fn as_text(v: &AMQPValue) -> Option<String> {
     match v {
         AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
         AMQPValue::ShortString(s) => Some(s.as_str().to_string()),

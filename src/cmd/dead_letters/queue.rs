@@ -299,7 +299,13 @@ fn announced_version(uri: &lapin::uri::AMQPUri) -> std::io::Result<Option<String
             .server_properties
             .inner()
             .get("version")
-            .and_then(super::letter::as_text),
+            .and_then(|v| match v {
+                lapin::types::AMQPValue::LongString(s) => {
+                    Some(String::from_utf8_lossy(s.as_bytes()).into_owned())
+                }
+                lapin::types::AMQPValue::ShortString(s) => Some(s.as_str().to_string()),
+                _ => None,
+            }),
         _ => None,
     })
 }
