@@ -19,9 +19,15 @@
 //! Rust, over the distinct recorded ids (one more query): SQL cannot apply the
 //! normalisation, and the column has no index to spare a scan anyway.
 //!
-//! May depend on: `error`, `recover` (the outcome and mode labels), `model`, `sqlx`,
-//! `toolcall_detect::Family`. No broker, no HTTP.
+//! [`flags`] is the filter as command-line flags, shared by the `ledger` and `revert`
+//! commands. [`count`] and [`matching`] serve a bulk action over every matching row, in
+//! pages found by keyset ([`Filter::before_id`]), never by OFFSET.
+//!
+//! May depend on: `error`, `recover` (the outcome and mode labels), `model`, `settings`
+//! (the flags: model list, family names), `sqlx`, `clap`, `toolcall_detect::Family`. No
+//! broker, no HTTP.
 
+pub mod flags;
 pub mod render;
 
 use crate::error::Error;
@@ -59,6 +65,13 @@ pub struct Filter {
     pub model: Option<ModelFilter>,
     /// `recoveries.created_at` at or after this.
     pub since: Option<DateTime<Utc>>,
+    /// `recoveries.created_at` before this.
+    pub until: Option<DateTime<Utc>>,
+    /// Only rows whose id is below this: the keyset cursor of a listing in pages (the last
+    /// id of the page before), so a page is found by the index, not by skipping rows.
+    pub before_id: Option<i64>,
+    /// Only the latest row of each message (the one a revert undoes).
+    pub latest_only: bool,
     /// Rows listed at most (clamped to 1..=[`MAX_LIMIT`]).
     pub limit: u32,
 }
@@ -73,6 +86,9 @@ impl Default for Filter {
             mode: None,
             model: None,
             since: None,
+            until: None,
+            before_id: None,
+            latest_only: false,
             limit: DEFAULT_LIMIT,
         }
     }
@@ -184,17 +200,14 @@ pub struct ItemEntry {
     pub removed_text: Option<String>,
 }
 
-/// The recoveries: optional filters as `($n IS NULL OR ...)`, family and outcome through
-/// the items. Content is selected only when `$8` (show_text) is true. `$9`: the recorded
-/// model ids to list (NULL: any), `$10`: also rows without one.
-const LIST_RECOVERIES: &str = "SELECT r.id, r.created_at, r.message_id, r.chat_id, \
-       r.agent_id, r.source, r.event_id, r.mode, r.model, r.outcome, \
-       CASE WHEN jsonb_typeof(r.summary -> 'bytes_removed') = 'number' \
-            THEN (r.summary ->> 'bytes_removed')::numeric::bigint END AS bytes_removed, \
-       r.reverted_at, r.reverted_by, r.revert_summary, \
-       CASE WHEN $8 THEN r.content_before END AS content_before, \
-       CASE WHEN $8 THEN r.content_after END AS content_after \
-     FROM recoveries r \
+/// The conditions of a [`Filter`], shared by every query that selects recoveries (the
+/// listing, the count, the pages of a bulk revert), so they select the same rows: optional
+/// filters as `($n IS NULL OR ...)`, family and outcome through the items. `$7`: the
+/// recorded model ids to list (NULL: any), `$8`: also rows without one, `$10`: the keyset
+/// cursor (only ids below it), `$11`: only the latest row of each message.
+macro_rules! matching {
+    () => {
+        " FROM recoveries r \
      WHERE ($1::bigint IS NULL OR r.message_id = $1) \
        AND ($2::bigint IS NULL OR r.chat_id = $2) \
        AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM recovery_items i \
@@ -203,9 +216,56 @@ const LIST_RECOVERIES: &str = "SELECT r.id, r.created_at, r.message_id, r.chat_i
              WHERE i.recovery_id = r.id AND i.outcome = $4)) \
        AND ($5::text IS NULL OR r.mode = $5) \
        AND ($6::timestamptz IS NULL OR r.created_at >= $6) \
-       AND ($9::text[] IS NULL OR r.model = ANY($9) OR ($10 AND r.model IS NULL)) \
-     ORDER BY r.id DESC \
-     LIMIT $7";
+       AND ($7::text[] IS NULL OR r.model = ANY($7) OR ($8 AND r.model IS NULL)) \
+       AND ($9::timestamptz IS NULL OR r.created_at < $9) \
+       AND ($10::bigint IS NULL OR r.id < $10) \
+       AND (NOT $11 OR NOT EXISTS (SELECT 1 FROM recoveries l \
+             WHERE l.message_id = r.message_id AND l.id > r.id))"
+    };
+}
+
+/// Binds the parameters of [`matching!`] to a query, in order.
+macro_rules! bind_matching {
+    ($query:expr, $filter:expr, $models:expr) => {
+        $query
+            .bind($filter.message_id)
+            .bind($filter.chat_id)
+            .bind($filter.family.map(Family::as_str))
+            .bind($filter.outcome.map(Outcome::as_str))
+            .bind($filter.mode.map(Mode::as_str))
+            .bind($filter.since)
+            .bind($models.0)
+            .bind($models.1)
+            .bind($filter.until)
+            .bind($filter.before_id)
+            .bind($filter.latest_only)
+    };
+}
+
+/// The recoveries matching a filter, newest first. Content is selected only when `$13`
+/// (show_text) is true; `$12`: the rows at most.
+const LIST_RECOVERIES: &str = concat!(
+    "SELECT r.id, r.created_at, r.message_id, r.chat_id, \
+       r.agent_id, r.source, r.event_id, r.mode, r.model, r.outcome, \
+       CASE WHEN jsonb_typeof(r.summary -> 'bytes_removed') = 'number' \
+            THEN (r.summary ->> 'bytes_removed')::numeric::bigint END AS bytes_removed, \
+       r.reverted_at, r.reverted_by, r.revert_summary, \
+       CASE WHEN $13 THEN r.content_before END AS content_before, \
+       CASE WHEN $13 THEN r.content_after END AS content_after",
+    matching!(),
+    " ORDER BY r.id DESC LIMIT $12"
+);
+
+/// How many recoveries match a filter.
+const COUNT_RECOVERIES: &str = concat!("SELECT count(*)", matching!());
+
+/// The ids (recovery, message) of the recoveries matching a filter, newest first; `$12`:
+/// the rows at most.
+const MATCHING_IDS: &str = concat!(
+    "SELECT r.id, r.message_id",
+    matching!(),
+    " ORDER BY r.id DESC LIMIT $12"
+);
 
 /// The model ids recorded in the rows a listing can reach (the `since` bound applied).
 const RECORDED_MODELS: &str = "SELECT DISTINCT model FROM recoveries \
@@ -223,48 +283,104 @@ const LIST_ITEMS: &str =
 /// The ledger rows matching `filter`, newest first (by `recoveries.id`), each with its
 /// items. Message content is read only when `show_text` is set.
 pub async fn list(pool: &PgPool, filter: &Filter, show_text: bool) -> Result<Vec<Entry>, Error> {
-    let rows = recoveries(pool, filter, show_text).await?;
+    Ok(list_cut(pool, filter, show_text).await?.entries)
+}
+
+/// A listing and whether its limit cut it.
+#[derive(Debug, Clone)]
+pub struct Listing {
+    /// The rows listed, at most the filter's limit.
+    pub entries: Vec<Entry>,
+    /// More rows match than the limit let through.
+    pub cut: bool,
+}
+
+/// [`list`], also saying whether more rows match than the limit let through (one row more
+/// is read to know, and dropped).
+pub async fn list_cut(pool: &PgPool, filter: &Filter, show_text: bool) -> Result<Listing, Error> {
+    let limit = filter.limit.clamp(1, MAX_LIMIT) as usize;
+    let mut rows = recoveries(pool, filter, show_text, limit + 1).await?;
+    let cut = rows.len() > limit;
+    rows.truncate(limit);
     if rows.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Listing {
+            entries: Vec::new(),
+            cut,
+        });
     }
     let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
     let mut items = items_of(pool, &ids, show_text).await?;
-    Ok(rows
+    let entries = rows
         .into_iter()
         .map(|row| {
             let items = items.remove(&row.id).unwrap_or_default();
             row.into_entry(items)
         })
-        .collect())
+        .collect();
+    Ok(Listing { entries, cut })
 }
 
-/// The `recoveries` rows matching `filter`, newest first.
+/// How many ledger rows match `filter` (its limit and cursor aside: every row it reaches).
+pub async fn count(pool: &PgPool, filter: &Filter) -> Result<i64, Error> {
+    let models = model_ids(pool, filter).await?;
+    Ok(
+        bind_matching!(sqlx::query_scalar(COUNT_RECOVERIES), filter, models)
+            .fetch_one(pool)
+            .await?,
+    )
+}
+
+/// A ledger row as a bulk action needs it: which row, which message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
+pub struct Matched {
+    /// `recoveries.id`.
+    #[sqlx(rename = "id")]
+    pub recovery_id: i64,
+    /// The message.
+    pub message_id: i64,
+}
+
+/// The ids of the rows matching `filter`, newest first, at most its limit: one page of a
+/// bulk action. The next page is the same filter with `before_id` set to the last
+/// `recovery_id` of this one (keyset pagination: rows written meanwhile, with higher ids,
+/// never shift a page).
+pub async fn matching(pool: &PgPool, filter: &Filter) -> Result<Vec<Matched>, Error> {
+    let models = model_ids(pool, filter).await?;
+    let limit = i64::from(filter.limit.clamp(1, MAX_LIMIT));
+    Ok(bind_matching!(sqlx::query_as(MATCHING_IDS), filter, models)
+        .bind(limit)
+        .fetch_all(pool)
+        .await?)
+}
+
+/// The `recoveries` rows matching `filter`, newest first, at most `limit`.
 async fn recoveries(
     pool: &PgPool,
     filter: &Filter,
     show_text: bool,
+    limit: usize,
 ) -> Result<Vec<RecoveryRow>, Error> {
-    let limit = i64::from(filter.limit.clamp(1, MAX_LIMIT));
-    let (model_ids, model_none) = match &filter.model {
+    let models = model_ids(pool, filter).await?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    Ok(
+        bind_matching!(sqlx::query_as(LIST_RECOVERIES), filter, models)
+            .bind(limit)
+            .bind(show_text)
+            .fetch_all(pool)
+            .await?,
+    )
+}
+
+/// The recorded model ids the filter's model matches (None: no model filter), and whether
+/// rows without one match.
+async fn model_ids(pool: &PgPool, filter: &Filter) -> Result<(Option<Vec<String>>, bool), Error> {
+    Ok(match &filter.model {
         Some(m) => (
             Some(recorded_ids(pool, m, filter.since).await?),
             m.matches_none(),
         ),
         None => (None, false),
-    };
-    Ok(sqlx::query_as(LIST_RECOVERIES)
-        .bind(filter.message_id)
-        .bind(filter.chat_id)
-        .bind(filter.family.map(Family::as_str))
-        .bind(filter.outcome.map(Outcome::as_str))
-        .bind(filter.mode.map(Mode::as_str))
-        .bind(filter.since)
-        .bind(limit)
-        .bind(show_text)
-        .bind(model_ids)
-        .bind(model_none)
-        .fetch_all(pool)
-        .await?)
+    })
 }
 
 /// The items of the recoveries `ids`, by recovery, each in the order of its message.

@@ -35,9 +35,11 @@ enum Command {
     /// each leak, republishes what changed; `--dry-run` only reports. Resumable.
     Backfill(Box<backfill::BackfillArgs>),
     /// Puts messages back as they were before their latest recovery (from the ledger),
-    /// deletes what that recovery created, republishes them for moderation. Exit 0 when
-    /// every message is reverted (now or before), 3 when any was refused (changed since
-    /// recovery, nothing to revert, not found), 1 on error.
+    /// deletes what that recovery created, republishes them for moderation. The messages
+    /// by id (`--message`), or every message whose latest ledger row matches the ledger's
+    /// filters (`--family`, `--mode`, `--since`, ...), in pages. Exit 0 when every message
+    /// is reverted (now or before), 3 when any was refused (changed since recovery, nothing
+    /// to revert, not found), 1 on error or when any failed.
     Revert(Box<revert::RevertArgs>),
     /// Builds (or rebuilds, when invalid) the index transcript repair uses on the app's
     /// `messages` table, concurrently, so the app's writes go on. Run it as the owner of
@@ -101,13 +103,16 @@ fn main() -> ExitCode {
             )
         }
         Command::Revert(args) => {
-            let mut refused = false;
+            let mut summary = revert::RevertSummary::default();
             let code = block_on("revert", async {
-                let summary = revert::run(&args, &mut std::io::stdout()).await?;
-                refused = summary.refused > 0;
+                summary = revert::run(&args, &mut std::io::stdout()).await?;
                 Ok(())
             });
-            if code == ExitCode::SUCCESS && refused {
+            if code != ExitCode::SUCCESS {
+                code
+            } else if summary.failed > 0 {
+                ExitCode::from(1)
+            } else if summary.refused > 0 {
                 ExitCode::from(3)
             } else {
                 code
@@ -231,5 +236,106 @@ mod tests {
         );
         let unknown = ["no-such-command".to_string()];
         assert_eq!(help(&unknown, &mut Vec::new()), ExitCode::from(2));
+    }
+
+    /// Every enumerated flag refuses a value it does not know, naming the valid ones (a typo
+    /// must not select nothing and exit 0), and takes a valid one.
+    #[test]
+    fn every_enumerated_flag_refuses_unknown_values_with_the_list() {
+        // (the command line before the flag, the flag, a typo, a value the list names, a
+        // valid value)
+        let cases: &[(&[&str], &str, &str, &str, &str)] = &[
+            (
+                &["dead-letters", "list"],
+                "--reason",
+                "missing-message",
+                "missing_message",
+                "delivery_limit",
+            ),
+            (
+                &["dead-letters", "replay"],
+                "--reason",
+                "missing-message",
+                "malformed_json",
+                "missing_message",
+            ),
+            (
+                &["dead-letters", "purge", "--yes"],
+                "--reason",
+                "nosuchreason",
+                "internal_error",
+                "unknown",
+            ),
+            (
+                &["ledger"],
+                "--outcome",
+                "recoverd",
+                "needs_review",
+                "recovered",
+            ),
+            (&["ledger"], "--family", "hermez", "result_prefix", "hermes"),
+            (&["ledger"], "--mode", "recovr", "observe", "recover"),
+            (
+                &["revert"],
+                "--outcome",
+                "recoverd",
+                "needs_review",
+                "recovered",
+            ),
+            (&["revert"], "--family", "hermez", "result_prefix", "hermes"),
+            (&["revert"], "--mode", "obsrve", "observe", "observe"),
+            (&["run"], "--mode", "obsrve", "recover", "observe"),
+            (
+                &["run"],
+                "--families-disabled",
+                "pythonic,hermez",
+                "json_fence",
+                "pythonic",
+            ),
+            (
+                &["run"],
+                "--families-observe",
+                "jsonfence",
+                "json_fence",
+                "json_fence",
+            ),
+            (&["backfill"], "--mode", "obsrve", "recover", "observe"),
+            (
+                &["scan"],
+                "--families-disabled",
+                "hermez",
+                "hermes",
+                "hermes",
+            ),
+            (&["scan"], "--log-format", "jsn", "pretty", "json"),
+        ];
+        for (before, flag, typo, named, valid) in cases {
+            let line = |value: &str| {
+                let mut v = vec!["toolcall-recovery"];
+                v.extend_from_slice(before);
+                v.push(flag);
+                v.push(value);
+                v.into_iter().map(str::to_string).collect::<Vec<_>>()
+            };
+            let err = match Cli::try_parse_from(line(typo)) {
+                Ok(_) => panic!("{before:?} {flag} {typo} was taken"),
+                Err(e) => e,
+            };
+            assert!(
+                matches!(
+                    err.kind(),
+                    clap::error::ErrorKind::InvalidValue | clap::error::ErrorKind::ValueValidation
+                ),
+                "{before:?} {flag}: {err}"
+            );
+            let text = err.to_string();
+            assert!(
+                text.contains(typo) && text.contains(named),
+                "{before:?} {flag} {typo}: the error names the valid values: {text}"
+            );
+            if let Err(e) = Cli::try_parse_from(line(valid)) {
+                panic!("{before:?} {flag} {valid} is valid: {e}");
+            }
+        }
     }
 }

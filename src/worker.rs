@@ -388,12 +388,19 @@ impl Worker {
                 } else {
                     tracing::warn!(event_id = %show(event_id), message_id = %show(message_id), mode, reason, error = %truncate(&e.to_string(), 300), "poison delivery; dead-lettering it");
                 }
-                self.dead_letter_with_retries(session, delivery, body, &e, event_id, shutdown)
-                    .await
-                    .map(|()| {
-                        self.metrics.dead_lettered(reason);
-                        Done::DeadLettered
-                    })
+                self.dead_letter_with_retries(
+                    session,
+                    delivery,
+                    body,
+                    &e,
+                    (event_id, message_id),
+                    shutdown,
+                )
+                .await
+                .map(|()| {
+                    self.metrics.dead_lettered(reason);
+                    Done::DeadLettered
+                })
             }
             other => other.map(|(outcome, mode, model)| Done::Processed(outcome, mode, model)),
         };

@@ -10,7 +10,7 @@
 //! letter says is `letter`; the flags are `flags`; this file runs the actions and prints.
 //!
 //! May depend on: `publish` (the connection, the one confirmed publish), `settings`,
-//! `error`, `lapin`, `chrono`, `tokio`.
+//! `error`, `event` (the lenient scan of a body), `lapin`, `chrono`, `tokio`.
 
 mod flags;
 mod letter;
@@ -19,7 +19,7 @@ mod queue;
 pub use flags::{
     Action, Broker, DeadLettersArgs, ListArgs, PurgeArgs, ReplayArgs, Selection, ShowArgs,
 };
-pub use letter::{DeadLetter, REPLAYS_HEADER};
+pub use letter::{reasons, DeadLetter, REPLAYS_HEADER};
 
 use crate::error::Error;
 use chrono::{DateTime, Utc};
@@ -121,15 +121,50 @@ async fn list(
         &list_summary(&rows, looked, total, queue.name(), args.reason.as_deref()),
     )?;
     if let Some(most) = rows.iter().map(|r| r.returns).max().filter(|n| *n >= 10) {
-        eprintln!(
-            "note: a dead letter was handed out and given back {most} times (x-delivery-count): \
-             looking at the queue counts too. RabbitMQ 4.0 to 4.2 drop a quorum queue's \
-             message after 20 by default; lift the limit with a policy on {} \
-             (docs/operations.md, Dead letters)",
-            queue.name()
-        );
+        // Only where it applies: the broker's version is read only now, when it matters.
+        let version = queue.server_version().await;
+        if let Some(note) = delivery_limit_note(version.as_deref(), most, queue.name()) {
+            eprintln!("{note}");
+        }
     }
     Ok(Ended::Done)
+}
+
+/// The broker's version as `list` reads it for its note (`connection.start`'s `version`),
+/// or `None` when it cannot be read.
+pub async fn broker_version(broker: &Broker) -> Result<Option<String>, Error> {
+    let queue = Queue::open(broker).await?;
+    let version = queue.server_version().await;
+    queue.close().await;
+    Ok(version)
+}
+
+/// The RabbitMQ versions whose quorum queues drop a message returned 20 times by default,
+/// returns by `basic.nack` included: from 4.0 up to, not including, 4.3. `None` for a
+/// version this does not read.
+pub fn drops_returned_messages(version: &str) -> Option<bool> {
+    let mut parts = version.trim().split(['.', '-', '+']);
+    let major: u32 = parts.next()?.parse().ok()?;
+    let minor: u32 = parts.next()?.parse().ok()?;
+    Some(major == 4 && minor < 3)
+}
+
+/// The note `list` writes on stderr when a dead letter was handed out and given back
+/// `most` times: on a broker that drops such messages (RabbitMQ 4.0 to 4.2), or one whose
+/// version could not be read; none on another version.
+fn delivery_limit_note(version: Option<&str>, most: u64, queue: &str) -> Option<String> {
+    let on = match version.map(|v| (v, drops_returned_messages(v))) {
+        Some((_, Some(false))) => return None,
+        Some((v, Some(true))) => format!("this broker is RabbitMQ {v}"),
+        Some((v, None)) => format!("the broker's version {v:?} is not one this reads"),
+        None => "the broker's version could not be read".to_string(),
+    };
+    Some(format!(
+        "note: a dead letter was handed out and given back {most} times (x-delivery-count): \
+         looking at the queue counts too. RabbitMQ 4.0 to 4.2 drop a quorum queue's message \
+         after 20 by default, and {on}; lift the limit with a policy on {queue} \
+         (docs/operations.md, Dead letters)"
+    ))
 }
 
 /// `12 dead letters in toolcall-recovery.dead: 10 missing_message, 2 malformed_json`.
@@ -186,7 +221,8 @@ async fn show(
     };
     let now = Utc::now();
     if args.json {
-        say(out, &d.full_json(now).to_string())?;
+        let full = d.full_json(now).map_err(|e| Error::Bug(e.to_string()))?;
+        say(out, &full)?;
         return Ok(Ended::Done);
     }
     let or_dash = |s: Option<String>| s.unwrap_or_else(|| "-".to_string());
@@ -215,11 +251,19 @@ async fn show(
             say(out, &format!("  {name}: {value}"))?;
         }
     }
-    say(out, &format!("body ({} bytes):", d.body.len()))?;
-    let body = serde_json::from_slice::<serde_json::Value>(&d.body)
-        .ok()
-        .and_then(|v| serde_json::to_string_pretty(&v).ok())
-        .unwrap_or_else(|| String::from_utf8_lossy(&d.body).into_owned());
+    // The body as received, byte for byte: never parsed and written again.
+    let (body, utf8) = d.body_text();
+    if utf8 {
+        say(out, &format!("body ({} bytes, as received):", d.body.len()))?;
+    } else {
+        say(
+            out,
+            &format!(
+                "body ({} bytes, not UTF-8: shown with each invalid byte sequence as U+FFFD):",
+                d.body.len()
+            ),
+        )?;
+    }
     say(out, &body)?;
     Ok(Ended::Done)
 }
@@ -377,6 +421,34 @@ fn say(out: &mut (dyn Write + Send), line: &str) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 32, item 4: the 4.0-4.2 note only where it applies.
+    #[test]
+    fn the_delivery_limit_note_only_on_the_versions_it_is_about() {
+        for (version, drops) in [
+            ("3.10.8", Some(false)),
+            ("3.13.7", Some(false)),
+            ("4.0.0", Some(true)),
+            ("4.1.4", Some(true)),
+            ("4.2.0-rc.1", Some(true)),
+            ("4.3.0", Some(false)),
+            ("5.0.1", Some(false)),
+            ("4", None),
+            ("", None),
+            ("x.y", None),
+        ] {
+            assert_eq!(drops_returned_messages(version), drops, "{version}");
+        }
+        assert_eq!(delivery_limit_note(Some("3.10.8"), 12, "q"), None);
+        assert_eq!(delivery_limit_note(Some("4.3.1"), 12, "q"), None);
+        let note = delivery_limit_note(Some("4.1.4"), 12, "q").expect("4.1 drops them");
+        assert!(
+            note.contains("given back 12 times") && note.contains("this broker is RabbitMQ 4.1.4"),
+            "{note}"
+        );
+        let note = delivery_limit_note(None, 10, "q").expect("unknown: said");
+        assert!(note.contains("could not be read"), "{note}");
+    }
 
     #[test]
     fn ages_read_at_a_glance() {

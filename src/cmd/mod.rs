@@ -7,7 +7,7 @@
 //! own open their connection with `publish::confirm_channel`.
 //!
 //! May depend on: everything below the commands (`recover`, `ledger`, `publish`, `store`,
-//! `settings`, `outbound`, `metrics`, `ids`, `error`, `toolcall_detect`, `lapin`, `sqlx`,
+//! `settings`, `outbound`, `event`, `metrics`, `ids`, `error`, `toolcall_detect`, `lapin`, `sqlx`,
 //! `tokio`); never on `worker`, `admin`, `backfill` or on each other.
 
 pub mod dead_letters;

@@ -1,25 +1,43 @@
 //! `toolcall-recovery revert`: undoes the latest recovery of one or more messages
 //! ([`crate::recover::revert::revert_message`], one transaction per message) and
 //! republishes each restored message for moderation. `--dry-run` shows what it would do
-//! and writes nothing. For a batch, feed it ids from `toolcall-recovery ledger --json`.
+//! and writes nothing.
 //!
-//! May depend on: `recover`, `publish` (the publisher), `store`, `settings`, `error`,
-//! `outbound`, `metrics`, `ids`.
+//! The messages are given by id (`--message`), or by the ledger's own filters
+//! (`ledger::flags::FilterArgs`: chat, family, outcome, mode, model, since, until): then it
+//! reverts every message whose latest ledger row matches, page by page (keyset pagination
+//! on `recoveries.id`, newest first; rows written during the run are not in it), with a
+//! progress bar on a terminal, and ends with a summary.
+//!
+//! May depend on: `recover`, `ledger` (the filter, its flags: one parsing for `ledger` and
+//! `revert`, the pages), `publish` (the publisher), `store`, `settings`, `error`,
+//! `outbound`, `metrics`, `ids`, `sqlx`, `indicatif`.
 
-use crate::error::{Error, Poison};
+use crate::error::{Error, ErrorKind, Poison};
 use crate::ids::MessageId;
+use crate::ledger::flags::FilterArgs;
+use crate::ledger::{self, MAX_LIMIT};
 use crate::metrics::Metrics;
 use crate::outbound::StandIn;
 use crate::publish::{PublishTarget, PublishedCounts, Publisher};
-use crate::recover::revert::{revert_message, RevertOutcome, RevertReport, RowFate};
+use crate::recover::revert::{
+    revert_message, RevertEnvelope, RevertOutcome, RevertReport, RowFate,
+};
 use crate::recover::Source;
 use crate::settings::{DatabaseSettings, PublishSettings};
 use crate::store;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
-use std::io::Write;
+use sqlx::PgPool;
+use std::io::{IsTerminal, Write};
+
+/// Ledger rows read per page by a revert by filters, unless `--page-size` says otherwise.
+pub const DEFAULT_PAGE_SIZE: u32 = 500;
 
 /// Flags of `toolcall-recovery revert`.
 #[derive(Debug, Clone, clap::Args)]
+#[command(group(clap::ArgGroup::new("which").required(true).multiple(true)
+    .args(["messages", "chat_id", "family", "outcome", "mode", "model", "since", "until"])))]
 pub struct RevertArgs {
     /// The database.
     #[command(flatten)]
@@ -33,11 +51,25 @@ pub struct RevertArgs {
     #[arg(long, default_value = "toolcall-recovery-revert")]
     pub connection_name: String,
 
-    /// Messages to revert (repeat the flag or separate with commas).
-    #[arg(long = "message", required = true, value_delimiter = ',', value_parser = clap::value_parser!(i64).range(1..))]
+    /// Messages to revert (repeat the flag or separate with commas). Or, instead, the
+    /// ledger's filters below: every message whose latest ledger row matches them.
+    #[arg(long = "message", value_delimiter = ',',
+          value_parser = clap::value_parser!(i64).range(1..),
+          conflicts_with_all = ["chat_id", "family", "outcome", "mode", "model", "since", "until"])]
     pub messages: Vec<i64>,
 
-    /// Show what would be reverted; write nothing, publish nothing.
+    /// Which messages, as `ledger` filters them (without `--message`): all of them are
+    /// reverted, in pages, newest first.
+    #[command(flatten)]
+    pub filters: FilterArgs,
+
+    /// Ledger rows read per page when reverting by filters.
+    #[arg(long, hide = true, default_value_t = DEFAULT_PAGE_SIZE,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_LIMIT)))]
+    pub page_size: u32,
+
+    /// Show what would be reverted (every message, and the counts); write nothing, publish
+    /// nothing.
     #[arg(long)]
     pub dry_run: bool,
 
@@ -45,7 +77,7 @@ pub struct RevertArgs {
     #[arg(long)]
     pub no_publish: bool,
 
-    /// One JSON object per message instead of text.
+    /// One JSON object per message instead of text (the summary goes to stderr).
     #[arg(long)]
     pub json: bool,
 }
@@ -59,10 +91,14 @@ pub struct RevertSummary {
     pub already_reverted: usize,
     /// Refused: nothing to revert, changed since recovery, or no such message.
     pub refused: usize,
+    /// Failed with an error of its own (not the database's or the broker's connection,
+    /// which stops the run): the others are still reverted.
+    pub failed: usize,
 }
 
-/// Reverts every message given, in order; stops at the first database or broker error
-/// (the messages before it stay reverted, each in its own committed transaction).
+/// Reverts every message given, or every one the filters match; stops at the first
+/// error of the database or the broker themselves (the messages before it stay reverted,
+/// each in its own committed transaction).
 pub async fn run(args: &RevertArgs, out: &mut (dyn Write + Send)) -> Result<RevertSummary, Error> {
     let pool = store::connect_command(&args.database, "toolcall-recovery-revert", 1).await?;
     store::ensure_migrated(&pool, false).await?;
@@ -78,52 +114,148 @@ pub async fn run(args: &RevertArgs, out: &mut (dyn Write + Send)) -> Result<Reve
         p.connect().await?;
         Some(p)
     };
-    let mut summary = RevertSummary::default();
     let stand_in = StandIn::by(Source::Cli);
-    let owed = stand_in.revert_owed(publisher.is_some());
-    let result = async {
-        for &id in &args.messages {
-            let id = MessageId::new(id);
-            let report = match revert_message(&pool, id, stand_in.asker(), args.dry_run, owed).await
-            {
-                Ok(r) => r,
-                Err(Error::Poison(Poison::MissingMessage(_))) => {
-                    summary.refused += 1;
-                    line(out, &missing(id, args.json));
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            let moderation = match &publisher {
-                Some(p) => Moderation::of(p.deliver(&pool, &report.outbox).await?),
-                None if args.no_publish && !args.dry_run => Moderation::Skipped,
-                None => Moderation::NotAsked,
-            };
-            match report.outcome {
-                RevertOutcome::Reverted => summary.reverted += 1,
-                RevertOutcome::AlreadyReverted => summary.already_reverted += 1,
-                RevertOutcome::NothingToRevert | RevertOutcome::Conflict => summary.refused += 1,
-            }
-            let shown = if args.json {
-                let mut v = serde_json::to_value(&report).map_err(|e| Error::Bug(e.to_string()))?;
-                v["published"] = json!(moderation.published());
-                v.to_string()
-            } else {
-                describe(&report, moderation)
-            };
-            line(out, &shown);
-        }
-        Ok(())
-    }
-    .await;
+    let mut run = Run {
+        args,
+        pool: &pool,
+        publisher: publisher.as_ref(),
+        stand_in: &stand_in,
+        owed: stand_in.revert_owed(publisher.is_some()),
+        out,
+        bar: ProgressBar::hidden(),
+        summary: RevertSummary::default(),
+    };
+    let bulk = run.args.messages.is_empty();
+    let result = if bulk {
+        run.by_filters().await
+    } else {
+        run.by_ids().await
+    };
+    run.bar.finish_and_clear();
+    let summary = run.summary;
     if let Some(p) = publisher {
         p.close().await;
     }
     pool.close().await;
-    if !args.json && args.messages.len() > 1 {
-        line(out, &summary.describe(args.dry_run));
+    if bulk || args.messages.len() > 1 {
+        let text = summary.describe(args.dry_run);
+        if args.json {
+            eprintln!("revert: {text}");
+        } else {
+            line(out, &text);
+        }
     }
     result.map(|()| summary)
+}
+
+/// One run of the command: what it writes with, and what it came to so far.
+struct Run<'a, 'o> {
+    args: &'a RevertArgs,
+    pool: &'a PgPool,
+    publisher: Option<&'a Publisher>,
+    stand_in: &'a StandIn,
+    owed: Option<&'a dyn RevertEnvelope>,
+    out: &'o mut (dyn Write + Send),
+    bar: ProgressBar,
+    summary: RevertSummary,
+}
+
+impl Run<'_, '_> {
+    /// `--message`: those, in order.
+    async fn by_ids(&mut self) -> Result<(), Error> {
+        for &id in &self.args.messages {
+            self.one(MessageId::new(id)).await?;
+        }
+        Ok(())
+    }
+
+    /// The filters: counts the matches (for the bar), then reverts page by page, newest
+    /// first, each page found from the last row of the one before.
+    async fn by_filters(&mut self) -> Result<(), Error> {
+        let mut filter = self.args.filters.filter(None, self.args.page_size);
+        // A revert undoes a message's latest pass: a row with a newer one above it is not
+        // what it would undo.
+        filter.latest_only = true;
+        let total = ledger::count(self.pool, &filter).await?;
+        self.bar = progress_bar(u64::try_from(total).unwrap_or(0), self.args.json);
+        loop {
+            let page = ledger::matching(self.pool, &filter).await?;
+            let Some(last) = page.last() else {
+                return Ok(());
+            };
+            filter.before_id = Some(last.recovery_id);
+            for row in &page {
+                self.one(MessageId::new(row.message_id)).await?;
+                self.bar.inc(1);
+            }
+            if page.len() < self.args.page_size as usize {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Reverts one message, says what came of it and counts it.
+    async fn one(&mut self, id: MessageId) -> Result<(), Error> {
+        let dry_run = self.args.dry_run;
+        let by = self.stand_in.asker();
+        let report = match revert_message(self.pool, id, by, dry_run, self.owed).await {
+            Ok(r) => r,
+            Err(Error::Poison(Poison::MissingMessage(_))) => {
+                self.summary.refused += 1;
+                let shown = missing(id, self.args.json);
+                self.say(&shown);
+                return Ok(());
+            }
+            Err(e) if e.kind() != ErrorKind::Transient => {
+                // This message's own fault: said, counted, and the run goes on.
+                self.summary.failed += 1;
+                let shown = failed(id, &e, self.args.json);
+                self.say(&shown);
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        let moderation = match self.publisher {
+            Some(p) => Moderation::of(p.deliver(self.pool, &report.outbox).await?),
+            None if self.args.no_publish && !dry_run => Moderation::Skipped,
+            None => Moderation::NotAsked,
+        };
+        match report.outcome {
+            RevertOutcome::Reverted => self.summary.reverted += 1,
+            RevertOutcome::AlreadyReverted => self.summary.already_reverted += 1,
+            RevertOutcome::NothingToRevert | RevertOutcome::Conflict => self.summary.refused += 1,
+        }
+        let shown = if self.args.json {
+            let mut v = serde_json::to_value(&report).map_err(|e| Error::Bug(e.to_string()))?;
+            v["published"] = json!(moderation.published());
+            v.to_string()
+        } else {
+            describe(&report, moderation)
+        };
+        self.say(&shown);
+        Ok(())
+    }
+
+    /// A line of the report, under the progress bar.
+    fn say(&mut self, s: &str) {
+        let out = &mut *self.out;
+        self.bar.suspend(|| line(out, s));
+    }
+}
+
+/// The bar of a revert by filters: on stderr when it is a terminal and the output is not
+/// JSON; hidden otherwise.
+fn progress_bar(len: u64, json: bool) -> ProgressBar {
+    if json || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template(
+        "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} messages, eta {eta}",
+    ) {
+        bar.set_style(style);
+    }
+    bar
 }
 
 impl RevertSummary {
@@ -135,11 +267,12 @@ impl RevertSummary {
             "reverted"
         };
         format!(
-            "{} message(s): {} {reverted}, {} already reverted before, {} refused",
-            self.reverted + self.already_reverted + self.refused,
+            "{} message(s): {} {reverted}, {} already reverted before, {} refused, {} failed",
+            self.reverted + self.already_reverted + self.refused + self.failed,
             self.reverted,
             self.already_reverted,
-            self.refused
+            self.refused,
+            self.failed
         )
     }
 }
@@ -189,6 +322,14 @@ fn missing(id: MessageId, as_json: bool) -> String {
         .to_string()
     } else {
         format!("message {id}: not_found: no such message, nothing reverted")
+    }
+}
+
+fn failed(id: MessageId, e: &Error, as_json: bool) -> String {
+    if as_json {
+        json!({"message_id": id.get(), "outcome": "failed", "reason": e.to_string()}).to_string()
+    } else {
+        format!("message {id}: failed: {e}; nothing reverted")
     }
 }
 
@@ -377,10 +518,11 @@ mod tests {
             reverted: 2,
             already_reverted: 1,
             refused: 1,
+            failed: 1,
         };
         assert_eq!(
             s.describe(false),
-            "4 message(s): 2 reverted, 1 already reverted before, 1 refused"
+            "5 message(s): 2 reverted, 1 already reverted before, 1 refused, 1 failed"
         );
         assert!(s.describe(true).contains("2 would be reverted"));
         assert_eq!(

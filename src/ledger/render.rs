@@ -11,12 +11,12 @@ use std::io::Write;
 /// Prints `entries` as text: one line per recovery (time, ids, outcome, families, calls,
 /// bytes removed, `[observed]` / `[reverted ...]`); with `show_text`, under it one line
 /// per item and, once per leak, its removed text, each of its lines verbatim after
-/// `    | `; then `N recoveries`, saying so when `limit` rows were listed (older ones may
-/// exist).
+/// `    | `; then `N recoveries`, saying so when the limit cut the listing (`cut`: more
+/// match).
 pub fn render(
     entries: &[Entry],
     show_text: bool,
-    limit: u32,
+    cut: bool,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     for e in entries {
@@ -27,10 +27,10 @@ pub fn render(
     }
     let n = entries.len();
     let noun = if n == 1 { "recovery" } else { "recoveries" };
-    if n > 0 && n >= limit as usize {
+    if cut {
         writeln!(
             out,
-            "{n} {noun} (the limit; older ones may exist: raise --limit or narrow the filters)"
+            "{n} {noun} (the limit; older ones match too: raise --limit or narrow the filters)"
         )
     } else {
         writeln!(out, "{n} {noun}")
@@ -185,7 +185,7 @@ mod tests {
     #[test]
     fn text_lines_carry_markers_and_verbatim_text_only_when_asked() {
         let mut out = Vec::new();
-        render(&[entry(false)], false, 50, &mut out).unwrap();
+        render(&[entry(false)], false, false, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert_eq!(
             text,
@@ -194,7 +194,7 @@ mod tests {
              1 recovery\n"
         );
         let mut out = Vec::new();
-        render(&[entry(true)], true, 1, &mut out).unwrap();
+        render(&[entry(true)], true, true, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(
             text.contains(
@@ -204,7 +204,7 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with(
-            "1 recovery (the limit; older ones may exist: raise --limit or narrow the filters)\n"
+            "1 recovery (the limit; older ones match too: raise --limit or narrow the filters)\n"
         ));
     }
 
@@ -213,7 +213,7 @@ mod tests {
         let mut e = entry(false);
         e.model = Some("models/gemini-2.5-flash\u{1b}[31m".into());
         let mut out = Vec::new();
-        render(&[e], false, 50, &mut out).unwrap();
+        render(&[e], false, false, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(
             text.contains("  chat 89  model models/gemini-2.5-flash\\u{1b}[31m  recovered  "),
@@ -231,7 +231,7 @@ mod tests {
         second.outcome = "forwarded".into();
         e.items.push(second);
         let mut out = Vec::new();
-        render(&[e], true, 50, &mut out).unwrap();
+        render(&[e], true, false, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.matches("    | x ☕\n").count(), 1, "{text}");
         let item2 = text

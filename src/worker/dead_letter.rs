@@ -1,6 +1,7 @@
 //! Dead-lettering a delivery that can never succeed: the original body, published to the
-//! dead-letter exchange with the reason in `x-tcr-reason` (and the error, the event id and
-//! the origin in other `x-tcr-*` headers), confirmed before the delivery is acked.
+//! dead-letter exchange with the reason in `x-tcr-reason` (and the error, the event id,
+//! the message id when the worker knew it, and the origin in other `x-tcr-*` headers),
+//! confirmed before the delivery is acked.
 //!
 //! May depend on: the parent `worker`, `amqp`, `error`, `retry`, `publish`, `shutdown`,
 //! `ids`, `lapin`.
@@ -8,7 +9,7 @@
 use super::{truncate, Worker};
 use crate::amqp::{self, Session};
 use crate::error::Error;
-use crate::ids::EventId;
+use crate::ids::{EventId, MessageId};
 use crate::publish::{Line, Message, Published};
 use crate::retry;
 use crate::shutdown::Shutdown;
@@ -24,11 +25,11 @@ impl Worker {
         delivery: &Delivery,
         body: &[u8],
         error: &Error,
-        event_id: Option<EventId>,
+        ids: (Option<EventId>, Option<MessageId>),
         shutdown: &Shutdown,
     ) -> Result<(), Error> {
         self.publish_with_retries(session, shutdown, "dead-lettering", || {
-            self.dead_letter(session, delivery, body, error, event_id)
+            self.dead_letter(session, delivery, body, error, ids)
         })
         .await
     }
@@ -67,14 +68,16 @@ impl Worker {
     }
 
     /// Publishes the original body (`body`: moved out of the delivery to be decoded) to the
-    /// dead-letter exchange with the reason in headers.
+    /// dead-letter exchange with the reason in headers. `ids`: the event's and the
+    /// message's, as far as the worker knew them (decoded, or found by the lenient scan of
+    /// a body that did not decode), so `dead-letters list` shows what it knew.
     async fn dead_letter(
         &self,
         session: &Session,
         delivery: &Delivery,
         body: &[u8],
         error: &Error,
-        event_id: Option<EventId>,
+        (event_id, message_id): (Option<EventId>, Option<MessageId>),
     ) -> Result<(), Error> {
         let mut headers = delivery.properties.headers().clone().unwrap_or_default();
         headers.insert(
@@ -87,6 +90,9 @@ impl Worker {
         );
         if let Some(id) = event_id {
             headers.insert("x-tcr-event-id".into(), amqp::string_value(&id.to_string()));
+        }
+        if let Some(id) = message_id {
+            headers.insert("x-tcr-message-id".into(), AMQPValue::LongLongInt(id.get()));
         }
         headers.insert(
             "x-tcr-original-exchange".into(),

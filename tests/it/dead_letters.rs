@@ -485,3 +485,148 @@ async fn a_replay_killed_half_way_loses_nothing() {
     assert_eq!(app.queue_len(&n.dead_letter_queue).await, 0);
     app.cleanup().await;
 }
+
+/// Issue 32, item 10: a body the worker could not decode but that named its message is
+/// dead-lettered with that message's id (`x-tcr-message-id`), and `list` shows it, not
+/// `-`; `show` prints the body as it came, not parsed and written again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_shows_the_message_the_worker_knew_and_show_the_body_as_received() {
+    let app = TestApp::spawn().await;
+    let dead = app.settings.names.dead_letter_queue.clone();
+    let chat = app.create_chat().await;
+    let agent = app.create_agent(&["save_memory"]).await;
+    let id = app
+        .create_message(chat, Some(agent), "assistant", Some("Hello."), &[])
+        .await;
+    // Cut short: not JSON, but its message id is readable (a string, as some producers
+    // write it).
+    let body = format!(
+        "{{\"type\": \"message.finalized\",  \"message\": {{\"id\": \"{id}\", \"content\": \"Hel"
+    );
+    app.publish_raw(body.as_bytes()).await;
+    wait_for("the dead letter", T, || async {
+        app.queue_len(&dead).await == 1
+    })
+    .await;
+
+    let listed = listed(&app, &[]).await;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["message_id"], json!(id), "{listed:?}");
+    let out = dead_letters(&app, "list", &[], "").await;
+    let row = out.stdout.lines().nth(1).expect("a row");
+    assert!(row.contains(&format!("  {id}  ")), "{}", out.stdout);
+
+    let dl = listed[0]["id"].as_str().expect("an id").to_string();
+    let out = dead_letters(&app, "show", &[&dl], "").await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stdout.ends_with(&format!(
+            "body ({} bytes, as received):\n{body}\n",
+            body.len()
+        )),
+        "{}",
+        out.stdout
+    );
+    let (_, headers) = app.get_one(&dead, T).await.expect("the dead letter");
+    assert_eq!(
+        headers.inner().get("x-tcr-message-id"),
+        Some(&AMQPValue::LongLongInt(id)),
+        "{headers:?}"
+    );
+    app.cleanup().await;
+}
+
+/// Issue 32, item 4: the note about RabbitMQ 4.0-4.2 dropping messages returned 20 times
+/// is written only on those versions, read from the broker itself (`connection.start`);
+/// here, on a 3.x broker, a dead letter given back 12 times brings no note.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rabbitmq_4_note_only_on_the_versions_it_is_about() {
+    use clap::Parser;
+    use toolcall_recovery::cmd::dead_letters::{self as dl, DeadLettersArgs};
+    let app = dead_letters_without_a_worker(0).await;
+    let n = &app.settings.names;
+    let mut headers = FieldTable::default();
+    headers.insert(
+        "x-tcr-reason".into(),
+        AMQPValue::LongString(LongString::from("missing_message")),
+    );
+    app.channel
+        .basic_publish(
+            &n.dead_letter_exchange,
+            &n.dead_letter_queue,
+            BasicPublishOptions {
+                mandatory: true,
+                ..Default::default()
+            },
+            b"{}",
+            BasicProperties::default()
+                .with_delivery_mode(2)
+                .with_headers(headers),
+        )
+        .await
+        .expect("publish")
+        .await
+        .expect("confirm");
+    // Handed out and given back 10 times, as often reading the queue does.
+    for _ in 0..10 {
+        let taken = until(T, "the dead letter back in its queue", || async {
+            app.channel
+                .basic_get(&n.dead_letter_queue, BasicGetOptions { no_ack: false })
+                .await
+                .expect("basic_get")
+        })
+        .await;
+        taken
+            .delivery
+            .acker
+            .nack(lapin::options::BasicNackOptions {
+                multiple: false,
+                requeue: true,
+            })
+            .await
+            .expect("nack");
+    }
+    until(T, "the dead letter back in its queue", || async {
+        (app.queue_len(&n.dead_letter_queue).await == 1).then_some(())
+    })
+    .await;
+
+    #[derive(Parser)]
+    struct P {
+        #[command(flatten)]
+        a: DeadLettersArgs,
+    }
+    let mut line = vec!["dead-letters".to_string(), "list".to_string()];
+    line.extend(broker_args(&app));
+    let args = P::try_parse_from(line).expect("flags").a;
+    let dl::Action::List(list) = &args.action else {
+        panic!("list")
+    };
+    let version = dl::broker_version(&list.broker)
+        .await
+        .expect("broker")
+        .expect("the broker says its version");
+    let applies = dl::drops_returned_messages(&version).expect("a version this reads");
+
+    let out = dead_letters(&app, "list", &[], "").await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(
+        out.stderr.contains("RabbitMQ 4.0 to 4.2"),
+        applies,
+        "RabbitMQ {version}: {}",
+        out.stderr
+    );
+    // The note's condition held: `list` saw the dead letter given back 10 times (and gave
+    // it back once more).
+    let (_, headers) = app
+        .get_one(&n.dead_letter_queue, T)
+        .await
+        .expect("the dead letter");
+    let returns = match headers.inner().get("x-delivery-count") {
+        Some(AMQPValue::LongLongInt(n)) => *n,
+        Some(AMQPValue::LongInt(n)) => i64::from(*n),
+        other => panic!("x-delivery-count: {other:?}"),
+    };
+    assert!(returns >= 11, "{returns}");
+    app.cleanup().await;
+}

@@ -452,7 +452,7 @@ async fn entries_carry_the_ledger_fields() {
     let (_, text) = run(&app, &["--limit=2"]).await;
     assert!(
         text.ends_with(
-            "2 recoveries (the limit; older ones may exist: raise --limit or narrow the filters)\n"
+            "2 recoveries (the limit; older ones match too: raise --limit or narrow the filters)\n"
         ),
         "{text}"
     );
@@ -728,5 +728,87 @@ async fn an_unmigrated_database_is_refused() {
         .await
         .expect_err("pending migrations refused");
     assert!(err.to_string().contains("pending migration"), "{err}");
+    app.cleanup().await;
+}
+
+/// `n` ledger rows of message `message`, straight into the table (what a busy worker leaves).
+async fn insert_rows(app: &TestApp, message: i64, n: i64) {
+    sqlx::query(
+        "INSERT INTO recoveries (message_id, chat_id, source, outcome, tools_used_before, \
+           tools_used_after, summary) \
+         SELECT $1, 1, 'backfill', 'recovered', '[]', '[]', '{}' FROM generate_series(1, $2)",
+    )
+    .bind(message)
+    .bind(n)
+    .execute(&app.pool)
+    .await
+    .expect("rows");
+}
+
+/// `toolcall-recovery ledger <args>`: (exit code, stdout, stderr).
+async fn ledger_binary(app: &TestApp, args: &[&str]) -> (Option<i32>, String, String) {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolcall-recovery"))
+        .arg("ledger")
+        .arg(format!("--database-url={}", app.db_url))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .expect("binary runs");
+    (
+        output.status.code(),
+        String::from_utf8(output.stdout).expect("utf-8"),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Issue 32, item 1: a listing the limit cut says so on stderr, in `--json` mode too (a
+/// script piping the rows on must not take them for all); one the limit did not cut,
+/// exactly at the limit, says nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_cut_by_the_limit_says_so_on_stderr() {
+    let app = TestApp::prepare().await;
+    insert_rows(&app, 7, i64::from(ledger::DEFAULT_LIMIT)).await;
+    for json in [true, false] {
+        let args: &[&str] = if json { &["--json"] } else { &[] };
+        let (code, stdout, stderr) = ledger_binary(&app, args).await;
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(!stderr.contains("showing"), "exactly the limit: {stderr}");
+        if json {
+            assert_eq!(json_lines(&stdout).len(), 50);
+        } else {
+            assert!(stdout.ends_with("\n50 recoveries\n"), "{stdout}");
+        }
+    }
+    insert_rows(&app, 7, 1).await;
+    for json in [true, false] {
+        let args: &[&str] = if json { &["--json"] } else { &[] };
+        let (code, stdout, stderr) = ledger_binary(&app, args).await;
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(
+            stderr.contains("showing 50 of at least 51 matching rows; pass --limit N"),
+            "json {json}: {stderr}"
+        );
+        if json {
+            assert_eq!(json_lines(&stdout).len(), 50, "{stdout}");
+        }
+    }
+    // A limit of its own, in process: the note goes where it is told.
+    let (mut out, mut note) = (Vec::new(), Vec::new());
+    let n = ledger_cmd::run_with(
+        ledger_args(&app, &["--json", "--limit=20"]),
+        &mut out,
+        &mut note,
+    )
+    .await
+    .expect("ledger runs");
+    assert_eq!(n, 20);
+    assert_eq!(
+        String::from_utf8(note).expect("utf-8"),
+        format!("{}\n", ledger_cmd::cut_note(20))
+    );
+    // `--until`: before that time only.
+    let (_, stdout, _) = ledger_binary(&app, &["--json", "--until=2000-01-01"]).await;
+    assert_eq!(stdout, "");
     app.cleanup().await;
 }

@@ -13,6 +13,7 @@
 use crate::admin::{request, serve};
 use crate::harness::*;
 use serde_json::{json, Value};
+use std::collections::BTreeSet;
 use std::time::Duration;
 use toolcall_recovery::error::{Error, Poison};
 use toolcall_recovery::ids::{EventId, MessageId};
@@ -1775,4 +1776,138 @@ async fn asking_again_publishes_a_revert_whose_publish_was_lost() {
     assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
     assert_eq!(app.queue_len(&app.moderation_queue).await, 0);
     app.cleanup().await;
+}
+
+/// Issue 32, item 1: `revert` with the ledger's filters reverts every message whose latest
+/// ledger row matches, across pages (here of 3 rows, for 7 matches), leaves the rest alone,
+/// dry-runs without writing, and sums up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_reverts_every_match_of_the_filters_across_pages() {
+    let (app, chat, agent) = TestApp::with_agent(&["save_memory", "web_search"]).await;
+    let mut matching = BTreeSet::new();
+    for i in 0..7 {
+        let leak = result_prefix_leak(&format!("Fact {i}"), "fact", &format!("Reply {i}."));
+        let id = app.assistant_message(chat, agent, &leak).await;
+        assert_eq!(app.recover(id).await.outcome, Outcome::Recovered);
+        matching.insert(id);
+    }
+    let mut others = Vec::new();
+    for i in 0..2 {
+        let leak = hermes_leak(
+            "web_search",
+            json!({"query": format!("q{i}")}),
+            "Checking. ",
+            "",
+        );
+        let id = app.assistant_message(chat, agent, &leak).await;
+        assert_eq!(app.recover(id).await.outcome, Outcome::Forwarded);
+        others.push(id);
+    }
+    let filters = ["--family=result_prefix", "--mode=recover", "--page-size=3"];
+    let reverted_rows = || async {
+        app.count("SELECT count(*) FROM recoveries WHERE reverted_at IS NOT NULL")
+            .await
+    };
+
+    // Dry run: every match listed, nothing written or published.
+    let before = app.snapshot().await;
+    let mut args = filters.to_vec();
+    args.push("--dry-run");
+    let out = cli(&app, &args).await;
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(
+        out.stdout.matches("would revert ledger row").count(),
+        7,
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.ends_with(
+            "7 message(s): 7 would be reverted, 0 already reverted before, 0 refused, 0 failed\n"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert_same(&before, &app.snapshot().await, "dry run");
+    assert_eq!(reverted_rows().await, 0);
+
+    // The real run, as JSON: one object per match, each reverted and published once; the
+    // summary on stderr; the messages the filters do not match untouched.
+    let mut args = filters.to_vec();
+    args.push("--json");
+    let out = cli(&app, &args).await;
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    let lines: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    let ids: BTreeSet<i64> = lines
+        .iter()
+        .map(|l| l["message_id"].as_i64().expect("an id"))
+        .collect();
+    assert_eq!((lines.len(), &ids), (7, &matching), "{}", out.stdout);
+    assert!(lines.iter().all(|l| l["outcome"] == json!("reverted")));
+    assert!(
+        out.stderr
+            .contains("7 message(s): 7 reverted, 0 already reverted before, 0 refused, 0 failed"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(reverted_rows().await, 7);
+    for id in &others {
+        let reverted: Option<String> =
+            sqlx::query_scalar("SELECT reverted_by FROM recoveries WHERE message_id = $1")
+                .bind(id)
+                .fetch_one(&app.pool)
+                .await
+                .unwrap();
+        assert_eq!(reverted, None, "message {id} does not match the filters");
+    }
+    let published = collect(&mut app.consumer(&app.moderation_queue).await, 7, T).await;
+    let published: BTreeSet<i64> = published
+        .iter()
+        .map(|m| m["message"]["id"].as_i64().expect("an id"))
+        .collect();
+    assert_eq!(published, matching);
+
+    // Again: every match is already reverted; nothing changes.
+    let after = app.snapshot().await;
+    let out = cli(&app, &filters).await;
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.ends_with(
+            "7 message(s): 0 reverted, 7 already reverted before, 0 refused, 0 failed\n"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert_same(&after, &app.snapshot().await, "second run");
+    app.cleanup().await;
+}
+
+/// The filters and `--message` are two ways to say which messages: one of them is needed,
+/// and they do not mix.
+#[test]
+fn revert_needs_ids_or_filters_and_not_both() {
+    use clap::Parser;
+    use toolcall_recovery::cmd::revert::RevertArgs;
+    #[derive(Parser)]
+    struct P {
+        #[command(flatten)]
+        a: RevertArgs,
+    }
+    assert!(P::try_parse_from(["revert"]).is_err());
+    assert!(P::try_parse_from(["revert", "--message=1", "--family=hermes"]).is_err());
+    let p = P::try_parse_from(["revert", "--since=24h", "--mode=recover"]).expect("filters");
+    assert!(p.a.messages.is_empty() && p.a.filters.any());
+    assert_eq!(
+        p.a.page_size,
+        toolcall_recovery::cmd::revert::DEFAULT_PAGE_SIZE
+    );
+    let err = P::try_parse_from(["revert", "--outcome=recoverd"])
+        .err()
+        .expect("a typo is refused")
+        .to_string();
+    assert!(err.contains("needs_review"), "{err}");
 }

@@ -1,7 +1,7 @@
 //! The flags of `dead-letters` and its actions, and which dead letters a replay or a purge
 //! selects.
 //!
-//! May depend on: `settings`.
+//! May depend on: `settings`, `error` (the worker's reasons).
 
 use super::DeadLetter;
 use crate::settings::{Names, PublishSettings};
@@ -57,8 +57,9 @@ pub struct ListArgs {
     #[command(flatten)]
     pub broker: Broker,
 
-    /// Only dead letters with this reason (`missing_message`, `malformed_json`, ...).
-    #[arg(long)]
+    /// Only dead letters with this reason (`missing_message`, `malformed_json`, ...; an
+    /// unknown one is refused with the list).
+    #[arg(long, value_parser = parse_reason)]
     pub reason: Option<String>,
 
     /// Dead letters looked at, at most (from the head of the queue).
@@ -94,13 +95,24 @@ pub struct Selection {
     pub all: bool,
 
     /// Those with this reason (`missing_message`, ...; `delivery_limit` for those the broker
-    /// dead-lettered).
-    #[arg(long)]
+    /// dead-lettered; an unknown one is refused with the list).
+    #[arg(long, value_parser = parse_reason)]
     pub reason: Option<String>,
 
     /// These: the IDs `list` shows, or event ids.
     #[arg(value_name = "ID")]
     pub ids: Vec<String>,
+}
+
+/// `--reason`: a reason a dead letter can carry ([`super::reasons`]), or an error
+/// listing them (a typo must not select nothing and exit 0).
+pub fn parse_reason(s: &str) -> Result<String, String> {
+    let s = s.trim();
+    if super::reasons().any(|r| r == s) {
+        return Ok(s.to_string());
+    }
+    let valid: Vec<&str> = super::reasons().collect();
+    Err(format!("unknown reason {s:?}; valid: {}", valid.join(", ")))
 }
 
 impl Selection {

@@ -3,19 +3,39 @@
 //! delivery by itself (the queue's delivery limit), and the event's ids from the body when
 //! it is JSON. Also the headers a replay carries. Pure: no broker here.
 //!
-//! May depend on: `lapin` (header types), `chrono`, `serde_json`, `uuid`.
+//! May depend on: `event` (the lenient scan of a body), `error` (the reasons), `lapin`
+//! (header types), `chrono`, `serde_json`, `uuid`.
 
 use chrono::{DateTime, Utc};
 use lapin::types::{AMQPValue, FieldTable, ShortString};
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
+use std::borrow::Cow;
 use std::time::Duration;
 
 /// How many times a dead letter was replayed: set on the replayed message, copied into the
 /// dead letter when the worker dead-letters it again.
 pub const REPLAYS_HEADER: &str = "x-tcr-replays";
 
+/// The message id the worker knew when it dead-lettered (`worker/dead_letter.rs`).
+const MESSAGE_ID_HEADER: &str = "x-tcr-message-id";
+
 /// The reason of a dead letter that carries none the worker or the broker wrote.
 const UNKNOWN_REASON: &str = "unknown";
+
+/// The reasons the broker writes in `x-death` when it dead-letters by itself.
+const BROKER_REASONS: &[&str] = &["delivery_limit", "rejected", "expired", "maxlen"];
+
+/// Every reason a dead letter can show: the worker's (`x-tcr-reason`), the broker's, and
+/// `unknown`.
+pub fn reasons() -> impl Iterator<Item = &'static str> {
+    crate::error::DEAD_LETTER_REASONS
+        .iter()
+        .chain(BROKER_REASONS)
+        .copied()
+        .chain([UNKNOWN_REASON])
+}
 
 /// Headers a replay leaves behind: the worker's dead-letter headers (it writes them anew if
 /// the event fails again; the replay count is written anew by the replay) and the broker's
@@ -39,7 +59,8 @@ pub struct DeadLetter {
     pub error: Option<String>,
     /// `x-tcr-event-id`, or the body's `event_id`.
     pub event_id: Option<String>,
-    /// The body's `message.id`.
+    /// The message: `x-tcr-message-id` (what the worker knew), else the one the body names
+    /// (`message.id`, read leniently as the worker reads a body that did not decode).
     pub message_id: Option<i64>,
     /// `x-tcr-dead-lettered-at`, or the broker's `x-death` time.
     pub dead_lettered_at: Option<DateTime<Utc>>,
@@ -86,9 +107,19 @@ impl DeadLetter {
                 .as_ref()
                 .and_then(|e| e.get("event_id")?.as_str().map(str::to_string))
         });
-        let message_id = event
-            .as_ref()
-            .and_then(|e| e.get("message")?.get("id")?.as_i64());
+        let message_id = headers
+            .inner()
+            .get(MESSAGE_ID_HEADER)
+            .and_then(|v| match v {
+                AMQPValue::LongString(_) | AMQPValue::ShortString(_) => as_text(v)?.parse().ok(),
+                v => value_json(v).as_i64(),
+            })
+            .or_else(|| {
+                event
+                    .as_ref()
+                    .and_then(|e| e.get("message")?.get("id")?.as_i64())
+            })
+            .or_else(|| crate::event::named(&body).map(|n| n.message_id.get()));
         let id = fingerprint(&reason, dead_lettered_at, &body);
         DeadLetter {
             id,
@@ -152,15 +183,47 @@ impl DeadLetter {
         })
     }
 
-    /// Everything, for `show --json`: the summary, the error, every header and the body
-    /// (as JSON when it is JSON, else as text).
-    pub fn full_json(&self, now: DateTime<Utc>) -> Value {
-        let mut v = self.summary_json(now);
-        v["error"] = json!(self.error);
-        v["headers"] = table_json(&self.headers);
-        v["body"] = serde_json::from_slice(&self.body)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&self.body).into_owned()));
-        v
+    /// The body as text, and whether that is it byte for byte: verbatim when it is UTF-8;
+    /// otherwise lossily, each invalid sequence as U+FFFD, and `false`.
+    pub fn body_text(&self) -> (Cow<'_, str>, bool) {
+        match std::str::from_utf8(&self.body) {
+            Ok(text) => (Cow::Borrowed(text), true),
+            Err(_) => (String::from_utf8_lossy(&self.body), false),
+        }
+    }
+
+    /// Everything, for `show --json`, as one line of JSON: the summary, the error, every
+    /// header, and the body as received: a JSON body as it came (its key order, spacing
+    /// and escapes kept, not parsed and written again), any other as a string
+    /// ([`Self::body_text`], with `"body_utf8": false` when that is lossy).
+    pub fn full_json(&self, now: DateTime<Utc>) -> Result<String, serde_json::Error> {
+        #[derive(Serialize)]
+        #[serde(untagged)]
+        enum Body<'a> {
+            Json(&'a RawValue),
+            Text(Cow<'a, str>),
+        }
+        #[derive(Serialize)]
+        struct Full<'a> {
+            #[serde(flatten)]
+            summary: Value,
+            error: &'a Option<String>,
+            headers: Value,
+            body: Body<'a>,
+            body_utf8: bool,
+        }
+        let (text, utf8) = self.body_text();
+        let body = match serde_json::from_slice::<&RawValue>(&self.body) {
+            Ok(raw) => Body::Json(raw),
+            Err(_) => Body::Text(text),
+        };
+        serde_json::to_string(&Full {
+            summary: self.summary_json(now),
+            error: &self.error,
+            headers: table_json(&self.headers),
+            body,
+            body_utf8: utf8,
+        })
     }
 }
 
@@ -367,11 +430,61 @@ mod tests {
             .inner()
             .keys()
             .all(|k| k.as_str() == REPLAYS_HEADER));
-        assert_eq!(d.full_json(Utc::now())["body"], json!("not json"));
+        let full: Value = serde_json::from_str(&d.full_json(Utc::now()).unwrap()).unwrap();
+        assert_eq!(full["body"], json!("not json"));
+        assert_eq!(full["body_utf8"], json!(true));
         assert_eq!(
-            d.full_json(Utc::now())["headers"]["x-death"][0]["reason"],
+            full["headers"]["x-death"][0]["reason"],
             json!("delivery_limit")
         );
+    }
+
+    /// Issue 32, item 10: the body as it came, not parsed and written again with its keys
+    /// sorted; one that is not UTF-8 is said to be shown lossily.
+    #[test]
+    fn the_body_is_shown_as_received() {
+        let body = br#"{"type": "message.finalized",  "event_id":"e\u00e9","message":{"id":7}}"#;
+        let d = DeadLetter::read(FieldTable::default(), body.to_vec());
+        assert_eq!(
+            d.body_text(),
+            (Cow::Borrowed(std::str::from_utf8(body).unwrap()), true)
+        );
+        let full = d.full_json(Utc::now()).unwrap();
+        assert!(
+            full.contains(&format!("\"body\":{}", std::str::from_utf8(body).unwrap())),
+            "{full}"
+        );
+        let full: Value = serde_json::from_str(&full).unwrap();
+        assert_eq!(full["body"]["message"]["id"], json!(7));
+
+        let d = DeadLetter::read(FieldTable::default(), b"{\"a\": \"\xff\"}".to_vec());
+        assert_eq!(
+            d.body_text(),
+            (Cow::Owned("{\"a\": \"\u{fffd}\"}".to_string()), false)
+        );
+        let full: Value = serde_json::from_str(&d.full_json(Utc::now()).unwrap()).unwrap();
+        assert_eq!(full["body"], json!("{\"a\": \"\u{fffd}\"}"));
+        assert_eq!(full["body_utf8"], json!(false));
+    }
+
+    /// Issue 32, item 10: the message the worker knew is listed, not `-`: from its
+    /// `x-tcr-message-id` header, or read from the body as leniently as the worker reads it
+    /// (a string id, a body cut short).
+    #[test]
+    fn the_message_id_is_what_the_worker_knew() {
+        let mut h = FieldTable::default();
+        h.insert(MESSAGE_ID_HEADER.into(), AMQPValue::LongLongInt(4567));
+        assert_eq!(
+            DeadLetter::read(h, b"not json".to_vec()).message_id,
+            Some(4567)
+        );
+        let read = |body: &[u8]| DeadLetter::read(FieldTable::default(), body.to_vec()).message_id;
+        assert_eq!(read(br#"{"message": {"id": "4567"}}"#), Some(4567));
+        assert_eq!(
+            read(br#"{"event_id": "x", "message": {"id": 4567, "content": "cut sh"#),
+            Some(4567)
+        );
+        assert_eq!(read(br#"{"message": {"chat_id": 3}}"#), None);
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //! replayed again in the same run.
 //!
 //! May depend on: `publish` (the connection, the one confirmed publish), `settings`,
-//! `error`, `lapin`, `tokio`.
+//! `error`, `lapin` (and its `amq-protocol` re-exports, for the broker's version),
+//! `tokio`.
 
 use super::{Broker, DeadLetter};
 use crate::error::Error;
@@ -23,7 +24,13 @@ use crate::publish::{publish_confirmed, Message, Published};
 use lapin::options::{BasicAckOptions, BasicGetOptions, BasicNackOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{Channel, Connection};
+use std::io::{Read, Write};
 use std::time::Duration;
+
+/// How long reading the broker's version may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The largest `connection.start` frame read (a broker's is about 1 KiB).
+const MAX_START_FRAME: usize = 64 * 1024;
 
 /// What a walk does with the dead letter it just took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -240,9 +247,65 @@ impl Queue {
             .map_err(Error::from)
     }
 
+    /// The broker's version, as it announces it (`connection.start`, server property
+    /// `version`, e.g. `3.10.8`), or `None` when it cannot be read. lapin 2 reads that
+    /// frame but keeps none of it, so this opens a short second connection of its own
+    /// (TLS for `amqps://`, as lapin's), sends the protocol header, reads the first frame
+    /// and closes before authenticating. Asked only when a note depends on the version.
+    pub async fn server_version(&self) -> Option<String> {
+        let uri = crate::publish::uri(&self.broker.publish.amqp_url).ok()?;
+        let read = tokio::task::spawn_blocking(move || announced_version(&uri));
+        match tokio::time::timeout(PROBE_TIMEOUT, read).await {
+            Ok(Ok(Ok(version))) => version,
+            Ok(Ok(Err(e))) => {
+                tracing::debug!(error = %e, "cannot read the broker's version");
+                None
+            }
+            _ => None,
+        }
+    }
+
     /// Closes the channel and the connection (what is still unacked goes back).
     pub async fn close(self) {
         let _ = self.channel.close(200, "done").await;
         let _ = self.connection.close(200, "done").await;
     }
+}
+
+/// Connects to `uri` (blocking), sends the AMQP 0-9-1 protocol header and reads the
+/// broker's `connection.start`: the `version` of its server properties.
+fn announced_version(uri: &lapin::uri::AMQPUri) -> std::io::Result<Option<String>> {
+    use lapin::protocol::{connection::AMQPMethod, AMQPClass};
+    use lapin::tcp::AMQPUriTcpExt;
+    let mut stream = uri
+        .connect()
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(PROBE_TIMEOUT))?;
+    stream.set_write_timeout(Some(PROBE_TIMEOUT))?;
+    stream.write_all(b"AMQP\x00\x00\x09\x01")?;
+    stream.flush()?;
+    // A frame: type (1: a method), channel (2 bytes), size (4 bytes), payload, 0xCE.
+    let mut header = [0u8; 7];
+    stream.read_exact(&mut header)?;
+    let size = u32::from_be_bytes([header[3], header[4], header[5], header[6]]) as usize;
+    if header[0] != 1 || size > MAX_START_FRAME {
+        return Ok(None);
+    }
+    let mut payload = vec![0u8; size];
+    stream.read_exact(&mut payload)?;
+    Ok(match lapin::protocol::parse_class(payload.as_slice()) {
+        Ok((_, AMQPClass::Connection(AMQPMethod::Start(start)))) => start
+            .server_properties
+            .inner()
+            .get("version")
+            .and_then(|v| match v {
+                lapin::types::AMQPValue::LongString(s) => {
+                    Some(String::from_utf8_lossy(s.as_bytes()).into_owned())
+                }
+                lapin::types::AMQPValue::ShortString(s) => Some(s.as_str().to_string()),
+                _ => None,
+            }),
+        _ => None,
+    })
 }
