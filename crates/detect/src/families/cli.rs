@@ -4,12 +4,14 @@
 //! it when they flattened a call for display.
 //!
 //! The shape holds none of the prefilter's anchor bytes, so it is looked for only where a
-//! model writes a call before or after its prose: the first and the last line (which the
-//! prefilter checks with a few byte comparisons, [`lines_probe`]). The line must be the
+//! model writes a call before or after its prose: the first and the last line. The
+//! prefilter's look is `named`'s look at those lines ([`args_open`] after the first word it
+//! reads anyway, [`last_line_opens`] where the message ends with a quoted value), and
+//! `named`'s finder runs this one: one look at the lines for every bare form. The line must be the
 //! name and its arguments and nothing else, the name an enabled tool's, and the line not in
 //! code: `grep --color auto` in a sentence, or a command in a fence, stays.
 //!
-//! May depend on: `super::util`, `crate::grammar`, `crate::types`, `crate::Ctx`.
+//! May depend on: `super::util`, `crate::grammar`, `crate::types`, `crate::Ctx`, `memchr`.
 
 use super::util::{merge, typed_param, Block};
 use crate::grammar::is_ident_char;
@@ -17,68 +19,54 @@ use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
 use serde_json::{Map, Value};
 
-/// No literal marker: found by [`lines_probe`].
-pub(crate) const TRIGGERS: &[&str] = &[];
-/// Bytes a leak of this family may start the message with (after whitespace).
-pub(crate) const AT_START: &[u8] = &[];
-
 /// How far back from the end the last line's start is looked for.
 const LAST_LINE: usize = 512;
 /// Arguments a line may hold at most.
 const MAX_ARGS: usize = 32;
 
-/// The prefilter's check: the first or the last line opens with a word, a space and an
-/// argument (`key=` or `--key`).
-pub(crate) fn lines_probe(text: &str) -> bool {
-    let b = text.as_bytes();
-    let first = b.iter().position(|c| !c.is_ascii_whitespace());
-    let Some(first) = first else {
-        return false;
-    };
-    if opens_cli(b, first) {
-        return true;
+/// For the prefilter's look at the first line (`named`'s, which has read the line's first
+/// word, ending at `i` before a space): whether arguments follow it (`key=` or `--key`).
+pub(crate) fn args_open(b: &[u8], i: usize) -> bool {
+    // Plain loops with early exits: this runs after the first word of most messages.
+    let mut j = i;
+    while b.get(j) == Some(&b' ') {
+        j += 1;
     }
-    let end = b.len()
-        - b.iter()
-            .rev()
-            .take_while(|c| c.is_ascii_whitespace())
-            .count();
-    let floor = end.saturating_sub(LAST_LINE);
-    match memchr::memrchr(b'\n', b.get(floor..end).unwrap_or_default()) {
-        Some(i) => opens_cli(b, floor + i + 1),
-        None => false,
+    if b.get(j) == Some(&b'-') {
+        return b.get(j + 1) == Some(&b'-') && b.get(j + 2).is_some_and(u8::is_ascii_alphabetic);
     }
+    let key = j;
+    while j < b.len() && j - key < MAX_WORD && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
+        j += 1;
+    }
+    j > key && b.get(j) == Some(&b'=')
 }
 
-/// Whether the bytes at `p` are a word, one space or more, and `key=` or `--key`.
-fn opens_cli(b: &[u8], mut p: usize) -> bool {
-    while b.get(p).is_some_and(|c| *c == b' ' || *c == b'\t') {
-        p += 1;
-    }
-    let word = |mut i: usize| {
-        let s = i;
-        while b
-            .get(i)
-            .is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.') || *c >= 0x80)
-        {
-            i += 1;
-        }
-        (i > s).then_some(i)
+/// For the prefilter, in a message (from `line` to `end`) that ends with a quoted value:
+/// whether its last line opens with a name and arguments.
+pub(crate) fn last_line_opens(b: &[u8], line: usize, end: usize) -> bool {
+    let floor = line.max(end.saturating_sub(LAST_LINE));
+    let start = match memchr::memrchr(b'\n', b.get(floor..end).unwrap_or_default()) {
+        Some(i) => floor + i + 1,
+        None if floor == line => line,
+        None => return false,
     };
-    let Some(mut i) = word(p) else {
-        return false;
-    };
-    if b.get(i) != Some(&b' ') {
-        return false;
-    }
-    while b.get(i) == Some(&b' ') {
-        i += 1;
-    }
-    if b.get(i..i + 2) == Some(b"--") {
-        return word(i + 2).is_some();
-    }
-    word(i).is_some_and(|e| b.get(e) == Some(&b'='))
+    let rest = b.get(start..end).unwrap_or_default();
+    let lead = rest
+        .iter()
+        .take_while(|&&c| c == b' ' || c == b'\t')
+        .count();
+    // A tool's name may be in any script (`查询订单 q="x"`); its arguments' keys are ASCII.
+    let name = rest[lead..]
+        .iter()
+        .take(4 * MAX_WORD)
+        .take_while(|&&c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.' || c >= 0x80)
+        .count();
+    name > 0 && rest.get(lead + name) == Some(&b' ') && args_open(b, start + lead + name)
 }
+
+/// Longest name read.
+const MAX_WORD: usize = 64;
 
 /// Appends the calls in command-line form on the first and last lines.
 pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {

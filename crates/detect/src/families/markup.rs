@@ -50,25 +50,30 @@ const MAX_TAGS: usize = 2048;
 /// Elements a call may hold at most.
 const MAX_PARTS: usize = 64;
 
-/// The prefilter's confirmation of a bare `<`: a bar (`<|`, `<｜`) or a name that is not
-/// an HTML element's, so that HTML answers do not run the reader.
+/// The prefilter's confirmation of a bare `<` (or `</`): a bar (`<|`, `<｜`) or a tag name
+/// holding a word of call markup (`call`, `tool`, `func`, `invoke`, in any case and
+/// spelling: `<tool_call`, `<toolcall`, `<functioncall`, `</TOOL-CALLS`). Elements named after
+/// a tool are confirmed by `cline_xml`'s probe, and read by the same reader; so code's
+/// generics and HTML answers wake neither.
 pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
-    match bytes.get(p + 1) {
+    let q = p + 1 + usize::from(bytes.get(p + 1) == Some(&b'/'));
+    match bytes.get(q) {
         Some(b'|') => true,
-        Some(0xEF) => bytes.get(p + 2..p + 4) == Some(&[0xBD, 0x9C]),
-        Some(&b) if b.is_ascii_alphabetic() || b == b'_' || b >= 0xC2 => {
-            let name: &[u8] = bytes
-                .get(p + 1..)
-                .map(|r| {
-                    let n = r
-                        .iter()
-                        .take(64)
-                        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-'))
-                        .count();
-                    &r[..n]
-                })
-                .unwrap_or_default();
-            std::str::from_utf8(name).map_or(true, |n| !is_html(n))
+        Some(0xEF) => bytes.get(q + 1..q + 3) == Some(&[0xBD, 0x9C]),
+        Some(&b) if b.is_ascii_alphabetic() || b == b'_' => {
+            // The last four bytes of the name so far, lower-cased, against the four call
+            // words: a few instructions a byte, over at most 40 bytes.
+            let mut window = 0u32;
+            for &c in bytes.get(q..).unwrap_or_default().iter().take(40) {
+                if !(c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b':')) {
+                    break;
+                }
+                window = (window << 8) | u32::from(c | 0x20);
+                if matches!(&window.to_be_bytes(), b"call" | b"tool" | b"func" | b"invo") {
+                    return true;
+                }
+            }
+            false
         }
         _ => false,
     }

@@ -18,7 +18,7 @@
 
 mod apertus;
 pub mod bodies;
-mod cli;
+pub(crate) mod cli;
 mod cwm;
 mod dialects;
 pub mod engine;
@@ -180,7 +180,6 @@ own! {
     Gemini => gemini,
     React => react,
     Markup => markup probe (markup::probe),
-    Cli => cli lines (cli::lines_probe),
 }
 
 /// The table's rows, their spellings derived (built once).

@@ -62,6 +62,17 @@ fn reply_start(text: &str) -> usize {
 
 /// Appends the leading result objects, if any, as one leak.
 pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
+    // A message opening with a tag is looked at only when the tag opens reasoning or a
+    // result frame: HTML and XML answers start with `<` too.
+    let lead = text.trim_start();
+    if lead.starts_with('<')
+        && !lead.starts_with("<think")
+        && !super::util::RESULT_FRAMES
+            .iter()
+            .any(|(open, _)| lead.starts_with(open))
+    {
+        return;
+    }
     let start = reply_start(text);
     let mut pos = start;
     let mut results = Vec::new();

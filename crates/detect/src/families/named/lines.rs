@@ -3,7 +3,7 @@
 //! calls next to them, a lone `NAME()` as the whole message, and Google's
 //! ```` ```tool_code ```` fences.
 //!
-//! May depend on: `super::apart`, `crate::families::util`, `crate::grammar`, `crate::types`,
+//! May depend on: `super::apart`, `crate::families::cli`, `crate::families::util`, `crate::grammar`, `crate::types`,
 //! `crate::Ctx`.
 
 use super::apart::{stands_after, stands_before};
@@ -140,9 +140,18 @@ pub(crate) fn lines_probe(text: &str) -> bool {
     if i > start && b.get(i) == Some(&b'(') && b.get(i + 1) == Some(&b')') {
         return core_bounds(text) == (line, i + 2);
     }
+    // A call in command-line form (`NAME key=v`, `cli`) opening the first line: the word
+    // just read, then a space.
+    if i > start && b.get(i) == Some(&b' ') && super::super::cli::args_open(b, i) {
+        return true;
+    }
     let mut e = b.len();
     while e > line && b[e - 1].is_ascii_whitespace() {
         e -= 1;
+    }
+    // A command line ending the message ends with a quoted value.
+    if e > line && matches!(b[e - 1], b'"' | b'\'') {
+        return super::super::cli::last_line_opens(b, line, e);
     }
     // Most messages end with neither `)`, a token's `>` nor a fence: nothing more to look at.
     if e == line || !matches!(b[e - 1], b')' | b'>' | b'`') {

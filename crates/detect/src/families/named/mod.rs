@@ -33,7 +33,7 @@
 //! shapes around a `{`, `lines` the bare Python lines, `apart` says where markup stands
 //! apart from prose.
 //!
-//! May depend on: its own `apart`, `shapes`, `lines`; `super::util`, `super::harmony`,
+//! May depend on: its own `apart`, `shapes`, `lines`; `super::util`, `super::harmony`, `super::cli`,
 //! `crate::types`, `crate::Ctx`.
 
 mod apart;
@@ -61,6 +61,8 @@ pub(crate) const AT_START: &[u8] = &[];
 
 /// Appends the leaks found in `text`.
 pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
+    // Command lines (`cli`) share this detector's look at the first and last lines.
+    super::cli::find(text, ctx, out);
     let mut by_family: Vec<(Family, Block)> = Vec::new();
     let bytes = text.as_bytes();
     let mut from = 0;
