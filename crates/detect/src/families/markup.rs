@@ -50,7 +50,7 @@ const MAX_TAGS: usize = 2048;
 /// Elements a call may hold at most.
 const MAX_PARTS: usize = 64;
 
-/// The prefilter's confirmation of a bare `<` (or `</`): a bar (`<|`, `<｜`) or a tag name
+/// The prefilter's confirmation of a bare `<`: a bar (`<|`, `<｜`) or a tag name
 /// holding a word of call markup (`call`, `tool`, `func`, `invoke`, in any case and
 /// spelling: `<tool_call`, `<toolcall`, `<functioncall`, `</TOOL-CALLS`). Elements named after
 /// a tool are confirmed by `cline_xml`'s probe, and read by the same reader; so code's

@@ -31,9 +31,18 @@ pub(crate) const TRIGGERS: &[&str] = &[
     "</thinking>{",
     "</thinking>\n{",
     "</thinking>\n\n{",
+    // Result frames of the formats' own markup (`util::RESULT_FRAMES`), read where they
+    // open the reply.
+    "<tool_response>",
+    "<tool_result>",
+    "<function_results>",
+    "<|observation|>",
+    "<|tool_response>",
+    "<start_function_response>",
+    "<|START_TOOL_RESULT|>",
 ];
-/// A leading `{`, or a leading `<` of a result frame.
-pub(crate) const AT_START: &[u8] = b"{<";
+/// A leading `{`.
+pub(crate) const AT_START: &[u8] = b"{";
 
 /// The reasoning tags a reply may start after.
 const REASONING: &[(&str, &str)] = &[("<think>", "</think>"), ("<thinking>", "</thinking>")];
@@ -62,17 +71,6 @@ fn reply_start(text: &str) -> usize {
 
 /// Appends the leading result objects, if any, as one leak.
 pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
-    // A message opening with a tag is looked at only when the tag opens reasoning or a
-    // result frame: HTML and XML answers start with `<` too.
-    let lead = text.trim_start();
-    if lead.starts_with('<')
-        && !lead.starts_with("<think")
-        && !super::util::RESULT_FRAMES
-            .iter()
-            .any(|(open, _)| lead.starts_with(open))
-    {
-        return;
-    }
     let start = reply_start(text);
     let mut pos = start;
     let mut results = Vec::new();
