@@ -98,7 +98,7 @@ pub async fn run(args: &DemoArgs, out: &mut (dyn Write + Send)) -> Result<(), Er
     let result = async {
         require_development(&pool, &args.database).await?;
         let link = Link::open(
-            &args.publish.amqp_url,
+            &args.publish.broker(),
             &args.connection_name,
             &args.names,
             &args.publish,

@@ -61,7 +61,7 @@ impl Queue {
     /// queue is a wrong name, not something to create).
     pub async fn open(broker: &Broker) -> Result<Queue, Error> {
         let (connection, channel) =
-            crate::publish::confirm_channel(&broker.publish.amqp_url, &broker.connection_name)
+            crate::publish::confirm_channel(&broker.publish.broker(), &broker.connection_name)
                 .await?;
         let queue = Queue {
             connection,

@@ -8,9 +8,9 @@
 
 use crate::error::Error;
 use crate::publish::{
-    confirm_channel, declare_topic_exchanges, publish_confirmed, Message, Published,
+    confirm_channel, declare_topic_exchanges, publish_confirmed, BrokerUrl, Message, Published,
 };
-use crate::settings::{Names, PublishSettings, SecretUrl};
+use crate::settings::{Names, PublishSettings};
 use lapin::options::{BasicGetOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{Channel, Connection};
@@ -31,7 +31,7 @@ impl Link {
     /// Connects, declares the input and moderation exchanges and binds the demo's own queue
     /// to the moderation exchange.
     pub async fn open(
-        url: &SecretUrl,
+        url: &BrokerUrl,
         connection_name: &str,
         names: &Names,
         publish: &PublishSettings,
