@@ -151,8 +151,14 @@ async fn session(
     let health = Arc::new(Health::default());
     {
         let h = health.clone();
+        let ours = socket.clone();
         connection.on_error(move |e| {
-            tracing::warn!(error = %e, "broker connection error");
+            if ours.was_cut() {
+                // We gave the connection up (a step timed out, or the session closed).
+                tracing::debug!(error = %e, "broker connection cut");
+            } else {
+                tracing::warn!(error = %e, "broker connection error");
+            }
             h.mark_broken();
         });
     }

@@ -42,6 +42,7 @@ use lapin::types::{FieldTable, LongString, ShortString};
 use lapin::uri::{AMQPScheme, AMQPUri};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
 use std::net::ToSocketAddrs;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -100,20 +101,32 @@ impl PublishSettings {
 /// does not answer (frozen, half-open) would otherwise keep its I/O thread waiting, with
 /// lapin, for a close or a handshake that never comes.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Socket(Arc<Mutex<Option<std::net::TcpStream>>>);
+pub(crate) struct Socket(Arc<SocketInner>);
+
+#[derive(Debug, Default)]
+pub(crate) struct SocketInner {
+    stream: Mutex<Option<std::net::TcpStream>>,
+    cut: AtomicBool,
+}
 
 impl Socket {
     /// Shuts the socket down both ways: lapin's I/O loop sees the end and stops.
     pub(crate) fn cut(&self) {
-        if let Ok(socket) = self.0.lock() {
+        self.0.cut.store(true, Ordering::SeqCst);
+        if let Ok(socket) = self.0.stream.lock() {
             if let Some(s) = socket.as_ref() {
                 let _ = s.shutdown(std::net::Shutdown::Both);
             }
         }
     }
 
+    /// Whether [`Socket::cut`] was called: the connection error that follows is ours.
+    pub(crate) fn was_cut(&self) -> bool {
+        self.0.cut.load(Ordering::SeqCst)
+    }
+
     fn keep(&self, stream: &std::net::TcpStream) {
-        if let (Ok(clone), Ok(mut slot)) = (stream.try_clone(), self.0.lock()) {
+        if let (Ok(clone), Ok(mut slot)) = (stream.try_clone(), self.0.stream.lock()) {
             *slot = Some(clone);
         }
     }
