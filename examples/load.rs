@@ -120,6 +120,11 @@ struct Args {
     /// RabbitMQ URL.
     #[arg(long, default_value = "amqp://guest:guest@127.0.0.1:5672/%2f")]
     amqp: String,
+    /// RabbitMQ URL the workers connect to (default: `--amqp`): a proxy in front of a
+    /// cluster, say, while the harness publishes and collects on one node
+    /// (`ci/hung-node.sh`).
+    #[arg(long)]
+    worker_amqp: Option<String>,
     /// Print the workers' resident memory every this many seconds (0: never), to see it
     /// stay flat over a soak.
     #[arg(long, default_value_t = 0)]
@@ -528,6 +533,8 @@ struct Collected {
     lat: Vec<f64>,
     first: (Instant, f64),
     last: (Instant, f64),
+    /// The longest time between two moderation messages, and when it ended (wall clock).
+    gap: (Duration, std::time::SystemTime),
 }
 
 /// Collects moderation messages until `expected` arrived.
@@ -551,6 +558,8 @@ async fn collect(
         .await?;
     let mut lat = Vec::with_capacity(expected);
     let mut first = None;
+    let mut previous: Option<Instant> = None;
+    let mut gap = (Duration::ZERO, std::time::SystemTime::now());
     let deadline = tokio::time::Instant::now() + timeout;
     for seen in 0..expected {
         let next = tokio::time::timeout_at(deadline, consumer.next()).await;
@@ -560,6 +569,13 @@ async fn collect(
         if first.is_none() {
             first = Some((Instant::now(), cpu_seconds(pids)));
         }
+        let now = Instant::now();
+        if let Some(p) = previous {
+            if now - p > gap.0 {
+                gap = (now - p, std::time::SystemTime::now());
+            }
+        }
+        previous = Some(now);
         let v: serde_json::Value = serde_json::from_slice(&delivery.data)?;
         let sent = v["occurred_at"]
             .as_str()
@@ -580,6 +596,7 @@ async fn collect(
         lat,
         first: first.unwrap_or(last),
         last,
+        gap,
     })
 }
 
@@ -740,7 +757,10 @@ async fn spawn_worker(args: &Args, names: &Names, i: usize) -> Res<Child> {
     let child = command
         .arg("run")
         .env("DATABASE_URL", format!("{}/{}", args.pg, names.db))
-        .env("AMQP_URL", &args.amqp)
+        .env(
+            "AMQP_URL",
+            args.worker_amqp.as_deref().unwrap_or(&args.amqp),
+        )
         .env("TCR_INPUT_EXCHANGE", &names.input)
         .env("TCR_QUEUE", &names.queue)
         .env("TCR_DEAD_LETTER_EXCHANGE", format!("{}.dlx", names.tag))
@@ -881,6 +901,17 @@ async fn worker_run(args: &Args, feed: Feed) -> Res<Measured> {
         consumers: args.workers as u32,
     };
     let (n, from, collected) = run.measure(args, &ch, &pubch, &probe, collector).await?;
+    let (gap, gap_end) = collected.gap;
+    let epoch = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    };
+    println!(
+        "longest gap without moderation output: {:.2} s (unix {:.2} to {:.2})",
+        gap.as_secs_f64(),
+        epoch(gap_end) - gap.as_secs_f64(),
+        epoch(gap_end)
+    );
     if let Some(lock) = lock {
         lock.await?;
     }

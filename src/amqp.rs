@@ -13,11 +13,19 @@
 //! publish that fails in the broker breaks the session. Connecting and publishing are
 //! `publish`'s.
 //!
+//! Opening a session is a row of steps (connect, channels, declarations, qos, consume),
+//! each bounded by `--broker-step-timeout-secs`: a step that times out cuts the connection
+//! and fails the attempt with [`Error::Timeout`] naming the step, and the worker tries again
+//! with backoff, so a node that does not answer (frozen, half-open) holds no step longer
+//! than that. The topology is declared by the first session; a reopen only checks it
+//! (passive declarations, [`Topology`]): a full declaration takes write locks on every
+//! node of the cluster, which a frozen node holds until the broker gives it up.
+//!
 //! May depend on: `publish` (connecting, the confirmed publish), `settings`, `error`,
 //! `lapin`, `tokio`. Knows nothing about events or recovery.
 
 use crate::error::Error;
-use crate::publish::{self, Line, Message, Published};
+use crate::publish::{self, bounded, Line, Message, Published, Socket};
 use crate::settings::{Names, PublishSettings, Settings};
 use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicQosOptions,
@@ -27,6 +35,7 @@ use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Channel, Connection, Consumer, ExchangeKind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::Notify;
 
 /// Consumer tag prefix.
@@ -82,9 +91,38 @@ impl Health {
     }
 }
 
+/// Whether the topology was declared by an earlier session of this process: then a reopen
+/// checks it with passive declarations (no locks, no write to the cluster's metadata)
+/// instead of declaring it again. A check that finds something missing (deleted while the
+/// worker ran) makes the next attempt declare it all again.
+#[derive(Debug, Default)]
+pub struct Topology {
+    declared: AtomicBool,
+}
+
+/// What each step of opening a session says when it times out ([`Error::Timeout`]).
+pub mod step {
+    /// Opening a channel.
+    pub const CHANNEL: &str = "opening the broker session: channel";
+    /// Putting the publishing channel in confirm mode.
+    pub const CONFIRM_SELECT: &str = "opening the broker session: confirm.select";
+    /// Declaring the topology (the first session).
+    pub const DECLARE: &str = "opening the broker session: declare";
+    /// Checking the topology with passive declarations (a reopen).
+    pub const CHECK: &str = "opening the broker session: declare (passive)";
+    /// Setting the consumer's window.
+    pub const QOS: &str = "opening the broker session: qos";
+    /// Starting the consumer.
+    pub const CONSUME: &str = "opening the broker session: consume";
+    /// Connecting: TCP, TLS and the AMQP handshake.
+    pub const CONNECT: &str = crate::publish::STEP_CONNECT;
+}
+
 /// One broker connection with its two channels.
 pub struct Session {
     connection: Connection,
+    socket: Socket,
+    step_timeout: Duration,
     consume: Channel,
     publish: Channel,
     queue: String,
@@ -93,33 +131,101 @@ pub struct Session {
     pub health: Arc<Health>,
 }
 
-/// Connects and declares the topology; returns the session and the consumer, whose window
-/// is `prefetch` deliveries.
-pub async fn open(settings: &Settings, prefetch: u16) -> Result<(Session, Consumer), Error> {
-    let connection =
-        publish::connect(&settings.publish.amqp_url, &settings.connection_name).await?;
+/// Connects and declares the topology (or, when `topology` says an earlier session did,
+/// checks it); returns the session and the consumer, whose window is `prefetch`
+/// deliveries. Each step is bounded by the step timeout; on any failure the connection is
+/// cut, so nothing of a failed attempt lingers on a node that does not answer.
+pub async fn open(
+    settings: &Settings,
+    prefetch: u16,
+    topology: &Topology,
+) -> Result<(Session, Consumer), Error> {
+    let broker = settings.publish.broker();
+    let (connection, socket) = publish::connect(&broker, &settings.connection_name).await?;
+    match session(
+        settings,
+        prefetch,
+        topology,
+        connection,
+        socket.clone(),
+        broker.step_timeout,
+    )
+    .await
+    {
+        Ok(opened) => Ok(opened),
+        Err(e) => {
+            socket.cut();
+            Err(e)
+        }
+    }
+}
+
+/// The steps of [`open`] after connecting.
+async fn session(
+    settings: &Settings,
+    prefetch: u16,
+    topology: &Topology,
+    connection: Connection,
+    socket: Socket,
+    step_timeout: Duration,
+) -> Result<(Session, Consumer), Error> {
     let health = Arc::new(Health::default());
     {
         let h = health.clone();
-        connection.on_error(move |e| h.lost("broker connection error", Some(&e)));
+        let ours = socket.clone();
+        connection.on_error(move |e| {
+            if ours.was_cut() {
+                // We gave the connection up (a step timed out, or the session closed).
+                tracing::debug!(error = %e, "broker connection cut");
+                h.mark_broken();
+            } else {
+                h.lost("broker connection error", Some(&e));
+            }
+        });
     }
-    let consume = connection.create_channel().await?;
-    let publish = connection.create_channel().await?;
-    publish
-        .confirm_select(ConfirmSelectOptions::default())
-        .await?;
-    declare_topology(
-        &consume,
-        &settings.names,
-        &settings.publish,
-        settings.delivery_limit,
+    let consume = bounded(step_timeout, step::CHANNEL, connection.create_channel()).await?;
+    let publish = bounded(step_timeout, step::CHANNEL, connection.create_channel()).await?;
+    bounded(
+        step_timeout,
+        step::CONFIRM_SELECT,
+        publish.confirm_select(ConfirmSelectOptions::default()),
     )
     .await?;
+    if topology.declared.load(Ordering::SeqCst) {
+        let checked = bounded(
+            step_timeout,
+            step::CHECK,
+            check_topology(&consume, &settings.names, &settings.publish),
+        )
+        .await;
+        if let Err(Error::Broker(lapin::Error::ProtocolError(e))) = &checked {
+            if e.get_id() == 404 {
+                tracing::warn!(error = %e, "the broker topology is gone; declaring it again");
+                topology.declared.store(false, Ordering::SeqCst);
+            }
+        }
+        checked?;
+    } else {
+        bounded(
+            step_timeout,
+            step::DECLARE,
+            declare_topology(
+                &consume,
+                &settings.names,
+                &settings.publish,
+                settings.delivery_limit,
+            ),
+        )
+        .await?;
+        topology.declared.store(true, Ordering::SeqCst);
+    }
     let (consumer_tag, consumer) =
-        start_consumer(&consume, &settings.names.queue, prefetch).await?;
+        start_consumer(&consume, &settings.names.queue, prefetch, step_timeout).await?;
     Ok((
         Session {
             connection,
+            socket,
+            step_timeout,
             consume,
             publish,
             queue: settings.names.queue.clone(),
@@ -130,24 +236,65 @@ pub async fn open(settings: &Settings, prefetch: u16) -> Result<(Session, Consum
     ))
 }
 
-/// A consumer of `queue` with a window of `prefetch` deliveries, under a fresh tag.
+/// A consumer of `queue` with a window of `prefetch` deliveries, under a fresh tag; qos
+/// and consume each bounded by `step_timeout`.
 async fn start_consumer(
     ch: &Channel,
     queue: &str,
     prefetch: u16,
+    step_timeout: Duration,
 ) -> Result<(String, Consumer), Error> {
-    ch.basic_qos(prefetch.max(1), BasicQosOptions::default())
-        .await?;
+    bounded(
+        step_timeout,
+        step::QOS,
+        ch.basic_qos(prefetch.max(1), BasicQosOptions::default()),
+    )
+    .await?;
     let tag = format!("{CONSUMER_TAG}-{}", uuid::Uuid::new_v4());
-    let consumer = ch
-        .basic_consume(
+    let consumer = bounded(
+        step_timeout,
+        step::CONSUME,
+        ch.basic_consume(
             queue,
             &tag,
             BasicConsumeOptions::default(),
             FieldTable::default(),
-        )
-        .await?;
+        ),
+    )
+    .await?;
     Ok((tag, consumer))
+}
+
+/// Checks that what [`declare_topology`] declared is still there, with passive
+/// declarations: the exchanges and the two queues (the bindings are not checked: AMQP has
+/// no passive bind). Fails with NOT_FOUND (404) when one is missing.
+pub async fn check_topology(
+    ch: &Channel,
+    names: &Names,
+    publish: &PublishSettings,
+) -> Result<(), Error> {
+    let passive = ExchangeDeclareOptions {
+        passive: true,
+        ..Default::default()
+    };
+    for (exchange, kind) in [
+        (&names.input_exchange, ExchangeKind::Topic),
+        (&publish.moderation_exchange, ExchangeKind::Topic),
+        (&publish.tool_calls_exchange, ExchangeKind::Topic),
+        (&names.dead_letter_exchange, ExchangeKind::Direct),
+    ] {
+        ch.exchange_declare(exchange, kind, passive, FieldTable::default())
+            .await?;
+    }
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..Default::default()
+    };
+    for queue in [&names.dead_letter_queue, &names.queue] {
+        ch.queue_declare(queue, passive, FieldTable::default())
+            .await?;
+    }
+    Ok(())
 }
 
 /// Declares exchanges, the quorum queue with its dead-lettering, and the dead-letter
@@ -238,6 +385,14 @@ impl Line for Session {
     }
 }
 
+impl Drop for Session {
+    /// Cuts the socket: whatever way a session ends (closed, or its close given up), its
+    /// connection does not linger on a node that stopped answering.
+    fn drop(&mut self) {
+        self.socket.cut();
+    }
+}
+
 impl Session {
     /// Acks the delivery `tag` of the consuming channel; with `multiple`, every delivery
     /// up to it. An error marks the session broken.
@@ -284,7 +439,7 @@ impl Session {
     /// Starts a consumer with a window of `prefetch` deliveries (the running one, if any,
     /// stopped first: [`Session::stop_consuming`]). An error marks the session broken.
     pub async fn consume(&self, prefetch: u16) -> Result<Consumer, Error> {
-        match start_consumer(&self.consume, &self.queue, prefetch).await {
+        match start_consumer(&self.consume, &self.queue, prefetch, self.step_timeout).await {
             Ok((tag, consumer)) => {
                 if let Ok(mut t) = self.consumer_tag.lock() {
                     *t = tag;
@@ -308,11 +463,24 @@ impl Session {
     }
 
     /// Closes the channels and the connection; unacked deliveries go back to the queue.
+    /// A close the broker does not answer within the step timeout (a frozen node) cuts the
+    /// connection instead: the broker returns the deliveries when it notices.
     pub async fn close(&self) {
         if self.connection.status().connected() {
-            let _ = self.publish.close(200, "closing").await;
-            let _ = self.consume.close(200, "closing").await;
-            let _ = self.connection.close(200, "closing").await;
+            let closed = async {
+                let _ = self.publish.close(200, "closing").await;
+                let _ = self.consume.close(200, "closing").await;
+                let _ = self.connection.close(200, "closing").await;
+            };
+            if tokio::time::timeout(self.step_timeout, closed)
+                .await
+                .is_err()
+            {
+                tracing::debug!("the broker did not answer the close; cutting the connection");
+                self.socket.cut();
+            }
+        } else {
+            self.socket.cut();
         }
     }
 }

@@ -32,45 +32,209 @@ use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::outbound::{MODERATION_ROUTING_KEY, TOOL_CALLS_ROUTING_KEY};
 use crate::outbox::Target;
-use crate::settings::{PublishSettings, SecretUrl};
+use crate::settings::{
+    PublishSettings, SecretUrl, DEFAULT_HEARTBEAT_SECS, DEFAULT_STEP_TIMEOUT_SECS,
+};
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions};
 use lapin::publisher_confirm::Confirmation;
+use lapin::tcp::{HandshakeResult, OwnedTLSConfig, TcpStream};
 use lapin::types::{FieldTable, LongString, ShortString};
+use lapin::uri::{AMQPScheme, AMQPUri};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use std::net::ToSocketAddrs;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-/// The broker URL, parsed. lapin's own parse error quotes the whole URL, password
-/// included, and a failed connection is logged on every retry: so the error here names the
-/// URL masked and leaves lapin's text out.
-pub(crate) fn uri(url: &SecretUrl) -> Result<lapin::uri::AMQPUri, Error> {
-    url.expose().parse().map_err(|_| {
-        Error::Startup(format!(
-            "AMQP_URL {url} is not an AMQP URL (amqp://user:password@host:port/vhost, or \
-             amqps:// for TLS)"
-        ))
-    })
+/// How to reach the broker: the URL, the heartbeat asked for when the URL names none, and
+/// how long each step of opening a connection may take ([`PublishSettings::broker`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerUrl {
+    /// The URL (`heartbeat=` in its query wins over `heartbeat_secs`).
+    pub url: SecretUrl,
+    /// The heartbeat, in seconds, when the URL names none; 0 leaves it to the broker.
+    pub heartbeat_secs: u16,
+    /// How long one step (TCP connect, AMQP handshake, a channel, a declaration) may take.
+    pub step_timeout: Duration,
+}
+
+impl BrokerUrl {
+    /// `url` with the default heartbeat and step timeout of the settings.
+    pub fn with_defaults(url: SecretUrl) -> Self {
+        BrokerUrl {
+            url,
+            heartbeat_secs: DEFAULT_HEARTBEAT_SECS,
+            step_timeout: Duration::from_secs(DEFAULT_STEP_TIMEOUT_SECS),
+        }
+    }
+
+    /// The URL parsed, with the default heartbeat where it names none. lapin's own parse
+    /// error quotes the whole URL, password included, and a failed connection is logged on
+    /// every retry: so the error here names the URL masked and leaves lapin's text out.
+    pub fn uri(&self) -> Result<AMQPUri, Error> {
+        let mut uri: AMQPUri = self.url.expose().parse().map_err(|_| {
+            Error::Startup(format!(
+                "AMQP_URL {} is not an AMQP URL (amqp://user:password@host:port/vhost, or \
+                 amqps:// for TLS)",
+                self.url
+            ))
+        })?;
+        if uri.query.heartbeat.is_none() {
+            uri.query.heartbeat = Some(self.heartbeat_secs);
+        }
+        Ok(uri)
+    }
+}
+
+impl PublishSettings {
+    /// How to reach the broker these settings name.
+    pub fn broker(&self) -> BrokerUrl {
+        BrokerUrl {
+            url: self.amqp_url.clone(),
+            heartbeat_secs: self.amqp_heartbeat_secs,
+            step_timeout: Duration::from_secs(self.broker_step_timeout_secs.max(1)),
+        }
+    }
+}
+
+/// The socket under a connection, kept to cut it: a connection given up on a node that
+/// does not answer (frozen, half-open) would otherwise keep its I/O thread waiting, with
+/// lapin, for a close or a handshake that never comes.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Socket(Arc<SocketInner>);
+
+#[derive(Debug, Default)]
+pub(crate) struct SocketInner {
+    stream: Mutex<Option<std::net::TcpStream>>,
+    cut: AtomicBool,
+}
+
+impl Socket {
+    /// Shuts the socket down both ways: lapin's I/O loop sees the end and stops.
+    pub(crate) fn cut(&self) {
+        self.0.cut.store(true, Ordering::SeqCst);
+        if let Ok(socket) = self.0.stream.lock() {
+            if let Some(s) = socket.as_ref() {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
+
+    /// Whether [`Socket::cut`] was called: the connection error that follows is ours.
+    pub(crate) fn was_cut(&self) -> bool {
+        self.0.cut.load(Ordering::SeqCst)
+    }
+
+    fn keep(&self, stream: &std::net::TcpStream) {
+        if let (Ok(clone), Ok(mut slot)) = (stream.try_clone(), self.0.stream.lock()) {
+            *slot = Some(clone);
+        }
+    }
+}
+
+/// The TCP connection (and TLS for `amqps://`) lapin speaks AMQP over, each address of the
+/// host tried for at most `timeout` (or the URL's `connection_timeout`), its socket kept
+/// in `socket`. What lapin's own connector does, but for the bound and the socket.
+#[allow(clippy::result_large_err)] // lapin's connector asks for this very type
+fn tcp(uri: &AMQPUri, timeout: Duration, socket: &Socket) -> HandshakeResult {
+    let timeout = uri
+        .query
+        .connection_timeout
+        .map_or(timeout, Duration::from_millis);
+    let addrs = (uri.authority.host.as_str(), uri.authority.port).to_socket_addrs()?;
+    let mut last = std::io::Error::new(
+        std::io::ErrorKind::NotFound,
+        "the broker's host resolves to no address",
+    );
+    for addr in addrs {
+        match std::net::TcpStream::connect_timeout(&addr, timeout) {
+            Ok(stream) => {
+                socket.keep(&stream);
+                let stream = TcpStream::try_from(stream)?;
+                let stream = match uri.scheme {
+                    AMQPScheme::AMQP => stream,
+                    AMQPScheme::AMQPS => {
+                        stream.into_tls(&uri.authority.host, OwnedTLSConfig::default().as_ref())?
+                    }
+                };
+                stream.set_nonblocking(true)?;
+                return Ok(stream);
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(last.into())
 }
 
 /// A broker connection named `name` (as `rabbitmqctl list_connections` shows it), over TLS
-/// for `amqps://`, on the process's tokio runtime.
-pub(crate) async fn connect(url: &SecretUrl, name: &str) -> Result<Connection, Error> {
+/// for `amqps://`, on the process's tokio runtime, with its socket. TCP, TLS and the AMQP
+/// handshake together take at most the step timeout: past it the socket is cut and the
+/// error says `connect` timed out.
+pub(crate) async fn connect(broker: &BrokerUrl, name: &str) -> Result<(Connection, Socket), Error> {
     let props = ConnectionProperties::default()
         .with_executor(tokio_executor_trait::Tokio::current())
         .with_reactor(tokio_reactor_trait::Tokio)
         .with_connection_name(LongString::from(name.to_string()));
-    Ok(Connection::connect_uri(uri(url)?, props).await?)
+    let uri = broker.uri()?;
+    let socket = Socket::default();
+    let kept = socket.clone();
+    let timeout = broker.step_timeout;
+    #[allow(clippy::result_large_err)] // lapin's connector asks for this very type
+    let connector = Box::new(move |uri: &AMQPUri| tcp(uri, timeout, &kept));
+    match tokio::time::timeout(timeout, Connection::connector(uri, connector, props)).await {
+        Ok(connection) => Ok((connection?, socket)),
+        Err(_) => {
+            socket.cut();
+            Err(Error::Timeout(STEP_CONNECT))
+        }
+    }
 }
 
+/// What a timed-out connect says: TCP, TLS and the AMQP handshake are one step.
+pub const STEP_CONNECT: &str = "opening the broker session: connect (TCP, TLS, AMQP handshake)";
+
 /// A connection named `name` with one channel in confirm mode: a publisher's own line.
+/// Each step is bounded by the step timeout; one that times out gives the connection up.
 pub(crate) async fn confirm_channel(
-    url: &SecretUrl,
+    broker: &BrokerUrl,
     name: &str,
 ) -> Result<(Connection, Channel), Error> {
-    let connection = connect(url, name).await?;
-    let channel = connection.create_channel().await?;
-    channel
-        .confirm_select(ConfirmSelectOptions::default())
+    let (connection, socket) = connect(broker, name).await?;
+    let step = broker.step_timeout;
+    let opened = async {
+        let channel = bounded(
+            step,
+            "opening a publishing channel",
+            connection.create_channel(),
+        )
         .await?;
-    Ok((connection, channel))
+        bounded(
+            step,
+            "opening a publishing channel: confirm.select",
+            channel.confirm_select(ConfirmSelectOptions::default()),
+        )
+        .await?;
+        Ok::<_, Error>(channel)
+    };
+    match opened.await {
+        Ok(channel) => Ok((connection, channel)),
+        Err(e) => {
+            socket.cut();
+            Err(e)
+        }
+    }
+}
+
+/// `step` bounded by `timeout`: past it, [`Error::Timeout`] naming the step.
+pub(crate) async fn bounded<T, E: Into<Error>>(
+    timeout: Duration,
+    step: &'static str,
+    f: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, Error> {
+    match tokio::time::timeout(timeout, f).await {
+        Ok(r) => r.map_err(Into::into),
+        Err(_) => Err(Error::Timeout(step)),
+    }
 }
 
 /// Declares durable topic exchanges (idempotent: the same declares wherever they are made).
@@ -191,5 +355,55 @@ pub fn count(metrics: &Metrics, exchange: &str, published: Published) {
     if published == Published::Unroutable {
         metrics.unroutable(exchange);
         unroutable::note(exchange);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct P {
+        #[command(flatten)]
+        p: PublishSettings,
+    }
+
+    fn heartbeat(args: &[&str]) -> Option<u16> {
+        let settings = P::try_parse_from(std::iter::once("t").chain(args.iter().copied()))
+            .map(|p| p.p)
+            .ok()?;
+        settings.broker().uri().ok()?.query.heartbeat
+    }
+
+    #[test]
+    fn the_heartbeat_defaults_to_seconds_and_the_urls_own_wins() {
+        // No heartbeat in the URL: the setting's default, well under the broker's 60 s.
+        assert_eq!(
+            heartbeat(&["--amqp-url", "amqp://u:p@h:5672/%2f"]),
+            Some(DEFAULT_HEARTBEAT_SECS)
+        );
+        assert!((5..=20).contains(&DEFAULT_HEARTBEAT_SECS));
+        // The flag changes it.
+        assert_eq!(
+            heartbeat(&[
+                "--amqp-url",
+                "amqp://u:p@h:5672/%2f",
+                "--amqp-heartbeat-secs",
+                "12"
+            ]),
+            Some(12)
+        );
+        // An explicit heartbeat in the URL wins over the flag and the default, 0 included.
+        for (url, expected) in [
+            ("amqp://u:p@h:5672/%2f?heartbeat=30", 30),
+            ("amqp://u:p@h:5672/%2f?frame_max=8192&heartbeat=0", 0),
+        ] {
+            assert_eq!(
+                heartbeat(&["--amqp-url", url, "--amqp-heartbeat-secs", "7"]),
+                Some(expected),
+                "{url}"
+            );
+        }
     }
 }

@@ -193,6 +193,14 @@ fn parse_models(s: &str) -> Result<Models, String> {
     Models::parse(s)
 }
 
+/// The AMQP heartbeat asked for when `AMQP_URL` names none (`--amqp-heartbeat-secs`): a
+/// frozen node is noticed within two of them.
+pub const DEFAULT_HEARTBEAT_SECS: u16 = 5;
+
+/// How long one step of opening a broker connection may take by default
+/// (`--broker-step-timeout-secs`).
+pub const DEFAULT_STEP_TIMEOUT_SECS: u64 = 5;
+
 /// Where the worker and the one-off commands (backfill, revert) publish: the broker and the
 /// two output exchanges.
 #[derive(Debug, Clone, Args)]
@@ -205,6 +213,25 @@ pub struct PublishSettings {
         default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
     )]
     pub amqp_url: SecretUrl,
+
+    /// AMQP heartbeat in seconds asked of the broker (the lower of the two applies): a
+    /// broker node that stops answering (frozen, a half-open connection) is given up after
+    /// two heartbeats without a frame from it, and the worker reconnects. RabbitMQ advises
+    /// 5-20 s; its own default, 60 s, takes two minutes to notice. A `heartbeat=` in
+    /// `AMQP_URL` wins; 0 takes the broker's value.
+    #[arg(long, env = "TCR_AMQP_HEARTBEAT_SECS", default_value_t = DEFAULT_HEARTBEAT_SECS)]
+    pub amqp_heartbeat_secs: u16,
+
+    /// Seconds each step of opening a broker connection may take: TCP, TLS and the AMQP
+    /// handshake; a channel; the declarations; qos; consume. A step that takes longer gives
+    /// the connection up and the next attempt (with backoff) starts over, so a node that
+    /// does not answer holds no step longer than this.
+    #[arg(
+        long,
+        env = "TCR_BROKER_STEP_TIMEOUT_SECS",
+        default_value_t = DEFAULT_STEP_TIMEOUT_SECS
+    )]
+    pub broker_step_timeout_secs: u64,
 
     /// Topic exchange messages are published to for moderation (routing key
     /// `message.ready`).

@@ -14,7 +14,7 @@ use crate::http::{self, AppState};
 use crate::metrics::{Metrics, Prime};
 use crate::model::Models;
 use crate::outbox::Marker;
-use crate::publish::{self, PublishTarget, Publisher, Relay};
+use crate::publish::{PublishTarget, Publisher, Relay};
 use crate::recover;
 use crate::settings::{DatabaseSettings, SchemaSettings, Settings};
 use crate::shutdown::{self, Shutdown, Trigger};
@@ -96,7 +96,7 @@ pub async fn start(settings: Settings) -> Result<Running, Error> {
         "starting"
     );
     // A malformed broker URL can never work: stop now rather than retry (and log) forever.
-    publish::uri(&settings.publish.amqp_url)?;
+    settings.publish.broker().uri()?;
     let pool = ready_database(&settings).await?;
     let metrics = Arc::new(Metrics::new());
     let index = look_at_index(&pool, &metrics, None).await;

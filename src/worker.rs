@@ -79,8 +79,6 @@ use window::Window;
 /// How long tasks of a broken session get to notice before they are dropped.
 const BROKEN_SESSION_GRACE: Duration = Duration::from_secs(5);
 
-/// How long opening a broker session (TCP, TLS, handshake, declarations) may take.
-const OPEN_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long closing a broker session may take before it is dropped.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -94,6 +92,8 @@ pub struct Worker {
     broker_ready: Arc<AtomicBool>,
     exchanges: Exchanges,
     marker: Marker,
+    /// Whether the broker topology was declared (a reopen only checks it).
+    topology: amqp::Topology,
     /// The recoveries: `--concurrency` transactions at once, up to
     /// `--recoveries-per-commit` messages each.
     committer: Committer<ForOwnedEvent>,
@@ -175,6 +175,7 @@ impl Worker {
             metrics,
             broker_ready,
             marker,
+            topology: amqp::Topology::default(),
         }
     }
 
@@ -253,9 +254,8 @@ impl Worker {
         let stop = shutdown.clone();
         let mut retries = 0u32;
         let attempt = || async {
-            tokio::time::timeout(OPEN_TIMEOUT, amqp::open(&self.settings, window))
-                .await
-                .map_err(|_| Error::Timeout("opening the broker session"))?
+            // Each step bounded by --broker-step-timeout-secs (amqp::open).
+            amqp::open(&self.settings, window, &self.topology).await
         };
         let opened = attempt
             .retry(retry::policy())

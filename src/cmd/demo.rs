@@ -107,7 +107,7 @@ pub async fn run(args: &DemoArgs, out: &mut (dyn Write + Send)) -> Result<(), Er
         require_development(&pool, &args.database).await?;
         require_worker(&args.metrics_url).await?;
         let link = Link::open(
-            &args.publish.amqp_url,
+            &args.publish.broker(),
             &args.connection_name,
             &args.names,
             &args.publish,

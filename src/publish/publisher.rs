@@ -11,13 +11,13 @@
 //! `settings`, `error`, `lapin`, `sqlx`, `tokio`.
 
 use super::{
-    confirm_channel, declare_topic_exchanges, publish_confirmed, Exchanges, Line, Message,
-    Published, PublishedCounts, Sender,
+    confirm_channel, declare_topic_exchanges, publish_confirmed, BrokerUrl, Exchanges, Line,
+    Message, Published, PublishedCounts, Sender,
 };
 use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::outbox::{Marker, Outgoing, Queued};
-use crate::settings::{PublishSettings, SecretUrl};
+use crate::settings::PublishSettings;
 use lapin::{Channel, Connection};
 use sqlx::PgPool;
 use std::sync::Arc;
@@ -26,8 +26,8 @@ use tokio::sync::Mutex;
 /// Where and as whom to publish.
 #[derive(Debug, Clone)]
 pub struct PublishTarget {
-    /// RabbitMQ URL.
-    pub amqp_url: SecretUrl,
+    /// RabbitMQ URL, heartbeat and step timeout.
+    pub broker: BrokerUrl,
     /// `connection_name` of the connection.
     pub connection_name: String,
     /// The two output exchanges.
@@ -38,7 +38,7 @@ impl PublishTarget {
     /// The target of these settings, on a connection named `connection_name`.
     pub fn from_settings(settings: &PublishSettings, connection_name: &str) -> Self {
         PublishTarget {
-            amqp_url: settings.amqp_url.clone(),
+            broker: settings.broker(),
             connection_name: connection_name.to_string(),
             exchanges: Exchanges::from_settings(settings),
         }
@@ -120,7 +120,7 @@ impl Publisher {
             }
         }
         let (connection, channel) =
-            confirm_channel(&self.target.amqp_url, &self.target.connection_name).await?;
+            confirm_channel(&self.target.broker, &self.target.connection_name).await?;
         let exchanges = &self.target.exchanges;
         declare_topic_exchanges(&channel, [&exchanges.moderation, &exchanges.tool_calls]).await?;
         *link = Some(Link {

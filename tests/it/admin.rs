@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use toolcall_recovery::admin::{self, AdminState};
 use toolcall_recovery::budget::Budget;
 use toolcall_recovery::metrics::Metrics;
-use toolcall_recovery::publish::{Exchanges, PublishTarget, Publisher};
+use toolcall_recovery::publish::{BrokerUrl, Exchanges, PublishTarget, Publisher};
 use toolcall_recovery::settings::{AdminToken, SecretUrl};
 
 pub const TOKEN: &str = "test-admin-token-0123456789";
@@ -32,7 +32,7 @@ async fn serve_with(app: &TestApp, token: Option<&str>, timeout: Duration) -> So
         token: token.map(AdminToken::new),
         publisher: Some(Arc::new(Publisher::new(
             PublishTarget {
-                amqp_url: SecretUrl::new(AMQP_URL),
+                broker: BrokerUrl::with_defaults(SecretUrl::new(AMQP_URL)),
                 connection_name: "tcr-test-admin".into(),
                 exchanges: Exchanges::from_settings(p),
             },

@@ -10,6 +10,7 @@ mod faults;
 mod group_commit;
 mod harness;
 mod http_limits;
+mod hung;
 mod idempotency;
 mod ledger;
 mod logs;

@@ -22,7 +22,7 @@ use toolcall_recovery::admin::{self, AdminState};
 use toolcall_recovery::ids::MessageId;
 use toolcall_recovery::metrics::Metrics;
 use toolcall_recovery::outbound::StandIn;
-use toolcall_recovery::publish::{Exchanges, PublishTarget, Publisher};
+use toolcall_recovery::publish::{BrokerUrl, Exchanges, PublishTarget, Publisher};
 use toolcall_recovery::recover::{self, Request, Source};
 use toolcall_recovery::settings::{AdminToken, SecretUrl};
 
@@ -118,7 +118,7 @@ async fn serve_admin_without_broker(app: &TestApp) -> SocketAddr {
         token: Some(AdminToken::new(crate::admin::TOKEN)),
         publisher: Some(Arc::new(Publisher::new(
             PublishTarget {
-                amqp_url: SecretUrl::new(NO_BROKER),
+                broker: BrokerUrl::with_defaults(SecretUrl::new(NO_BROKER)),
                 connection_name: "tcr-test-admin-nobroker".into(),
                 exchanges: Exchanges::from_settings(&app.settings.publish),
             },

@@ -68,7 +68,7 @@ impl Queue {
     /// queue is a wrong name, not something to create).
     pub async fn open(broker: &Broker) -> Result<Queue, Error> {
         let (connection, channel) =
-            crate::publish::confirm_channel(&broker.publish.amqp_url, &broker.connection_name)
+            crate::publish::confirm_channel(&broker.publish.broker(), &broker.connection_name)
                 .await?;
         let queue = Queue {
             connection,
@@ -253,7 +253,7 @@ impl Queue {
     /// (TLS for `amqps://`, as lapin's), sends the protocol header, reads the first frame
     /// and closes before authenticating. Asked only when a note depends on the version.
     pub async fn server_version(&self) -> Option<String> {
-        let uri = crate::publish::uri(&self.broker.publish.amqp_url).ok()?;
+        let uri = self.broker.publish.broker().uri().ok()?;
         let read = tokio::task::spawn_blocking(move || announced_version(&uri));
         match tokio::time::timeout(PROBE_TIMEOUT, read).await {
             Ok(Ok(Ok(version))) => version,

@@ -8,8 +8,8 @@
 //! `error`, `lapin`, `serde_json`, `tokio`.
 
 use crate::error::Error;
-use crate::publish::{confirm_channel, publish_confirmed, Message, Published};
-use crate::settings::{Names, PublishSettings, SecretUrl};
+use crate::publish::{confirm_channel, publish_confirmed, BrokerUrl, Message, Published};
+use crate::settings::{Names, PublishSettings};
 use lapin::options::{
     BasicGetOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
 };
@@ -32,7 +32,7 @@ impl Link {
     /// Connects, checks that the input and moderation exchanges are there (the worker
     /// declared them) and binds the demo's own queue to the moderation exchange.
     pub async fn open(
-        url: &SecretUrl,
+        url: &BrokerUrl,
         connection_name: &str,
         names: &Names,
         publish: &PublishSettings,
