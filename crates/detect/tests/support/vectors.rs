@@ -66,33 +66,45 @@ pub fn load(prefix: &str) -> Vec<(String, Value)> {
     out
 }
 
-/// Every vector (the known-gap lists are not vectors).
+/// Every vector (the known-gap lists are not vectors, and the scored sets are scored as a
+/// whole, see [`scored`]).
 pub fn vectors() -> Vec<Vector> {
     load("")
         .into_iter()
-        .filter(|(f, _)| !f.starts_with("known_gaps"))
-        .map(|(file, v)| Vector {
-            file,
-            id: v["id"].as_str().expect("id").to_string(),
-            family: v["family"].as_str().expect("family").to_string(),
-            text: v["text"].as_str().expect("text").to_string(),
-            tools_used: strings(&v["tools_used"]),
-            enabled_tools: strings(&v["enabled_tools"]),
-            expected_calls: v["expected_calls"]
-                .as_array()
-                .expect("expected_calls")
-                .iter()
-                .map(|c| {
-                    (
-                        c["name"].as_str().expect("name").to_string(),
-                        c["arguments"].clone(),
-                    )
-                })
-                .collect(),
-            expected_text: v["expected_text"]
-                .as_str()
-                .expect("expected_text")
-                .to_string(),
-        })
+        .filter(|(f, _)| !f.starts_with("known_gaps") && !f.starts_with("scored_"))
+        .map(vector)
         .collect()
+}
+
+/// The vectors of the sets gathered to measure detection on what it was not built on
+/// (`scored_*.jsonl`): scored as a whole against a floor, not one by one.
+pub fn scored(prefix: &str) -> Vec<Vector> {
+    load(prefix).into_iter().map(vector).collect()
+}
+
+/// One vector from its file's JSON line.
+fn vector((file, v): (String, Value)) -> Vector {
+    Vector {
+        file,
+        id: v["id"].as_str().expect("id").to_string(),
+        family: v["family"].as_str().expect("family").to_string(),
+        text: v["text"].as_str().expect("text").to_string(),
+        tools_used: strings(&v["tools_used"]),
+        enabled_tools: strings(&v["enabled_tools"]),
+        expected_calls: v["expected_calls"]
+            .as_array()
+            .expect("expected_calls")
+            .iter()
+            .map(|c| {
+                (
+                    c["name"].as_str().expect("name").to_string(),
+                    c["arguments"].clone(),
+                )
+            })
+            .collect(),
+        expected_text: v["expected_text"]
+            .as_str()
+            .expect("expected_text")
+            .to_string(),
+    }
 }
