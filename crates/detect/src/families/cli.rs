@@ -26,6 +26,7 @@ const MAX_ARGS: usize = 32;
 
 /// For the prefilter's look at the first line (`named`'s, which has read the line's first
 /// word, ending at `i` before a space): whether arguments follow it (`key=` or `--key`).
+#[inline]
 pub(crate) fn args_open(b: &[u8], i: usize) -> bool {
     // Plain loops with early exits: this runs after the first word of most messages.
     let mut j = i;
