@@ -481,7 +481,7 @@ const HTML: &[&str] = &[
     "wbr",
 ];
 
-fn is_html(name: &str) -> bool {
+pub(crate) fn is_html(name: &str) -> bool {
     HTML.binary_search(&name).is_ok()
 }
 

@@ -34,122 +34,42 @@ pub(crate) const TRIGGERS: &[&str] = &["<"];
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = &[];
 
-/// Tags that are markup of their own: HTML elements, the tags prompts and models structure
-/// text with, and other formats' wrappers. An element of that name is never a tool's call.
-/// Sorted (checked by a test): looked up by binary search.
+/// Tags that are markup of their own besides HTML's (`super::markup::is_html`): the tags
+/// prompts and models structure text with, and other formats' wrappers. An element of
+/// either kind of name is never a tool's call. Sorted (checked by a test): looked up by
+/// binary search.
 const NOT_TOOLS: &[&str] = &[
-    "a",
-    "abbr",
-    "address",
     "analysis",
     "answer",
-    "article",
-    "aside",
-    "audio",
-    "b",
-    "blockquote",
-    "body",
-    "br",
-    "button",
-    "caption",
-    "center",
-    "cite",
-    "code",
-    "col",
     "context",
     "data",
-    "dd",
-    "del",
-    "details",
-    "div",
-    "dl",
     "document",
-    "dt",
-    "em",
     "example",
     "examples",
-    "figure",
-    "footer",
-    "form",
     "function_calls",
-    "h1",
-    "h2",
-    "h3",
-    "h4",
-    "h5",
-    "h6",
-    "head",
-    "header",
-    "html",
-    "i",
-    "img",
-    "input",
-    "ins",
     "instructions",
     "invoke",
     "item",
-    "kbd",
-    "label",
-    "li",
-    "link",
-    "main",
-    "mark",
-    "meta",
-    "nav",
-    "ol",
-    "option",
-    "output",
-    "p",
     "parameter",
-    "pre",
-    "q",
     "reflection",
     "response",
     "result",
     "root",
-    "s",
-    "samp",
     "scratchpad",
-    "script",
-    "section",
-    "select",
-    "small",
-    "source",
-    "span",
-    "strong",
-    "style",
-    "sub",
-    "summary",
-    "sup",
-    "svg",
-    "table",
-    "tbody",
-    "td",
-    "template",
-    "textarea",
-    "tfoot",
-    "th",
-    "thead",
     "think",
     "thinking",
     "thought",
-    "title",
     "tool_call",
     "tool_calls",
     "tool_response",
     "tool_result",
     "tools",
-    "tr",
-    "u",
-    "ul",
-    "var",
-    "video",
     "xml",
 ];
 
 /// Whether an element of this name is markup of its own, never a tool's call.
 pub(crate) fn not_a_tool(name: &str) -> bool {
-    NOT_TOOLS.binary_search(&name).is_ok()
+    super::markup::is_html(name) || NOT_TOOLS.binary_search(&name).is_ok()
 }
 
 /// Longest tag name read.
@@ -197,7 +117,7 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
         _ => false,
     };
     // The name is ASCII here or not a listed tag at all.
-    next && std::str::from_utf8(name).map_or(true, |n| NOT_TOOLS.binary_search(&n).is_err())
+    next && std::str::from_utf8(name).map_or(true, |n| !not_a_tool(n))
 }
 
 /// The name of a start tag `<name>` at `p`, as bytes: letters, digits, `_`, `-` and bytes
