@@ -162,7 +162,7 @@ async fn an_admin_recovery_whose_publish_failed_is_relayed_not_lost() {
         .get_one(&app.moderation_queue, T)
         .await
         .expect("the cleaned message, relayed");
-    assert_eq!(m["message"]["content"], json!("Let me look.  Done."));
+    assert_eq!(m["message"]["content"], json!("Let me look. Done."));
     assert_eq!(m["origin"], json!("admin"));
     wait_for("rows marked sent", T, || async {
         pending_rows(&app).await == 0

@@ -444,9 +444,40 @@ fn clean(text: &str, leaks: &[Leak], config: &Config) -> Option<String> {
     let mut at = 0;
     for leak in leaks.iter().filter(|l| removable(l)) {
         // Spans were checked to be on char boundaries in `detect`, so `get` always succeeds.
-        out.push_str(text.get(at..leak.span.start).unwrap_or_default());
+        push_at_seam(&mut out, text.get(at..leak.span.start).unwrap_or_default());
         at = leak.span.end;
     }
-    out.push_str(text.get(at..).unwrap_or_default());
+    push_at_seam(&mut out, text.get(at..).unwrap_or_default());
     Some(out.trim().to_string())
+}
+
+/// Appends the text after a removed span: where both sides of the seam had spaces
+/// (`that. <call> Anything`), one side's spaces are enough, not both (`that.  Anything`).
+fn push_at_seam(out: &mut String, next: &str) {
+    let next = match out.ends_with([' ', '\t']) {
+        true => next.trim_start_matches([' ', '\t']),
+        false => next,
+    };
+    out.push_str(next);
+}
+
+#[cfg(test)]
+mod seam_tests {
+    use crate::families::testing::detect_with;
+
+    #[test]
+    fn a_removal_seam_keeps_one_sides_spaces_not_both() {
+        let t =
+            "Got that. <tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call> Anything else?";
+        assert_eq!(
+            detect_with(t, &["f"]).cleaned.as_deref(),
+            Some("Got that. Anything else?")
+        );
+        // A line break on one side is what that side had.
+        let t = "Got that.\n<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call> Next.";
+        assert_eq!(
+            detect_with(t, &["f"]).cleaned.as_deref(),
+            Some("Got that.\n Next.")
+        );
+    }
 }

@@ -328,7 +328,7 @@ mod tests {
             &["a", "b"],
         );
         assert_eq!(d.leaks[0].calls.len(), 2);
-        assert_eq!(d.cleaned.as_deref(), Some("Results:  ok"));
+        assert_eq!(d.cleaned.as_deref(), Some("Results: ok"));
     }
 
     #[test]

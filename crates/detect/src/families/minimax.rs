@@ -236,7 +236,7 @@ mod tests {
         assert_eq!(d.leaks.len(), 1);
         assert_eq!(d.leaks[0].family, crate::Family::Minimax);
         assert_eq!(d.leaks[0].calls[0].arguments, json!({"n": "5"}));
-        assert_eq!(d.cleaned.as_deref(), Some("Ok  done"));
+        assert_eq!(d.cleaned.as_deref(), Some("Ok done"));
     }
 
     #[test]

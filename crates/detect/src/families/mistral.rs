@@ -205,7 +205,7 @@ mod tests {
         assert_eq!(d.cleaned.as_deref(), Some(""));
         let d = run(r#"x [TOOL_CALLS]f[CALL_ID]abc123XYZ[ARGS]{"q": "z"} y"#);
         assert_eq!(d.leaks[0].calls[0].name, "f");
-        assert_eq!(d.cleaned.as_deref(), Some("x  y"));
+        assert_eq!(d.cleaned.as_deref(), Some("x y"));
         let d = run(r#"Now: search[ARGS]{"q": "z"}"#);
         assert_eq!(d.cleaned.as_deref(), Some("Now:"));
     }
