@@ -22,10 +22,11 @@
 //! this reader finds where a row found a leak), so this is where a new spelling is read
 //! without a new row.
 //!
-//! May depend on: `super::util`, `super::xml_tool` (tag names that are no tools),
+//! May depend on: `super::util`, `super::tag_names` (tag names that are no tools),
 //! `super::named` (what stands apart), `crate::grammar`,
 //! `crate::types`, `crate::Ctx`.
 
+use super::tag_names::is_html;
 use super::util::{merge, skip_ws, typed_param, Block};
 use crate::grammar::json::{call_of, Keys};
 use crate::grammar::markup::{
@@ -207,7 +208,7 @@ impl<'t> Reader<'_, 't> {
         if own_name.is_none() && !call_shaped {
             return None;
         }
-        if own_name.is_some() && super::xml_tool::not_a_tool(open.name) {
+        if own_name.is_some() && super::tag_names::not_a_tool(open.name) {
             return None;
         }
         let mut args = Map::new();
@@ -372,117 +373,6 @@ impl<'t> Reader<'_, 't> {
         };
         ends.then_some(t.span.end)
     }
-}
-
-/// HTML elements: a tag of one of these names is an answer's markup, never a call, so it
-/// does not wake the reader. Sorted (checked by a test): looked up by binary search.
-const HTML: &[&str] = &[
-    "a",
-    "abbr",
-    "address",
-    "article",
-    "aside",
-    "audio",
-    "b",
-    "blockquote",
-    "body",
-    "br",
-    "button",
-    "canvas",
-    "caption",
-    "center",
-    "cite",
-    "code",
-    "col",
-    "colgroup",
-    "datalist",
-    "dd",
-    "del",
-    "details",
-    "dialog",
-    "div",
-    "dl",
-    "dt",
-    "em",
-    "embed",
-    "fieldset",
-    "figcaption",
-    "figure",
-    "footer",
-    "form",
-    "h1",
-    "h2",
-    "h3",
-    "h4",
-    "h5",
-    "h6",
-    "head",
-    "header",
-    "hr",
-    "html",
-    "i",
-    "iframe",
-    "img",
-    "input",
-    "ins",
-    "kbd",
-    "label",
-    "legend",
-    "li",
-    "link",
-    "main",
-    "mark",
-    "meta",
-    "meter",
-    "nav",
-    "noscript",
-    "object",
-    "ol",
-    "optgroup",
-    "option",
-    "output",
-    "p",
-    "param",
-    "picture",
-    "pre",
-    "progress",
-    "q",
-    "s",
-    "samp",
-    "script",
-    "section",
-    "select",
-    "slot",
-    "small",
-    "source",
-    "span",
-    "strong",
-    "style",
-    "sub",
-    "summary",
-    "sup",
-    "svg",
-    "table",
-    "tbody",
-    "td",
-    "template",
-    "textarea",
-    "tfoot",
-    "th",
-    "thead",
-    "time",
-    "title",
-    "tr",
-    "track",
-    "u",
-    "ul",
-    "var",
-    "video",
-    "wbr",
-];
-
-pub(crate) fn is_html(name: &str) -> bool {
-    HTML.binary_search(&name).is_ok()
 }
 
 /// `NAME{json}`, `functions.NAME:0 {json}`: a name and its arguments object, spaces between.

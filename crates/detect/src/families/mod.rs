@@ -39,6 +39,7 @@ mod react;
 mod result;
 pub mod rows;
 pub mod table;
+mod tag_names;
 pub mod util;
 mod xlam;
 mod xml_invoke;

@@ -21,10 +21,12 @@
 //!
 //! The element is read by the markup net's reader (`super::markup::tool_element`, the same
 //! rules for values, standing apart and parameters written once); this module keeps the
-//! prefilter's probe and the names that are never a tool's.
+//! prefilter's probe.
 //!
-//! May depend on: `super::markup`, `super::util`, `crate::types`, `crate::Ctx`.
+//! May depend on: `super::markup` (the reader), `super::tag_names`, `super::util`,
+//! `crate::types`, `crate::Ctx`.
 
+use super::tag_names::not_a_tool;
 use super::util::{merge, with_trailing, Block, MAX_CANDIDATES};
 use crate::types::Family;
 use crate::{Ctx, Leak};
@@ -33,44 +35,6 @@ use crate::{Ctx, Leak};
 pub(crate) const TRIGGERS: &[&str] = &["<"];
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = &[];
-
-/// Tags that are markup of their own besides HTML's (`super::markup::is_html`): the tags
-/// prompts and models structure text with, and other formats' wrappers. An element of
-/// either kind of name is never a tool's call. Sorted (checked by a test): looked up by
-/// binary search.
-const NOT_TOOLS: &[&str] = &[
-    "analysis",
-    "answer",
-    "context",
-    "data",
-    "document",
-    "example",
-    "examples",
-    "function_calls",
-    "instructions",
-    "invoke",
-    "item",
-    "parameter",
-    "reflection",
-    "response",
-    "result",
-    "root",
-    "scratchpad",
-    "think",
-    "thinking",
-    "thought",
-    "tool_call",
-    "tool_calls",
-    "tool_response",
-    "tool_result",
-    "tools",
-    "xml",
-];
-
-/// Whether an element of this name is markup of its own, never a tool's call.
-pub(crate) fn not_a_tool(name: &str) -> bool {
-    super::markup::is_html(name) || NOT_TOOLS.binary_search(&name).is_ok()
-}
 
 /// Longest tag name read.
 const MAX_NAME: usize = 64;
@@ -196,11 +160,6 @@ mod tests {
             &["list_memories"]
         )
         .is_clean());
-    }
-
-    #[test]
-    fn the_tag_list_is_sorted() {
-        assert!(super::NOT_TOOLS.windows(2).all(|w| w[0] < w[1]));
     }
 
     #[test]

@@ -155,8 +155,3 @@ fn a_nested_element_is_not_a_call_of_its_own() {
     assert_eq!(cleaned, "");
     assert_eq!(calls, call("save_note", json!({"text": "hi"})));
 }
-
-#[test]
-fn the_html_names_are_sorted_for_binary_search() {
-    assert!(super::HTML.windows(2).all(|w| w[0] < w[1]));
-}
