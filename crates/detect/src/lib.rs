@@ -39,10 +39,12 @@ pub mod grammar;
 pub mod json5;
 pub mod prefilter;
 mod remnant;
+mod stream;
 pub mod trace;
 pub mod types;
 
 pub use config::Config;
+pub use stream::{Finished, Stream};
 pub use trace::{NoTrace, Note, Trace, Verdict};
 pub use types::{Call, Detection, Family, Leak, ResultKind, ResultObject};
 
