@@ -45,7 +45,7 @@ pub const MISSING: &str = "missing";
 /// Detection with the agent's tools, when it finds a leak (only then does recovery have
 /// anything to do; a clean detection makes recovery a no-op).
 pub fn leaks(c: &Candidate, config: &Config) -> Option<Detection> {
-    if toolcall_detect::prefilter::scan(&c.content).is_empty() {
+    if !toolcall_detect::might_leak(&c.content) {
         return None;
     }
     let input = Input {

@@ -32,16 +32,16 @@
 
 use std::cell::Cell;
 
-pub mod code;
-pub mod config;
-pub mod families;
-pub mod grammar;
-pub mod json5;
-pub mod prefilter;
+pub(crate) mod code;
+pub(crate) mod config;
+pub(crate) mod families;
+pub(crate) mod grammar;
+pub(crate) mod json5;
+pub(crate) mod prefilter;
 mod remnant;
 mod stream;
-pub mod trace;
-pub mod types;
+pub(crate) mod trace;
+pub(crate) mod types;
 
 pub use config::Config;
 pub use stream::{Finished, Stream};
@@ -60,7 +60,7 @@ pub struct Input<'a> {
 }
 
 /// What a family parser gets besides the text.
-pub struct Ctx<'a> {
+pub(crate) struct Ctx<'a> {
     /// The policy.
     pub config: &'a Config,
     enabled_tools: &'a [String],
@@ -146,6 +146,12 @@ impl<'a> Ctx<'a> {
     pub fn quoted(&self, pos: usize) -> bool {
         self.in_code(pos) || self.in_reasoning(pos)
     }
+}
+
+/// Whether `text` holds any marker of a leak: `false` means [`detect`] would find it
+/// clean, and costs one scan of the bytes. For callers that skip work for clean text.
+pub fn might_leak(text: &str) -> bool {
+    !prefilter::scan_detectors(text).is_empty()
 }
 
 /// Examines one message. Never panics; runs in time linear in the content's length.

@@ -12,16 +12,19 @@
 //! May depend on: `crate::families` (the registry), `crate::types`. Nothing else.
 
 use crate::families::{detectors, LinesCheck, Probe};
+#[cfg(test)]
 use crate::types::Family;
 use std::sync::OnceLock;
 
 /// The bytes every marker is anchored on.
 const ANCHORS: [u8; 3] = [b'<', b'[', b'{'];
 
-/// A set of families, as a bit mask over [`Family::ALL`].
+/// A set of families, as a bit mask over [`Family::ALL`] (what the tests read).
+#[cfg(test)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FamilySet(u64);
 
+#[cfg(test)]
 impl FamilySet {
     /// Adds a family.
     pub fn insert(&mut self, f: Family) {
@@ -34,19 +37,6 @@ impl FamilySet {
     /// Whether the set is empty.
     pub fn is_empty(self) -> bool {
         self.0 == 0
-    }
-
-    /// The families in the set, in [`Family::ALL`] order.
-    pub fn iter(self) -> impl Iterator<Item = Family> {
-        let mut bits = self.0;
-        std::iter::from_fn(move || {
-            if bits == 0 {
-                return None;
-            }
-            let i = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            Family::ALL.get(i).copied()
-        })
     }
 }
 
@@ -73,6 +63,7 @@ impl DetectorSet {
     }
 }
 
+#[cfg(test)]
 fn bit(f: Family) -> u64 {
     // `Family::ALL` has fewer than 64 entries (checked by a test), so the shift is in range.
     1u64 << (f as u32)
@@ -202,6 +193,7 @@ fn tables() -> &'static Tables {
 }
 
 /// The families whose markers occur in `text`.
+#[cfg(test)]
 pub fn scan(text: &str) -> FamilySet {
     let mut families = FamilySet::default();
     for i in scan_detectors(text).iter() {

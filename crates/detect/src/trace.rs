@@ -74,19 +74,9 @@ impl Notes {
         }
     }
 
-    /// Whether notes are recorded.
-    pub fn enabled(&self) -> bool {
-        self.notes.is_some()
-    }
-
     /// How many notes are recorded so far.
     pub fn len(&self) -> usize {
         self.notes.as_ref().map_or(0, |n| n.borrow().len())
-    }
-
-    /// Whether no note is recorded.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Records a declined candidate; `why` is built only when notes are recorded.

@@ -25,15 +25,10 @@ pub enum Grammar {
     Named(NamedJson),
     /// A run of `<invoke>`-like elements.
     Invoke(&'static InvokeSyntax),
-    /// Qwen3-Coder's `<function=NAME><parameter=K>v</parameter></function>`; the call's
-    /// closer must be `</function>`.
-    FunctionEq,
     /// A name and key/value tag pairs, up to the call's closer.
     Kv(&'static KvSyntax),
     /// `call:NAME{k:v}`, up to the call's closer.
     Brace(&'static BraceSyntax),
-    /// A Python list of keyword calls.
-    PyList(PyOpts),
     /// Python keyword calls one after another (a list accepted too).
     PyCalls,
     /// The first grammar that reads the body.
@@ -85,7 +80,6 @@ pub fn parse(
     pos: usize,
     limit: Option<usize>,
     ctx: &Ctx<'_>,
-    cl: &mut Closers<'_>,
 ) -> Option<(Vec<Call>, usize)> {
     let scope = match limit {
         Some(l) => text.get(..l)?,
@@ -98,15 +92,6 @@ pub fn parse(
             let mut close = Finder::new(text, syn.invoke_close);
             let at = skip_ws(scope, pos);
             xml::parse_invoke_run(scope, at, syn, &mut close)
-        }
-        Grammar::FunctionEq => {
-            let l = limit?;
-            let at = skip_ws(text, pos);
-            let mut pclose = Finder::new(text, "</parameter>");
-            let mut pnext = Finder::new(text, "<parameter=");
-            let call = xml::parse_function_eq(text, at, l, &mut pclose, &mut pnext)?;
-            let _ = cl;
-            Some((vec![call], l))
         }
         // Key/value pairs fill the body to the limit, or the text to its end (as a brace
         // body does, below).
@@ -121,9 +106,8 @@ pub fn parse(
             let l = limit.unwrap_or(text.len());
             brace::parse(text.get(..l)?, pos, syn).map(|c| (vec![c], l))
         }
-        Grammar::PyList(opts) => python::parse_call_list(scope, skip_ws(scope, pos), *opts),
         Grammar::PyCalls => py_calls(scope, pos),
-        Grammar::Either(gs) => gs.iter().find_map(|g| parse(g, text, pos, limit, ctx, cl)),
+        Grammar::Either(gs) => gs.iter().find_map(|g| parse(g, text, pos, limit, ctx)),
         Grammar::Custom(f) => f(text, pos, limit, ctx),
     }
 }

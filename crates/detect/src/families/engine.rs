@@ -24,7 +24,7 @@
 
 use super::bodies::{parse, Closers};
 // The row types keep their public path here, where the table's readers look for them.
-pub use super::format::{Format, Missing, Spell, Tools, MAX_CANDIDATES};
+pub use super::format::{Missing, Tools, MAX_CANDIDATES};
 use super::rows::Row;
 use super::util::{lost_closer_ok, merge, with_trailing};
 use crate::grammar::is_ident_char;
@@ -340,7 +340,7 @@ fn one_call(
         cl.find(&r.call_close, body)
     };
     let limit = close.map(|(c, _)| c);
-    let (calls, body_end) = parse(r.grammar, text, body, limit, ctx, cl)?;
+    let (calls, body_end) = parse(r.grammar, text, body, limit, ctx)?;
     if r.call_close.is_empty() {
         return Some((calls, body_end));
     }

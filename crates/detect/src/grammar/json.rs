@@ -61,8 +61,6 @@ pub enum Keys {
     ToolName,
     /// `{"tool", "args" | "arguments" | "parameters"}` (MiniMax's bracket form).
     Tool,
-    /// Apertus: `{"NAME": {arguments}}`, one key.
-    NameMap,
 }
 
 /// Reads a call off one object spelled as `keys` says.
@@ -107,13 +105,6 @@ pub fn call_of(v: &Value, keys: Keys) -> Option<Call> {
             obj.get("tool")?.as_str()?,
             ARG_KEYS.iter().find_map(|k| obj.get(*k))?,
         ),
-        Keys::NameMap => {
-            if obj.len() != 1 {
-                return None;
-            }
-            let (k, a) = obj.iter().next()?;
-            (k.as_str(), a)
-        }
     };
     let name = name.trim();
     let ok_name = match keys {
@@ -433,10 +424,6 @@ mod tests {
         assert_eq!(
             call_of(&json!({"tool": "w", "args": {"a": 1}}), Keys::Tool).map(|c| c.name),
             Some("w".into())
-        );
-        assert_eq!(
-            call_of(&json!({"f": {"a": 1}}), Keys::NameMap).map(|c| c.arguments),
-            Some(json!({"a": 1}))
         );
     }
 

@@ -22,7 +22,7 @@ pub mod python;
 pub mod text;
 pub mod xml;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// A plausible tool name in a format whose markup is weak or whose names are identifiers:
 /// non-empty, at most 128 bytes, letters and digits of any script and `_ - . :`
@@ -58,9 +58,6 @@ pub enum ValueMode {
     Raw,
     /// [`typed_param`]: JSON when the whole trimmed value is non-string JSON.
     Typed,
-    /// The value is JSON-encoded (`"Seoul"` is the string `Seoul`); text that is not JSON
-    /// stays as written.
-    Json,
 }
 
 impl ValueMode {
@@ -69,7 +66,6 @@ impl ValueMode {
         match self {
             ValueMode::Raw => Value::String(raw.to_string()),
             ValueMode::Typed => typed_param(raw),
-            ValueMode::Json => json::whole(raw).unwrap_or_else(|| Value::String(raw.to_string())),
         }
     }
 }
@@ -91,15 +87,6 @@ pub fn typed_param(raw: &str) -> Value {
     }
 }
 
-/// Builds an arguments object from `(key, value)` pairs; a repeated key keeps the last.
-pub fn object_from_pairs(pairs: Vec<(String, Value)>) -> Value {
-    let mut m = Map::new();
-    for (k, v) in pairs {
-        m.insert(k, v);
-    }
-    Value::Object(m)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,7 +98,6 @@ mod tests {
         assert_eq!(typed_param("\ntrue\n"), json!(true));
         assert_eq!(typed_param("hello world"), json!("hello world"));
         assert_eq!(typed_param("007"), json!("007"));
-        assert_eq!(ValueMode::Json.value("\"Seoul\""), json!("Seoul"));
         assert_eq!(ValueMode::Raw.value("42"), json!("42"));
     }
 
