@@ -62,6 +62,56 @@ impl CodeRegions {
     }
 }
 
+/// Whether what code `text` holds is closed within it: no fenced block left open and every
+/// inline backtick run outside fences paired with a closer, as [`CodeRegions::find`] pairs
+/// them. Where this holds, what follows `text` starts outside code, whatever it is
+/// (`stream` cuts a reply only at such points).
+pub(crate) fn closed(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    if memchr::memchr2(b'`', b'~', bytes).is_none() {
+        return true;
+    }
+    let fences = fenced_blocks(bytes);
+    if fences
+        .last()
+        .is_some_and(|f| f.end == bytes.len() && !fence_closed_at_end(bytes, f))
+    {
+        return false;
+    }
+    let runs = backtick_runs(bytes, &fences);
+    let mut i = 0;
+    while i < runs.len() {
+        let (_, len) = runs[i];
+        let closer = runs
+            .iter()
+            .enumerate()
+            .skip(i + 1)
+            .take(INLINE_LOOKAHEAD)
+            .find(|(_, &(_, l))| l == len);
+        match closer {
+            Some((j, _)) => i = j + 1,
+            None => return false,
+        }
+    }
+    true
+}
+
+/// Whether the fenced block `f`, which runs to the end of `bytes`, ends with its closing
+/// fence line (rather than being cut open by the end of the text).
+fn fence_closed_at_end(bytes: &[u8], f: &Range<usize>) -> bool {
+    let block = &bytes[f.start..f.end];
+    let last_start = memchr::memrchr(b'\n', block).map_or(0, |i| i + 1);
+    if last_start == 0 {
+        return false;
+    }
+    let (Some((och, olen, _)), Some((ch, len, rest))) =
+        (fence_marker(block), fence_marker(&block[last_start..]))
+    else {
+        return false;
+    };
+    ch == och && len >= olen && closes(rest)
+}
+
 /// Fenced code blocks: a line opening with three or more backticks or tildes (after at
 /// most three spaces) up to a line holding only a fence of the same character at least as
 /// long, or to the end of the text when it is never closed.
@@ -93,14 +143,14 @@ fn fenced_blocks(bytes: &[u8]) -> Vec<Range<usize>> {
 
 /// Whether what follows a fence's closing run lets it close: nothing but whitespace, or a
 /// control token glued to it (DeepSeek V3 writes ```` ```<｜tool▁call▁end｜> ````).
-fn closes(rest: &[u8]) -> bool {
+pub(crate) fn closes(rest: &[u8]) -> bool {
     rest.iter().all(u8::is_ascii_whitespace)
         || rest.starts_with("<｜".as_bytes())
         || rest.starts_with(b"<|")
 }
 
 /// `(fence char, run length, rest of line)` when the line opens with a fence.
-fn fence_marker(line: &[u8]) -> Option<(u8, usize, &[u8])> {
+pub(crate) fn fence_marker(line: &[u8]) -> Option<(u8, usize, &[u8])> {
     let indent = line.iter().take(4).take_while(|&&b| b == b' ').count();
     if indent > 3 {
         return None;

@@ -456,7 +456,18 @@ fn clean(text: &str, leaks: &[Leak], config: &Config) -> Option<String> {
         at = leak.span.end;
     }
     push_at_seam(&mut out, text.get(at..).unwrap_or_default());
-    Some(out.trim().to_string())
+    // The text's own indent stays unless the first removal reaches it (a streamed reply's
+    // first line, shown with its indent before the leak came, is then the cleaned text's
+    // first line too); what a removal leaves at the end goes.
+    let first = leaks
+        .iter()
+        .find(|l| removable(l))
+        .map_or(0, |l| l.span.start);
+    let cleaned = match text.get(..first).is_some_and(|h| h.trim().is_empty()) {
+        true => out.trim(),
+        false => out.trim_end(),
+    };
+    Some(cleaned.to_string())
 }
 
 /// Appends the text after a removed span: where both sides of the seam had spaces
@@ -472,6 +483,18 @@ fn push_at_seam(out: &mut String, next: &str) {
 #[cfg(test)]
 mod seam_tests {
     use crate::families::testing::detect_with;
+
+    #[test]
+    fn the_texts_own_indent_stays_unless_the_first_removal_reaches_it() {
+        let call = "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>";
+        let clean = |t: String| detect_with(&t, &["f"]).cleaned;
+        assert_eq!(
+            clean(format!("  Hi. {call} Bye.\n")).as_deref(),
+            Some("  Hi. Bye.")
+        );
+        assert_eq!(clean(format!("\n{call}\nBye.\n")).as_deref(), Some("Bye."));
+        assert_eq!(clean(format!(" Hi.\n{call}\n\n")).as_deref(), Some(" Hi."));
+    }
 
     #[test]
     fn a_removal_seam_keeps_one_sides_spaces_not_both() {

@@ -16,8 +16,10 @@
 //!
 //! The test prints, per family, how many variants each class yields and how many pass
 //! (`cargo test -p toolcall-detect --test metamorphic -- --nocapture`); every yielded variant
-//! must pass.
+//! must pass, streamed delta by delta as well as in one piece.
 
+#[path = "support/streamed.rs"]
+mod streamed;
 #[path = "support/vectors.rs"]
 mod support;
 
@@ -1273,6 +1275,10 @@ fn truncated(v: &Vector, before: &str, call: &str) -> Option<String> {
 
 /// Whether the detector meets the variant's expectation, and if not, what it did.
 fn check(v: &Vector, var: &Variant) -> Result<(), String> {
+    // Streamed in deltas (every character, and random cuts), the variant gives the
+    // one-shot answer (issue #31).
+    streamed::under_cuts(&var.text, &var.enabled, var.text.len() as u64)
+        .map_err(|e| format!("streaming: {e}"))?;
     let d = detect(
         &Input {
             content: &var.text,

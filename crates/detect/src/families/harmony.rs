@@ -281,7 +281,7 @@ fn recipient(header: &str) -> Option<String> {
 }
 
 /// Channel words of a header.
-const CHANNELS: &[&str] = &["commentary", "analysis", "final"];
+pub(crate) const CHANNELS: &[&str] = &["commentary", "analysis", "final"];
 
 /// Harmony with its special tokens stripped (a server decoded with `skip_special_tokens`):
 /// `assistantcommentary to=functions.NAME json{..}`. For the `{` at `brace`: where the

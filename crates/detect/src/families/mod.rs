@@ -25,7 +25,7 @@ pub mod engine;
 pub mod format;
 mod frames;
 mod gemini;
-mod harmony;
+pub(crate) mod harmony;
 mod json_fence;
 mod kimi_k3;
 mod lfm2;

@@ -1,0 +1,94 @@
+//! Streaming detection against one-shot detection of the same texts, in the same run
+//! (issue #31: a stream may cost at most 1.5x the one-shot call). The 25,300 real replies of
+//! `tests/data/real/`, with the tools a chat agent commonly has, cut into deltas of 1 to 16
+//! bytes beforehand (as a model's tokens arrive); `one_push` is the whole reply in one
+//! delta.
+//!
+//! Run: `cargo bench -p toolcall-detect --bench stream`
+
+#[path = "../tests/support/real.rs"]
+mod real;
+#[path = "../tests/support/streamed.rs"]
+mod streamed;
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use toolcall_detect::{detect, Config, Input, Stream};
+
+const TOOLS: &[&str] = &[
+    "save_memory",
+    "search",
+    "web_search",
+    "get_weather",
+    "calculator",
+    "python",
+    "read_file",
+    "write_file",
+    "wikipedia",
+    "weather",
+    "calendar",
+    "translate",
+];
+
+fn benches(c: &mut Criterion) {
+    let body = real::read("real_assistant_messages.jsonl").unwrap_or_else(|e| panic!("{e}"));
+    let msgs: Vec<String> = body
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["content"].as_str().map(String::from))
+        .collect();
+    let cut: Vec<Vec<&str>> = msgs
+        .iter()
+        .enumerate()
+        .map(|(i, m)| streamed::deltas(m, 16, i as u64))
+        .collect();
+    let tools: Vec<String> = TOOLS.iter().map(|t| t.to_string()).collect();
+    let config = Config::default();
+    let bytes: u64 = msgs.iter().map(|m| m.len() as u64).sum();
+
+    let mut g = c.benchmark_group("stream_real");
+    g.throughput(Throughput::Bytes(bytes));
+    g.sample_size(20);
+    g.bench_function("one_shot", |b| {
+        b.iter(|| {
+            msgs.iter()
+                .map(|m| {
+                    let input = Input {
+                        content: black_box(m),
+                        tools_used: &[],
+                        enabled_tools: &tools,
+                    };
+                    detect(&input, &config).leaks.len()
+                })
+                .sum::<usize>()
+        })
+    });
+    g.bench_function("deltas_1_16", |b| {
+        b.iter(|| {
+            cut.iter()
+                .map(|parts| {
+                    let mut s = Stream::new(config.clone(), tools.clone());
+                    let mut shown = 0;
+                    for p in parts {
+                        shown += s.push(black_box(p)).len();
+                    }
+                    shown + s.finish().rest.len()
+                })
+                .sum::<usize>()
+        })
+    });
+    g.bench_function("one_push", |b| {
+        b.iter(|| {
+            msgs.iter()
+                .map(|m| {
+                    let mut s = Stream::new(config.clone(), tools.clone());
+                    let shown = s.push(black_box(m)).len();
+                    shown + s.finish().rest.len()
+                })
+                .sum::<usize>()
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(streaming, benches);
+criterion_main!(streaming);
