@@ -139,7 +139,11 @@ impl Stream {
         // it on every corpus). Were it ever not, the rest after their common prefix is the
         // least wrong answer: nothing shown twice, nothing dropped past the mismatch.
         debug_assert!(whole.starts_with(&self.text[..self.shown]));
-        let common = common_prefix(whole, &self.text[..self.shown]);
+        let shown = &self.text[..self.shown];
+        let common = match whole.starts_with(shown) {
+            true => shown.len(),
+            false => common_prefix(whole, shown),
+        };
         let rest = whole.get(common..).unwrap_or_default().to_string();
         Finished { rest, detection }
     }
@@ -199,7 +203,7 @@ impl Stream {
         if !fence_next && leads_in(last, &self.enabled_tools) {
             return false;
         }
-        if !might_leak(window) {
+        if !self.open.anchors || !might_leak(window) {
             return true;
         }
         if !fence_next && might_leak(last) {
@@ -247,18 +251,21 @@ fn harmony_frame(line: &str, first: bool) -> bool {
             next.is_some_and(|c| !c.is_whitespace() && (first || !c.is_lowercase()))
         })
     });
+    static ROLE: std::sync::OnceLock<memchr::memmem::Finder<'static>> = std::sync::OnceLock::new();
+    let role = ROLE.get_or_init(|| memchr::memmem::Finder::new("assistant"));
     glued_start
-        || memchr::memmem::find_iter(line.as_bytes(), b"assistant").any(|i| {
+        || role.find_iter(line.as_bytes()).any(|i| {
             let rest = &line[i + "assistant".len()..];
             CHANNELS.iter().any(|w| rest.starts_with(w))
         })
 }
 
 /// Whether a later line could complete `line` into a leak that takes `line` too: its
-/// first or last word holds the name of an enabled tool (`save_memory` then `{..}` on the
+/// first or last word, or a word that namespaces it (`to=functions.NAME`), holds the name
+/// of an enabled tool (`save_memory` then `{..}` on the
 /// next line, ReAct's `Action: save_memory` then `Action Input:`, Kimi's
-/// `functions.search:0` with its tokens stripped, a command line's first word), or it ends
-/// with a colon (`**Tool Call:**` before a fenced call).
+/// `functions.search:0` with its tokens stripped, DeepSeek's `functionNAME`, a command
+/// line's first word), or it ends with a colon (`**Tool Call:**` before a fenced call).
 fn leads_in(line: &str, tools: &[String]) -> bool {
     let t = line.trim();
     if t.trim_end_matches(['.', '`', '*', ' '])
@@ -266,24 +273,32 @@ fn leads_in(line: &str, tools: &[String]) -> bool {
     {
         return true;
     }
-    let first = t.split_whitespace().next().unwrap_or_default();
-    let last = t.split_whitespace().next_back().unwrap_or_default();
-    tools
-        .iter()
-        .filter(|n| !n.is_empty())
-        .any(|n| holds_name(first, n) || holds_name(last, n))
+    if tools.is_empty() {
+        return false;
+    }
+    let first = t.split_ascii_whitespace().next().unwrap_or_default();
+    let last = t.split_ascii_whitespace().next_back().unwrap_or_default();
+    holds_name(first, tools)
+        || holds_name(last, tools)
+        || (memchr::memchr2(b'=', b':', t.as_bytes()).is_some()
+            || memchr::memmem::find(t.as_bytes(), b"functions.").is_some())
+            && t.split_ascii_whitespace()
+                .filter(|w| {
+                    let inner = w.trim_end_matches(|c: char| c.is_ascii_punctuation());
+                    inner.contains(['.', '=', ':'])
+                })
+                .any(|w| holds_name(w, tools))
 }
 
-/// Whether `word` holds `name` with no word character glued to either side of it, except
-/// a glued `function` prefix (DeepSeek's `functionNAME`, its tokens stripped).
-fn holds_name(word: &str, name: &str) -> bool {
-    let is_word = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_');
-    let b = word.as_bytes();
-    word.match_indices(name).any(|(i, _)| {
-        let before = i.checked_sub(1).and_then(|j| b.get(j));
-        let free_before = !is_word(before) || word[..i].ends_with("function");
-        free_before && !is_word(b.get(i + name.len()))
-    })
+/// Whether a part of `word` between non-word characters is an enabled tool's name (or
+/// `function` glued to one).
+fn holds_name(word: &str, tools: &[String]) -> bool {
+    word.split(|c: char| c.is_ascii() && !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+        .filter(|part| !part.is_empty())
+        .any(|part| {
+            let bare = part.strip_prefix("function").unwrap_or(part);
+            tools.iter().any(|n| n == part || n == bare)
+        })
 }
 
 fn common_prefix(a: &str, b: &str) -> usize {
@@ -321,6 +336,10 @@ struct Open {
     /// Inside a fenced block that no leak can start in or take: opened with nothing else
     /// open, and not ```` ```json ```` (the one fence a family reads as a call).
     code: Option<(u8, usize)>,
+    /// An opener (`{`, `[`, `<`, `(`) was read since the window began: without one, no
+    /// detector's marker is in the window (each holds one of them, or is a command line
+    /// whose first word names the tool, which `leads_in` holds back).
+    anchors: bool,
     /// A special token (`<|python_tag|>`, `<｜tool▁sep｜>`) was read: its pairs are the
     /// formats' own, so the window stays open to the end of the reply.
     token: bool,
@@ -356,7 +375,9 @@ impl Open {
                     return;
                 }
                 None if self.in_tag.is_none() => {
+                    // Its content is not read; detection of the window will read it.
                     self.fence = Some((ch, len));
+                    self.anchors = true;
                     return;
                 }
                 Some((och, olen)) if ch == och && len >= olen && code::closes(rest) => {
@@ -372,6 +393,25 @@ impl Open {
         let mut quote: Option<u8> = None;
         let mut i = 0;
         while i < body.len() {
+            if quote.is_none()
+                && self.in_tag.is_none()
+                && self.curly + self.square + self.paren == 0
+            {
+                // Nothing open: only an opener matters, and prose has few; skip to the next.
+                let rest = &body[i..];
+                let next = match (
+                    memchr::memchr3(b'{', b'[', b'<', rest),
+                    memchr::memchr(b'(', rest),
+                ) {
+                    (Some(a), Some(b)) => a.min(b),
+                    (a, b) => match a.or(b) {
+                        Some(n) => n,
+                        None => break,
+                    },
+                };
+                i += next;
+                self.anchors = true;
+            }
             let b = body[i];
             if self.in_tag.is_some() {
                 if b == b'>' {

@@ -1,0 +1,75 @@
+//! Instructions of streaming against one-shot detection (run under callgrind):
+//! `valgrind --tool=callgrind --toggle-collect='stream_cost::measured' target/release/examples/stream_cost one_shot|one_push|deltas`
+
+#[path = "../tests/support/real.rs"]
+mod real;
+#[path = "../tests/support/streamed.rs"]
+mod streamed;
+
+use toolcall_detect::{detect, Config, Input, Stream};
+
+const TOOLS: &[&str] = &[
+    "save_memory",
+    "search",
+    "web_search",
+    "get_weather",
+    "calculator",
+    "python",
+    "read_file",
+    "write_file",
+    "wikipedia",
+    "weather",
+    "calendar",
+    "translate",
+];
+
+#[inline(never)]
+fn measured(mode: &str, msgs: &[String], cut: &[Vec<&str>], tools: &[String]) -> usize {
+    let config = Config::default();
+    match mode {
+        "one_shot" => msgs
+            .iter()
+            .map(|m| {
+                let input = Input {
+                    content: m,
+                    tools_used: &[],
+                    enabled_tools: tools,
+                };
+                detect(&input, &config).leaks.len()
+            })
+            .sum(),
+        "one_push" => msgs
+            .iter()
+            .map(|m| {
+                let mut s = Stream::new(config.clone(), tools.to_vec());
+                let n = s.push(m).len();
+                n + s.finish().rest.len()
+            })
+            .sum(),
+        _ => cut
+            .iter()
+            .map(|parts| {
+                let mut s = Stream::new(config.clone(), tools.to_vec());
+                let n: usize = parts.iter().map(|p| s.push(p).len()).sum();
+                n + s.finish().rest.len()
+            })
+            .sum(),
+    }
+}
+
+fn main() {
+    let mode = std::env::args().nth(1).unwrap_or_default();
+    let body = real::read("real_assistant_messages.jsonl").unwrap_or_else(|e| panic!("{e}"));
+    let msgs: Vec<String> = body
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["content"].as_str().map(String::from))
+        .collect();
+    let cut: Vec<Vec<&str>> = msgs
+        .iter()
+        .enumerate()
+        .map(|(i, m)| streamed::deltas(m, 16, i as u64))
+        .collect();
+    let tools: Vec<String> = TOOLS.iter().map(|t| t.to_string()).collect();
+    println!("{}", measured(&mode, &msgs, &cut, &tools));
+}
