@@ -1,21 +1,60 @@
 //! Detection of tool calls and fake tool results that a language model leaked into the
-//! text of an assistant message.
+//! text of an assistant message, instead of making the call.
 //!
-//! This crate is the pure core of `toolcall-recovery`: `&str` in, a plain [`Detection`]
-//! out. It depends on nothing that does I/O (no async runtime, no database, no clock), so
-//! the worker, the backfill, the admin API and the `scan` command all run exactly the same
-//! decision, and it can be fuzzed and property-tested in isolation.
+//! `&str` in, a plain [`Detection`] out: the calls read off the markup (name and
+//! arguments), the byte spans to remove, and the cleaned text. Every format is read in one
+//! pass, with no model hint. The crate does no I/O (no async runtime, no database, no clock),
+//! so the worker of `toolcall-recovery`, its `scan` command, a chat app's own process and
+//! the tests all run exactly the same decision.
 //!
-//! How a message is examined:
-//! 1. [`prefilter`]: one pass over the bytes looking for the few literal markers any leak
+//! # The surface
+//!
+//! - [`detect`]: one finished message. [`Input`] says which tools the agent has enabled
+//!   (formats whose markers prose could contain count only for those) and whether a tool
+//!   already ran ([`Input::tools_used`]).
+//! - [`Stream`]: one reply as it streams, delta by delta: each [`Stream::push`] returns what
+//!   is safe to show now; [`Stream::finish`] returns the rest and the same [`Detection`].
+//! - [`Config`]: the policy (allowed memory types, families switched off).
+//! - [`might_leak`]: the one scan a clean message costs, for callers that skip work.
+//! - [`detect_traced`] with a [`Trace`]: every step, for `scan --explain`.
+//!
+//! Everything else is private. What is stable is said in the crate's README.
+//!
+//! ```
+//! use toolcall_detect::{detect, Config, Input};
+//!
+//! let tools = vec!["save_memory".to_string()];
+//! let text = "Noted!<tool_call>{\"name\": \"save_memory\", \
+//!             \"arguments\": {\"content\": \"likes tea\"}}</tool_call>";
+//! let d = detect(
+//!     &Input { content: text, tools_used: &[], enabled_tools: &tools },
+//!     &Config::default(),
+//! );
+//! assert_eq!(d.cleaned.as_deref(), Some("Noted!"));
+//! let call = &d.leaks[0].calls[0];
+//! assert_eq!(call.name, "save_memory");
+//! assert_eq!(call.arguments["content"], "likes tea");
+//! assert_eq!(&text[d.leaks[0].span.clone()], &text["Noted!".len()..]);
+//!
+//! // Prose stays prose: nothing to clean, nothing to run.
+//! let d = detect(
+//!     &Input { content: "See {this} <b>bold</b> claim.", tools_used: &[], enabled_tools: &tools },
+//!     &Config::default(),
+//! );
+//! assert!(d.is_clean() && d.cleaned.is_none());
+//! ```
+//!
+//! # How a message is examined
+//!
+//! 1. `prefilter`: one pass over the bytes looking for the few literal markers any leak
 //!    must contain (`<tool_call`, `[TOOL_CALLS]`, a leading `{`, a name before a `{`, ...),
 //!    and a look at the ends of the text for bare calls. A message without one is clean, and
 //!    costs that scan and nothing else.
-//! 2. [`code`]: where a marker is, fenced and inline code regions and closed reasoning
+//! 2. `code`: where a marker is, fenced and inline code regions and closed reasoning
 //!    blocks are mapped once, because markup inside code is an example and markup inside
 //!    `<think>` is the model thinking, never a leak.
-//! 3. [`families`]: each detector whose marker was seen parses its candidates: most formats
-//!    are rows of `families::table`, tokens around one of the call grammars of [`grammar`],
+//! 3. `families`: each detector whose marker was seen parses its candidates: most formats
+//!    are rows of `families::table`, tokens around one of the call grammars of `grammar`,
 //!    read by `families::engine`; the rest have finders of their own. Parsers only accept
 //!    markup that parses completely into a call (or a result object of a known shape);
 //!    anything else is prose and stays.
@@ -23,12 +62,8 @@
 //!    and the fake tool results right after it, and the cleaned text built by cutting
 //!    exactly the leaked spans out.
 //!
-//! [`detect_traced`] does the same and tells a [`Trace`] every step (`scan --explain`);
-//! [`detect`] is it with [`NoTrace`], whose steps compile away.
-//!
-//! Linear time: every family looks at a bounded number of candidates
-//! ([`families::MAX_CANDIDATES`]) and parses each at most once; JSON nesting is bounded
-//! ([`json5::MAX_DEPTH`]).
+//! Linear time: every family looks at a bounded number of candidates and parses each at
+//! most once; JSON nesting is bounded.
 
 use std::cell::Cell;
 
