@@ -78,6 +78,74 @@ struct Anchored {
     probe: Option<Probe>,
 }
 
+/// Markers with no anchor byte that share their first bytes (`` ```json ``, `` ```JSON ``):
+/// one search for the shared `prefix`, then the rest compared at each of its places.
+struct Unanchored {
+    prefix: memchr::memmem::Finder<'static>,
+    /// What must follow the prefix, and whose marker that is.
+    rests: Vec<(&'static [u8], DetectorSet)>,
+    /// Every detector of the group.
+    detectors: DetectorSet,
+}
+
+impl Unanchored {
+    /// The group's detectors whose marker occurs in `bytes`. Every place of the prefix is
+    /// looked at, overlapping ones too (`` ````json `` holds `` ```json `` at its second byte).
+    fn scan(&self, bytes: &[u8], seen: DetectorSet) -> DetectorSet {
+        let mut found = DetectorSet::default();
+        if seen.0 & self.detectors.0 == self.detectors.0 {
+            return found;
+        }
+        let mut from = 0;
+        let len = self.prefix.needle().len();
+        while let Some(i) = bytes.get(from..).and_then(|h| self.prefix.find(h)) {
+            let after = bytes.get(from + i + len..).unwrap_or_default();
+            for (rest, fams) in &self.rests {
+                if after.starts_with(rest) {
+                    found.0 |= fams.0;
+                }
+            }
+            if (found.0 | seen.0) & self.detectors.0 == self.detectors.0 {
+                break;
+            }
+            from += i + 1;
+        }
+        found
+    }
+}
+
+/// The unanchored markers grouped by their first three bytes, each group searched once for
+/// what its markers share: `json_fence`'s three spellings cost one search, not three.
+fn group_unanchored(markers: &[(&'static [u8], DetectorSet)]) -> Vec<Unanchored> {
+    let mut groups: Vec<Vec<(&'static [u8], DetectorSet)>> = Vec::new();
+    for &(m, fams) in markers {
+        let key = &m[..m.len().min(3)];
+        match groups.iter_mut().find(|g| g[0].0.starts_with(key)) {
+            Some(g) => g.push((m, fams)),
+            None => groups.push(vec![(m, fams)]),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|g| {
+            let first = g[0].0;
+            let shared = g.iter().fold(first.len(), |n, (m, _)| {
+                first
+                    .iter()
+                    .zip(m.iter())
+                    .take(n)
+                    .take_while(|(a, b)| a == b)
+                    .count()
+            });
+            Unanchored {
+                prefix: memchr::memmem::Finder::new(&first[..shared]),
+                rests: g.iter().map(|&(m, fams)| (&m[shared..], fams)).collect(),
+                detectors: DetectorSet(g.iter().fold(0, |acc, (_, f)| acc | f.0)),
+            }
+        })
+        .collect()
+}
+
 struct Tables {
     /// Per anchor byte (in `ANCHORS` order) and per byte after it, the markers that start
     /// with those two bytes: a hit compares only the few markers its next byte allows, and
@@ -100,7 +168,7 @@ struct Tables {
     second: [[bool; 256]; 3],
     /// Markers with no anchor byte (```` ```json ````, `Action Input`): searched whole, and
     /// only in a text that holds a `{`, since those leaks need an object.
-    unanchored: Vec<(memchr::memmem::Finder<'static>, DetectorSet)>,
+    unanchored: Vec<Unanchored>,
     /// Families per first non-whitespace byte.
     at_start: Vec<(u8, DetectorSet)>,
     /// The checks for markup with no anchor byte, each run once per message (few
@@ -143,6 +211,7 @@ fn tables() -> &'static Tables {
             at_start: Vec::new(),
             lines: Vec::new(),
         };
+        let mut unanchored = Vec::new();
         for (index, det) in detectors().iter().enumerate() {
             let fam = DetectorSet(1u64 << index);
             for &trigger in det.triggers() {
@@ -175,10 +244,7 @@ fn tables() -> &'static Tables {
                             }
                         }
                     }
-                    // Built once: a finder built per search cost a tenth of the scan.
-                    None => t
-                        .unanchored
-                        .push((memchr::memmem::Finder::new(trigger.as_bytes()), fam)),
+                    None => unanchored.push((bytes, fam)),
                 }
             }
             for &b in det.at_start() {
@@ -188,6 +254,8 @@ fn tables() -> &'static Tables {
                 t.lines.push((check, fam));
             }
         }
+        // Built once: a finder built per search cost a tenth of the scan.
+        t.unanchored = group_unanchored(&unanchored);
         t
     })
 }
@@ -270,10 +338,8 @@ pub fn scan_detectors(text: &str) -> DetectorSet {
         }
     }
     if saw_brace {
-        for (finder, fams) in &t.unanchored {
-            if finder.find(bytes).is_some() {
-                seen.0 |= fams.0;
-            }
+        for group in &t.unanchored {
+            seen.0 |= group.scan(bytes, seen).0;
         }
     }
     // Markup with no anchor byte is looked for at the ends of the text, after the scan:
@@ -359,6 +425,11 @@ mod tests {
         assert!(scan("x functools[{\"name\"").contains(Family::Phi4mini));
         assert!(!scan("x tools[{\"name\"").contains(Family::Phi4mini));
         assert!(scan("a\n```json\n{\"tool\": 1}\n```").contains(Family::JsonFence));
+        // A marker that shares its first bytes with others is found at any place of them,
+        // overlapping ones too.
+        assert!(scan("a\n````Json\n{\"tool\": 1}\n````").contains(Family::JsonFence));
+        assert!(scan("``` and ```JSON\n{}").contains(Family::JsonFence));
+        assert!(!scan("``json {} ```jso").contains(Family::JsonFence));
         assert!(scan("<tool_call>").contains(Family::Hermes));
     }
 }
