@@ -73,9 +73,51 @@ fn bit(f: Family) -> u64 {
 struct Anchored {
     before: &'static [u8],
     from: &'static [u8],
+    /// The first (up to eight) bytes of `from` as a little-endian word, and the mask of
+    /// those bytes: one compare rejects a hit that shares only the first bytes (`{\n  `
+    /// opens most indented code as well as `{\n  "name"`), where a slice compare is a call.
+    head: u64,
+    head_mask: u64,
     detectors: DetectorSet,
     /// Confirms a hit on a bare anchor byte (see `families::OwnFinder::probe`).
     probe: Option<Probe>,
+}
+
+impl Anchored {
+    fn new(before: &'static [u8], from: &'static [u8], detectors: DetectorSet) -> Anchored {
+        let n = from.len().min(8);
+        Anchored {
+            before,
+            from,
+            head: word(from),
+            head_mask: if n == 8 {
+                u64::MAX
+            } else {
+                (1u64 << (8 * n)) - 1
+            },
+            detectors,
+            probe: None,
+        }
+    }
+
+    /// Whether the marker stands at the hit: `rest` starts at the anchor byte, whose first
+    /// eight bytes are `w` ([`word`]), and `head` is the text before it.
+    #[inline]
+    fn at(&self, w: u64, rest: &[u8], head: &[u8]) -> bool {
+        w & self.head_mask == self.head
+            && (self.from.len() <= 8 || rest.starts_with(self.from))
+            && (self.before.is_empty() || head.ends_with(self.before))
+    }
+}
+
+/// The first eight bytes of `b` as a little-endian word, zeros past its end (no marker holds
+/// a zero byte, so a marker longer than what is left never matches the padding).
+#[inline]
+fn word(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    let n = b.len().min(8);
+    w[..n].copy_from_slice(&b[..n]);
+    u64::from_le_bytes(w)
 }
 
 /// Markers with no anchor byte that share their first bytes (`` ```json ``, `` ```JSON ``):
@@ -220,10 +262,8 @@ fn tables() -> &'static Tables {
                     Some(i) => {
                         let slot = ANCHORS.iter().position(|&a| a == bytes[i]).unwrap_or(0);
                         let m = Anchored {
-                            before: &bytes[..i],
-                            from: &bytes[i..],
-                            detectors: fam,
                             probe: (bytes.len() == 1).then(|| det.probe()).flatten(),
+                            ..Anchored::new(&bytes[..i], &bytes[i..], fam)
                         };
                         match bytes.get(i + 1) {
                             Some(&next) => {
@@ -302,7 +342,11 @@ pub fn scan_detectors(text: &str) -> DetectorSet {
             }
         };
         for m in &t.ending[slot] {
-            if bytes.get(..pos).is_some_and(|h| h.ends_with(m.before)) {
+            // The byte before the anchor first: a slice compare is a call.
+            if pos > 0
+                && m.before.last() == Some(&bytes[pos - 1])
+                && bytes[..pos].ends_with(m.before)
+            {
                 seen.0 |= m.detectors.0;
             }
         }
@@ -326,13 +370,9 @@ pub fn scan_detectors(text: &str) -> DetectorSet {
             continue;
         }
         let (head, rest) = bytes.split_at(pos);
+        let w = word(rest);
         for m in by_next {
-            // The third byte first: most markers sharing two bytes differ there, and a
-            // one-byte compare saves the call a slice comparison makes.
-            if m.from.get(2).is_some_and(|b| rest.get(2) != Some(b)) {
-                continue;
-            }
-            if rest.starts_with(m.from) && head.ends_with(m.before) {
+            if m.at(w, rest, head) {
                 seen.0 |= m.detectors.0;
             }
         }
@@ -375,6 +415,14 @@ mod tests {
                     det.family()
                 );
             }
+        }
+    }
+
+    #[test]
+    fn no_marker_holds_a_zero_byte() {
+        // The word compare pads a hit near the end of the text with zeros.
+        for det in detectors() {
+            assert!(det.triggers().iter().all(|t| !t.contains('\0')));
         }
     }
 
