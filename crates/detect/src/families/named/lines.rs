@@ -8,6 +8,7 @@
 
 use super::apart::{stands_after, stands_before};
 use crate::families::util::{with_trailing, Block, END_OF_TURN, MAX_CANDIDATES};
+use crate::grammar::bytes::{self as class, SPACE, WORD};
 use crate::grammar::python::{self, PyOpts};
 use crate::grammar::text::{eat, skip_ws};
 use crate::types::{Call, Family};
@@ -106,24 +107,12 @@ fn last_line(bytes: &[u8], start: usize, end: usize) -> Option<usize> {
 /// back over the last line only when the message ends with `)`.
 pub(crate) fn lines_probe(text: &str) -> bool {
     let b = text.as_bytes();
-    // The first line: a name, then `(` (plain loops: this runs for every message).
-    let mut i = 0;
-    while i < b.len() && b[i].is_ascii_whitespace() {
-        i += 1;
-    }
-    let line = i;
-    let word = |mut i: usize| {
-        let start = i;
-        while i < b.len()
-            && i - start < 129
-            && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80)
-        {
-            i += 1;
-        }
-        i
-    };
+    // The first line: a name, then `(` (byte classes from one table: this runs for every
+    // message).
+    let line = class::run(b, SPACE, usize::MAX);
+    let word = |i: usize| i + class::run(b.get(i..).unwrap_or_default(), WORD, 129);
     let mut start = line;
-    i = word(line);
+    let mut i = word(line);
     // A namespace (`functions.`) or `print(` before the name: read only when the first word
     // ends with one of their bytes, so plain prose pays nothing more.
     if i > line && matches!(b.get(i), Some(b'.' | b'(')) {
@@ -146,7 +135,7 @@ pub(crate) fn lines_probe(text: &str) -> bool {
         return true;
     }
     let mut e = b.len();
-    while e > line && b[e - 1].is_ascii_whitespace() {
+    while e > line && class::is(b[e - 1], SPACE) {
         e -= 1;
     }
     // A command line ending the message ends with a quoted value.
