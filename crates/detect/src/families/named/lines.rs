@@ -13,6 +13,7 @@ use crate::grammar::python::{self, PyOpts};
 use crate::grammar::text::{eat, skip_ws};
 use crate::types::{Call, Family};
 use crate::Ctx;
+use std::sync::OnceLock;
 
 /// How far back from the end of the message the start of its last line is looked for: a
 /// bare call on a longer last line is not looked for (the look costs every message that
@@ -71,12 +72,7 @@ fn call_prefix(bytes: &[u8], start: usize) -> (usize, bool) {
 /// namespace or in `print(` as [`call_prefix`] reads them), if one may be there.
 fn line_opens_call(bytes: &[u8], start: usize) -> Option<usize> {
     let start = call_prefix(bytes, start).0;
-    let name = bytes
-        .get(start..)?
-        .iter()
-        .take(129)
-        .take_while(|&&b| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80)
-        .count();
+    let name = class::run(bytes.get(start..)?, WORD, 129);
     let open = start + name;
     (name > 0 && call_shape(bytes, open)).then_some(open)
 }
@@ -196,7 +192,13 @@ fn tool_code_ends(b: &[u8], line: usize, end: usize) -> bool {
         return false;
     }
     let floor = end.saturating_sub(TOOL_CODE_LOOK).max(line);
-    memchr::memmem::rfind(&b[floor..end], TOOL_CODE.as_bytes()).is_some()
+    // Only whether the opener is there: a forward search with a finder built once, where
+    // a reverse one was built per call and scanned a byte at a time.
+    static OPENER: OnceLock<memchr::memmem::Finder<'static>> = OnceLock::new();
+    OPENER
+        .get_or_init(|| memchr::memmem::Finder::new(TOOL_CODE.as_bytes()))
+        .find(&b[floor..end])
+        .is_some()
 }
 
 /// Whether the `(` at `p` follows a name and opens a keyword argument list (`key=`, not
@@ -204,12 +206,11 @@ fn tool_code_ends(b: &[u8], line: usize, end: usize) -> bool {
 /// (`app.run(`) stops at its dot. An empty list (`main()`) is too little markup: it ends
 /// half the scripts ever pasted into a reply.
 fn call_shape(bytes: &[u8], p: usize) -> bool {
-    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
     if bytes.get(p) != Some(&b'(')
         || !p
             .checked_sub(1)
             .and_then(|i| bytes.get(i))
-            .is_some_and(|&b| ident(b))
+            .is_some_and(|&b| class::is(b, WORD))
     {
         return false;
     }
@@ -218,9 +219,7 @@ fn call_shape(bytes: &[u8], p: usize) -> bool {
         i += 1;
     }
     let key = i;
-    while bytes.get(i).is_some_and(|&b| ident(b)) && i < key + 64 {
-        i += 1;
-    }
+    i += class::run(bytes.get(i..).unwrap_or_default(), WORD, 64);
     while bytes.get(i).is_some_and(|b| *b == b' ') {
         i += 1;
     }
