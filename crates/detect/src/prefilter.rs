@@ -73,9 +73,119 @@ fn bit(f: Family) -> u64 {
 struct Anchored {
     before: &'static [u8],
     from: &'static [u8],
+    /// The first (up to eight) bytes of `from` as a little-endian word, and the mask of
+    /// those bytes: one compare rejects a hit that shares only the first bytes (`{\n  `
+    /// opens most indented code as well as `{\n  "name"`), where a slice compare is a call.
+    head: u64,
+    head_mask: u64,
     detectors: DetectorSet,
     /// Confirms a hit on a bare anchor byte (see `families::OwnFinder::probe`).
     probe: Option<Probe>,
+}
+
+impl Anchored {
+    fn new(before: &'static [u8], from: &'static [u8], detectors: DetectorSet) -> Anchored {
+        let n = from.len().min(8);
+        Anchored {
+            before,
+            from,
+            head: word(from),
+            head_mask: if n == 8 {
+                u64::MAX
+            } else {
+                (1u64 << (8 * n)) - 1
+            },
+            detectors,
+            probe: None,
+        }
+    }
+
+    /// Whether the marker stands at the hit: `rest` starts at the anchor byte, whose first
+    /// eight bytes are `w` ([`word`]), and `head` is the text before it.
+    #[inline]
+    fn at(&self, w: u64, rest: &[u8], head: &[u8]) -> bool {
+        w & self.head_mask == self.head
+            && (self.from.len() <= 8 || rest.starts_with(self.from))
+            && (self.before.is_empty() || head.ends_with(self.before))
+    }
+}
+
+/// The first eight bytes of `b` as a little-endian word, zeros past its end (no marker holds
+/// a zero byte, so a marker longer than what is left never matches the padding).
+#[inline]
+fn word(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    let n = b.len().min(8);
+    w[..n].copy_from_slice(&b[..n]);
+    u64::from_le_bytes(w)
+}
+
+/// Markers with no anchor byte that share their first bytes (`` ```json ``, `` ```JSON ``):
+/// one search for the shared `prefix`, then the rest compared at each of its places.
+struct Unanchored {
+    prefix: memchr::memmem::Finder<'static>,
+    /// What must follow the prefix, and whose marker that is.
+    rests: Vec<(&'static [u8], DetectorSet)>,
+    /// Every detector of the group.
+    detectors: DetectorSet,
+}
+
+impl Unanchored {
+    /// The group's detectors whose marker occurs in `bytes`. Every place of the prefix is
+    /// looked at, overlapping ones too (`` ````json `` holds `` ```json `` at its second byte).
+    fn scan(&self, bytes: &[u8], seen: DetectorSet) -> DetectorSet {
+        let mut found = DetectorSet::default();
+        if seen.0 & self.detectors.0 == self.detectors.0 {
+            return found;
+        }
+        let mut from = 0;
+        let len = self.prefix.needle().len();
+        while let Some(i) = bytes.get(from..).and_then(|h| self.prefix.find(h)) {
+            let after = bytes.get(from + i + len..).unwrap_or_default();
+            for (rest, fams) in &self.rests {
+                if after.starts_with(rest) {
+                    found.0 |= fams.0;
+                }
+            }
+            if (found.0 | seen.0) & self.detectors.0 == self.detectors.0 {
+                break;
+            }
+            from += i + 1;
+        }
+        found
+    }
+}
+
+/// The unanchored markers grouped by their first three bytes, each group searched once for
+/// what its markers share: `json_fence`'s three spellings cost one search, not three.
+fn group_unanchored(markers: &[(&'static [u8], DetectorSet)]) -> Vec<Unanchored> {
+    let mut groups: Vec<Vec<(&'static [u8], DetectorSet)>> = Vec::new();
+    for &(m, fams) in markers {
+        let key = &m[..m.len().min(3)];
+        match groups.iter_mut().find(|g| g[0].0.starts_with(key)) {
+            Some(g) => g.push((m, fams)),
+            None => groups.push(vec![(m, fams)]),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|g| {
+            let first = g[0].0;
+            let shared = g.iter().fold(first.len(), |n, (m, _)| {
+                first
+                    .iter()
+                    .zip(m.iter())
+                    .take(n)
+                    .take_while(|(a, b)| a == b)
+                    .count()
+            });
+            Unanchored {
+                prefix: memchr::memmem::Finder::new(&first[..shared]),
+                rests: g.iter().map(|&(m, fams)| (&m[shared..], fams)).collect(),
+                detectors: DetectorSet(g.iter().fold(0, |acc, (_, f)| acc | f.0)),
+            }
+        })
+        .collect()
 }
 
 struct Tables {
@@ -100,7 +210,7 @@ struct Tables {
     second: [[bool; 256]; 3],
     /// Markers with no anchor byte (```` ```json ````, `Action Input`): searched whole, and
     /// only in a text that holds a `{`, since those leaks need an object.
-    unanchored: Vec<(memchr::memmem::Finder<'static>, DetectorSet)>,
+    unanchored: Vec<Unanchored>,
     /// Families per first non-whitespace byte.
     at_start: Vec<(u8, DetectorSet)>,
     /// The checks for markup with no anchor byte, each run once per message (few
@@ -143,6 +253,7 @@ fn tables() -> &'static Tables {
             at_start: Vec::new(),
             lines: Vec::new(),
         };
+        let mut unanchored = Vec::new();
         for (index, det) in detectors().iter().enumerate() {
             let fam = DetectorSet(1u64 << index);
             for &trigger in det.triggers() {
@@ -151,10 +262,8 @@ fn tables() -> &'static Tables {
                     Some(i) => {
                         let slot = ANCHORS.iter().position(|&a| a == bytes[i]).unwrap_or(0);
                         let m = Anchored {
-                            before: &bytes[..i],
-                            from: &bytes[i..],
-                            detectors: fam,
                             probe: (bytes.len() == 1).then(|| det.probe()).flatten(),
+                            ..Anchored::new(&bytes[..i], &bytes[i..], fam)
                         };
                         match bytes.get(i + 1) {
                             Some(&next) => {
@@ -175,10 +284,7 @@ fn tables() -> &'static Tables {
                             }
                         }
                     }
-                    // Built once: a finder built per search cost a tenth of the scan.
-                    None => t
-                        .unanchored
-                        .push((memchr::memmem::Finder::new(trigger.as_bytes()), fam)),
+                    None => unanchored.push((bytes, fam)),
                 }
             }
             for &b in det.at_start() {
@@ -188,6 +294,8 @@ fn tables() -> &'static Tables {
                 t.lines.push((check, fam));
             }
         }
+        // Built once: a finder built per search cost a tenth of the scan.
+        t.unanchored = group_unanchored(&unanchored);
         t
     })
 }
@@ -234,7 +342,11 @@ pub fn scan_detectors(text: &str) -> DetectorSet {
             }
         };
         for m in &t.ending[slot] {
-            if bytes.get(..pos).is_some_and(|h| h.ends_with(m.before)) {
+            // The byte before the anchor first: a slice compare is a call.
+            if pos > 0
+                && m.before.last() == Some(&bytes[pos - 1])
+                && bytes[..pos].ends_with(m.before)
+            {
                 seen.0 |= m.detectors.0;
             }
         }
@@ -258,22 +370,16 @@ pub fn scan_detectors(text: &str) -> DetectorSet {
             continue;
         }
         let (head, rest) = bytes.split_at(pos);
+        let w = word(rest);
         for m in by_next {
-            // The third byte first: most markers sharing two bytes differ there, and a
-            // one-byte compare saves the call a slice comparison makes.
-            if m.from.get(2).is_some_and(|b| rest.get(2) != Some(b)) {
-                continue;
-            }
-            if rest.starts_with(m.from) && head.ends_with(m.before) {
+            if m.at(w, rest, head) {
                 seen.0 |= m.detectors.0;
             }
         }
     }
     if saw_brace {
-        for (finder, fams) in &t.unanchored {
-            if finder.find(bytes).is_some() {
-                seen.0 |= fams.0;
-            }
+        for group in &t.unanchored {
+            seen.0 |= group.scan(bytes, seen).0;
         }
     }
     // Markup with no anchor byte is looked for at the ends of the text, after the scan:
@@ -309,6 +415,14 @@ mod tests {
                     det.family()
                 );
             }
+        }
+    }
+
+    #[test]
+    fn no_marker_holds_a_zero_byte() {
+        // The word compare pads a hit near the end of the text with zeros.
+        for det in detectors() {
+            assert!(det.triggers().iter().all(|t| !t.contains('\0')));
         }
     }
 
@@ -359,6 +473,11 @@ mod tests {
         assert!(scan("x functools[{\"name\"").contains(Family::Phi4mini));
         assert!(!scan("x tools[{\"name\"").contains(Family::Phi4mini));
         assert!(scan("a\n```json\n{\"tool\": 1}\n```").contains(Family::JsonFence));
+        // A marker that shares its first bytes with others is found at any place of them,
+        // overlapping ones too.
+        assert!(scan("a\n````Json\n{\"tool\": 1}\n````").contains(Family::JsonFence));
+        assert!(scan("``` and ```JSON\n{}").contains(Family::JsonFence));
+        assert!(!scan("``json {} ```jso").contains(Family::JsonFence));
         assert!(scan("<tool_call>").contains(Family::Hermes));
     }
 }

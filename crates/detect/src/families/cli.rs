@@ -14,6 +14,7 @@
 //! May depend on: `super::util`, `crate::grammar`, `crate::types`, `crate::Ctx`, `memchr`.
 
 use super::util::{merge, typed_param, Block};
+use crate::grammar::bytes::{self as class, KEY};
 use crate::grammar::is_ident_char;
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
@@ -28,19 +29,18 @@ const MAX_ARGS: usize = 32;
 /// word, ending at `i` before a space): whether arguments follow it (`key=` or `--key`).
 #[inline]
 pub(crate) fn args_open(b: &[u8], i: usize) -> bool {
-    // Plain loops with early exits: this runs after the first word of most messages.
+    // Plain loops with early exits and the key's bytes from one table: this runs after
+    // the first word of most messages.
     let mut j = i;
     while b.get(j) == Some(&b' ') {
         j += 1;
     }
-    if b.get(j) == Some(&b'-') {
-        return b.get(j + 1) == Some(&b'-') && b.get(j + 2).is_some_and(u8::is_ascii_alphabetic);
+    let rest = b.get(j..).unwrap_or_default();
+    if rest.first() == Some(&b'-') {
+        return rest.get(1) == Some(&b'-') && rest.get(2).is_some_and(u8::is_ascii_alphabetic);
     }
-    let key = j;
-    while j < b.len() && j - key < MAX_WORD && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
-        j += 1;
-    }
-    j > key && b.get(j) == Some(&b'=')
+    let key = class::run(rest, KEY, MAX_WORD);
+    key > 0 && rest.get(key) == Some(&b'=')
 }
 
 /// For the prefilter, in a message (from `line` to `end`) that ends with a quoted value:

@@ -9,12 +9,14 @@
 //! - [`kv`]: a name followed by key/value tag pairs (`<arg_key>k</arg_key><arg_value>v`);
 //! - [`brace`]: Gemma's `call:NAME{key:value}`;
 //! - [`markup`]: a tolerant lexer of tags and special tokens in any spelling;
-//! - [`text`]: the scanning helpers they share.
+//! - [`text`]: the scanning helpers they share;
+//! - [`bytes`]: byte classes as one table lookup, for the prefilter's probes.
 //!
 //! May depend on: `crate::json5`, `crate::types`, `memchr`, `serde_json`. No I/O, nothing
 //! from `crate::families`.
 
 pub mod brace;
+pub mod bytes;
 pub mod json;
 pub mod kv;
 pub mod markup;

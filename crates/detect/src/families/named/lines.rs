@@ -8,10 +8,12 @@
 
 use super::apart::{stands_after, stands_before};
 use crate::families::util::{with_trailing, Block, END_OF_TURN, MAX_CANDIDATES};
+use crate::grammar::bytes::{self as class, SPACE, WORD};
 use crate::grammar::python::{self, PyOpts};
 use crate::grammar::text::{eat, skip_ws};
 use crate::types::{Call, Family};
 use crate::Ctx;
+use std::sync::OnceLock;
 
 /// How far back from the end of the message the start of its last line is looked for: a
 /// bare call on a longer last line is not looked for (the look costs every message that
@@ -70,12 +72,7 @@ fn call_prefix(bytes: &[u8], start: usize) -> (usize, bool) {
 /// namespace or in `print(` as [`call_prefix`] reads them), if one may be there.
 fn line_opens_call(bytes: &[u8], start: usize) -> Option<usize> {
     let start = call_prefix(bytes, start).0;
-    let name = bytes
-        .get(start..)?
-        .iter()
-        .take(129)
-        .take_while(|&&b| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80)
-        .count();
+    let name = class::run(bytes.get(start..)?, WORD, 129);
     let open = start + name;
     (name > 0 && call_shape(bytes, open)).then_some(open)
 }
@@ -106,24 +103,12 @@ fn last_line(bytes: &[u8], start: usize, end: usize) -> Option<usize> {
 /// back over the last line only when the message ends with `)`.
 pub(crate) fn lines_probe(text: &str) -> bool {
     let b = text.as_bytes();
-    // The first line: a name, then `(` (plain loops: this runs for every message).
-    let mut i = 0;
-    while i < b.len() && b[i].is_ascii_whitespace() {
-        i += 1;
-    }
-    let line = i;
-    let word = |mut i: usize| {
-        let start = i;
-        while i < b.len()
-            && i - start < 129
-            && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80)
-        {
-            i += 1;
-        }
-        i
-    };
+    // The first line: a name, then `(` (byte classes from one table: this runs for every
+    // message).
+    let line = class::run(b, SPACE, usize::MAX);
+    let word = |i: usize| i + class::run(b.get(i..).unwrap_or_default(), WORD, 129);
     let mut start = line;
-    i = word(line);
+    let mut i = word(line);
     // A namespace (`functions.`) or `print(` before the name: read only when the first word
     // ends with one of their bytes, so plain prose pays nothing more.
     if i > line && matches!(b.get(i), Some(b'.' | b'(')) {
@@ -146,7 +131,7 @@ pub(crate) fn lines_probe(text: &str) -> bool {
         return true;
     }
     let mut e = b.len();
-    while e > line && b[e - 1].is_ascii_whitespace() {
+    while e > line && class::is(b[e - 1], SPACE) {
         e -= 1;
     }
     // A command line ending the message ends with a quoted value.
@@ -207,7 +192,13 @@ fn tool_code_ends(b: &[u8], line: usize, end: usize) -> bool {
         return false;
     }
     let floor = end.saturating_sub(TOOL_CODE_LOOK).max(line);
-    memchr::memmem::rfind(&b[floor..end], TOOL_CODE.as_bytes()).is_some()
+    // Only whether the opener is there: a forward search with a finder built once, where
+    // a reverse one was built per call and scanned a byte at a time.
+    static OPENER: OnceLock<memchr::memmem::Finder<'static>> = OnceLock::new();
+    OPENER
+        .get_or_init(|| memchr::memmem::Finder::new(TOOL_CODE.as_bytes()))
+        .find(&b[floor..end])
+        .is_some()
 }
 
 /// Whether the `(` at `p` follows a name and opens a keyword argument list (`key=`, not
@@ -215,12 +206,11 @@ fn tool_code_ends(b: &[u8], line: usize, end: usize) -> bool {
 /// (`app.run(`) stops at its dot. An empty list (`main()`) is too little markup: it ends
 /// half the scripts ever pasted into a reply.
 fn call_shape(bytes: &[u8], p: usize) -> bool {
-    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
     if bytes.get(p) != Some(&b'(')
         || !p
             .checked_sub(1)
             .and_then(|i| bytes.get(i))
-            .is_some_and(|&b| ident(b))
+            .is_some_and(|&b| class::is(b, WORD))
     {
         return false;
     }
@@ -229,9 +219,7 @@ fn call_shape(bytes: &[u8], p: usize) -> bool {
         i += 1;
     }
     let key = i;
-    while bytes.get(i).is_some_and(|&b| ident(b)) && i < key + 64 {
-        i += 1;
-    }
+    i += class::run(bytes.get(i..).unwrap_or_default(), WORD, 64);
     while bytes.get(i).is_some_and(|b| *b == b' ') {
         i += 1;
     }
