@@ -16,8 +16,9 @@
 
 use magnus::{
     prelude::*,
+    rb_sys::{protect as rb_protect_values, AsRawId, AsRawValue, FromRawValue},
     value::{LazyId, Opaque, ReprValue},
-    Error, IntoValue, RArray, RClass, RModule, RObject, RString, Ruby, Value,
+    Error, IntoValue, RArray, RClass, RModule, RString, Ruby, Value,
 };
 use serde_json::Value as Json;
 use std::ops::Range;
@@ -41,24 +42,34 @@ pub fn define_result_class(ruby: &Ruby, module: RModule) -> Result<(), Error> {
 }
 
 /// A new frozen `ToolcallRecovery::Result`. Built here rather than through `Result.new`,
-/// which would cost a Ruby method call per message: most messages are clean, and then this
-/// object is all the binding adds to the detection itself.
+/// and with the C API under one `rb_protect` rather than magnus's one per call: most
+/// messages are clean, and then this object is all the binding adds to the detection, so
+/// it is kept to an allocation and two instance variables.
 pub fn result(ruby: &Ruby, text: RString, raw: Option<RArray>) -> Result<Value, Error> {
-    let obj = RESULT_CLASS
+    let class = RESULT_CLASS
         .get()
-        .map(|c| ruby.get_inner(*c).obj_alloc())
-        .transpose()?
-        .and_then(RObject::from_value)
+        .map(|c| ruby.get_inner(*c))
         .ok_or_else(|| {
             Error::new(
                 ruby.exception_runtime_error(),
                 "ToolcallRecovery::Result is not defined",
             )
         })?;
-    obj.ivar_set(*TEXT, text)?;
-    obj.ivar_set(*RAW, raw)?;
-    obj.freeze();
-    Ok(obj.as_value())
+    let (class, text) = (class.as_raw(), text.as_raw());
+    let raw = raw.map_or_else(|| ruby.qnil().as_raw(), |r| r.as_raw());
+    let text_id = LazyId::get_inner_with(&TEXT, ruby).as_raw();
+    let raw_id = LazyId::get_inner_with(&RAW, ruby).as_raw();
+    // SAFETY: plain C API calls on live values (arguments of the running method, the class
+    // held by a constant); a Ruby exception (out of memory) is caught by `protect`. The new
+    // object lives on this stack until returned, where the GC's stack scan sees it.
+    let obj = rb_protect_values(|| unsafe {
+        let obj = rb_sys::rb_obj_alloc(class);
+        rb_sys::rb_ivar_set(obj, text_id, text);
+        rb_sys::rb_ivar_set(obj, raw_id, raw);
+        rb_sys::rb_obj_freeze(obj)
+    })?;
+    // SAFETY: a live object just made.
+    Ok(unsafe { Value::from_raw(obj) })
 }
 
 /// What a detection with leaks hands to Ruby, owned by Rust.
