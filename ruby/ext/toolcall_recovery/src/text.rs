@@ -1,0 +1,106 @@
+//! Text and tool lists coming in from Ruby: type checks and UTF-8 borrowing.
+//!
+//! What is accepted: a `String` whose encoding is UTF-8 or US-ASCII and whose bytes are
+//! valid in it, or a binary (`ASCII-8BIT`) `String` whose bytes happen to be valid UTF-8
+//! (bytes read off a socket or a file opened in binary mode). Anything else that is a
+//! `String` (another encoding, broken bytes) raises `ArgumentError`; anything that is not a
+//! `String` raises `TypeError` (no implicit `to_str`).
+
+use magnus::{
+    encoding::{Coderange, EncodingCapable, RbEncoding},
+    Error, RArray, RString, Ruby, Value,
+};
+
+/// `value` as a `String`, or a `TypeError` naming `what`.
+pub fn string(ruby: &Ruby, value: Value, what: &str) -> Result<RString, Error> {
+    RString::from_value(value).ok_or_else(|| {
+        Error::new(
+            ruby.exception_type_error(),
+            format!("{what} must be a String, got {}", crate::class_name(value)),
+        )
+    })
+}
+
+/// Borrows `s` as UTF-8 text.
+///
+/// # Safety
+/// The `&str` points into memory Ruby owns: while it is alive, no Ruby code may run and
+/// nothing may be allocated on the Ruby heap (which could run the GC). Copy out what must
+/// outlive that.
+pub unsafe fn borrow<'a>(ruby: &Ruby, s: &'a RString, what: &str) -> Result<&'a str, Error> {
+    let enc = s.enc_get();
+    let bytes = s.as_slice();
+    let checked = if enc == ruby.utf8_encindex() || enc == ruby.usascii_encindex() {
+        // Ruby caches what it knows of the bytes (the coderange): usually no scan at all.
+        match s.enc_coderange_scan() {
+            Coderange::SevenBit | Coderange::Valid => Ok(std::str::from_utf8_unchecked(bytes)),
+            _ => std::str::from_utf8(bytes),
+        }
+    } else if enc == ruby.ascii8bit_encindex() {
+        match s.enc_coderange_scan() {
+            Coderange::SevenBit => Ok(std::str::from_utf8_unchecked(bytes)),
+            _ => std::str::from_utf8(bytes),
+        }
+    } else {
+        return Err(Error::new(
+            ruby.exception_arg_error(),
+            format!(
+                "{what} must be UTF-8 text, got a String in {}; convert it with .encode(\"UTF-8\")",
+                RbEncoding::from(enc).name()
+            ),
+        ));
+    };
+    checked.map_err(|e| {
+        Error::new(
+            ruby.exception_arg_error(),
+            format!(
+                "{what} is not valid UTF-8 (invalid byte sequence at byte {})",
+                e.valid_up_to()
+            ),
+        )
+    })
+}
+
+/// `value` as an `Array` of `String`s, or a `TypeError`. Only types are checked here, so a
+/// call on clean text pays no more than that for its tool list.
+pub fn check_tools(ruby: &Ruby, value: Value) -> Result<RArray, Error> {
+    let type_error = |msg: String| Error::new(ruby.exception_type_error(), msg);
+    let array = RArray::from_value(value).ok_or_else(|| {
+        type_error(format!(
+            "enabled_tools must be an Array of Strings, got {}",
+            crate::class_name(value)
+        ))
+    })?;
+    // SAFETY: the slice is only read, and nothing runs or allocates while it is alive.
+    let bad = unsafe { array.as_slice() }
+        .iter()
+        .enumerate()
+        .find(|(_, v)| RString::from_value(**v).is_none())
+        .map(|(i, v)| (i, *v));
+    match bad {
+        None => Ok(array),
+        Some((i, v)) => Err(type_error(format!(
+            "enabled_tools must be an Array of Strings; element {i} is a {}",
+            crate::class_name(v)
+        ))),
+    }
+}
+
+/// The tool names of an array [`check_tools`] accepted, copied into Rust.
+///
+/// # Safety
+/// As for [`borrow`]: no Ruby code may run while this copies (it allocates nothing on the
+/// Ruby heap itself).
+pub unsafe fn tools_vec(ruby: &Ruby, tools: RArray) -> Result<Vec<String>, Error> {
+    let mut out = Vec::with_capacity(tools.len());
+    for v in tools.as_slice() {
+        let s = RString::from_value(*v).ok_or_else(|| {
+            Error::new(
+                ruby.exception_type_error(),
+                "enabled_tools changed while read",
+            )
+        })?;
+        out.push(borrow(ruby, &s, "an enabled tool name")?.to_owned());
+    }
+    Ok(out)
+}
