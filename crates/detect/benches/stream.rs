@@ -11,7 +11,7 @@ mod real;
 #[path = "../tests/support/streamed.rs"]
 mod streamed;
 
-use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use toolcall_detect::{detect, Config, Input, Stream};
 
 const TOOLS: &[&str] = &[
@@ -62,27 +62,58 @@ fn benches(c: &mut Criterion) {
                 .sum::<usize>()
         })
     });
+    // A stream per reply is made outside the timing: the caller owns its tools and policy,
+    // as the one-shot call borrows them.
+    let streams = || -> Vec<Stream> {
+        (0..msgs.len())
+            .map(|_| Stream::new(config.clone(), tools.clone()))
+            .collect()
+    };
     g.bench_function("deltas_1_16", |b| {
+        b.iter_batched(
+            streams,
+            |ss| {
+                ss.into_iter()
+                    .zip(&cut)
+                    .map(|(mut s, parts)| {
+                        let mut shown = 0;
+                        for p in parts {
+                            shown += s.push(black_box(p)).len();
+                        }
+                        shown + s.finish().rest.len()
+                    })
+                    .sum::<usize>()
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    g.bench_function("one_push", |b| {
+        b.iter_batched(
+            streams,
+            |ss| {
+                ss.into_iter()
+                    .zip(&msgs)
+                    .map(|(mut s, m)| {
+                        let shown = s.push(black_box(m)).len();
+                        shown + s.finish().rest.len()
+                    })
+                    .sum::<usize>()
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    // The floor of any stream: the deltas appended to a buffer, their line ends found.
+    g.bench_function("ceiling_buffer_only", |b| {
         b.iter(|| {
             cut.iter()
                 .map(|parts| {
-                    let mut s = Stream::new(config.clone(), tools.clone());
-                    let mut shown = 0;
+                    let mut buf = String::with_capacity(1024);
+                    let mut lines = 0;
                     for p in parts {
-                        shown += s.push(black_box(p)).len();
+                        buf.push_str(black_box(p));
+                        lines += usize::from(p.as_bytes().contains(&b'\n'));
                     }
-                    shown + s.finish().rest.len()
-                })
-                .sum::<usize>()
-        })
-    });
-    g.bench_function("one_push", |b| {
-        b.iter(|| {
-            msgs.iter()
-                .map(|m| {
-                    let mut s = Stream::new(config.clone(), tools.clone());
-                    let shown = s.push(black_box(m)).len();
-                    shown + s.finish().rest.len()
+                    lines + buf.len()
                 })
                 .sum::<usize>()
         })

@@ -58,6 +58,8 @@ pub struct Stream {
     shown: usize,
     /// `text[..settled]` is final: no leak starts in it.
     settled: usize,
+    /// `settled` less the whitespace it ends with: what may be shown.
+    visible: usize,
     /// Where the next line to read starts.
     line_start: usize,
     /// What is open in the window `text[settled..line_start]`.
@@ -84,9 +86,10 @@ impl Stream {
         Stream {
             config,
             enabled_tools,
-            text: String::new(),
+            text: String::with_capacity(1024),
             shown: 0,
             settled: 0,
+            visible: 0,
             line_start: 0,
             open: Open::default(),
             retry_at: 0,
@@ -98,19 +101,52 @@ impl Stream {
     pub fn push(&mut self, delta: &str) -> &str {
         let read_from = self.text.len();
         self.text.push_str(delta);
-        if self.waiting {
+        // Most deltas are a token or two: a plain look is cheaper than a SIMD search's setup.
+        let has_line_end = match delta.len() < 64 {
+            true => delta.as_bytes().contains(&b'\n'),
+            false => memchr::memchr(b'\n', delta.as_bytes()).is_some(),
+        };
+        if self.waiting || !has_line_end {
+            return "";
+        }
+        // Lines are read as they complete; the window is checked once per push, at the last
+        // line end where nothing was open (or, if that check fails short of a leak, at the
+        // one before it).
+        let lines_end = memchr::memrchr(b'\n', self.text.as_bytes()).map_or(0, |i| i + 1);
+        if role_glued_to_channel(&self.text[self.line_start..lines_end]) {
+            // A Harmony output with its tokens stripped: a call anywhere later takes these
+            // header words, wherever they stand.
+            self.waiting = true;
             return "";
         }
         let mut at = read_from.max(self.line_start);
+        let mut ends: [Option<usize>; 2] = [None, None];
         while let Some(nl) = memchr::memchr(b'\n', &self.text.as_bytes()[at..]) {
             let end = at + nl + 1;
-            self.read_line(end);
+            if self.read_line(end) {
+                ends = [Some(end), ends[0]];
+            } else if self.settled == end {
+                ends = [None, None];
+            }
             if self.waiting {
                 return "";
             }
             at = end;
         }
-        let visible = self.text[..self.settled].trim_end().len();
+        for end in ends.into_iter().flatten() {
+            if end <= self.settled || end < self.retry_at {
+                break;
+            }
+            if self.settles(end, false) {
+                self.cut(end);
+                self.reread(end);
+                break;
+            }
+            if self.waiting {
+                return "";
+            }
+        }
+        let visible = self.visible;
         let from = self.shown;
         if visible <= from {
             return "";
@@ -148,24 +184,24 @@ impl Stream {
         Finished { rest, detection }
     }
 
-    /// Reads the line ending at `end` (just past its `\n`) and cuts the window there if
-    /// it is safe to.
-    fn read_line(&mut self, end: usize) {
+    /// Reads the line ending at `end` (just past its `\n`): cuts the window there when the
+    /// line belongs to a fenced block no leak can be in; returns whether nothing is open
+    /// at its end (a place to check the window).
+    fn read_line(&mut self, end: usize) -> bool {
         let first = self.line_start == 0;
         let line = &self.text[self.line_start..end];
         self.line_start = end;
         if harmony_frame(line, first) {
-            // A Harmony output with its tokens stripped: a call anywhere later takes these
-            // header words, wherever they stand.
+            // As `role_glued_to_channel` in `push`.
             self.waiting = true;
-            return;
+            return false;
         }
         let in_code = self.open.code.is_some();
         self.open.read_line(line.as_bytes());
         if in_code {
             // A line of a fenced block no leak can start in (or its closing line).
             self.cut(end);
-            return;
+            return false;
         }
         if self.open.code.is_some() {
             // The line opened such a block: it shows with what came before it, once that
@@ -176,13 +212,19 @@ impl Stream {
                 true => self.cut(end),
                 false => self.open.fence = self.open.code.take(),
             }
-            return;
+            return false;
         }
-        if !self.open.is_closed() || end < self.retry_at {
-            return;
-        }
-        if self.settles(end, false) {
-            self.cut(end);
+        self.open.is_closed()
+    }
+
+    /// After a cut at `from`, reads again what came after it (lines that left something
+    /// open), so that what is open describes the new window.
+    fn reread(&mut self, from: usize) {
+        if from < self.line_start {
+            let lines = &self.text.as_bytes()[from..self.line_start];
+            for line in lines.split_inclusive(|&b| b == b'\n') {
+                self.open.read_line(line);
+            }
         }
     }
 
@@ -225,6 +267,7 @@ impl Stream {
 
     fn cut(&mut self, end: usize) {
         self.settled = end;
+        self.visible = self.text[..end].trim_end().len();
         self.open = Open {
             code: self.open.code,
             ..Open::default()
@@ -240,24 +283,28 @@ fn last_line(window: &str) -> &str {
     &t[start..]
 }
 
-/// Whether `line` holds header words of a Harmony output whose special tokens were
-/// stripped: a channel word glued to the text at the line's start (on a later line, only
-/// to a new sentence: a word may start with `final`), or a role glued to its channel.
+/// Whether `line` starts with header words of a Harmony output whose special tokens were
+/// stripped: a channel word glued to the text (on a later line, only to a new sentence: a
+/// word may start with `final`).
 fn harmony_frame(line: &str, first: bool) -> bool {
     let t = line.trim_start();
-    let glued_start = CHANNELS.iter().any(|w| {
+    CHANNELS.iter().any(|w| {
         t.strip_prefix(w).is_some_and(|rest| {
             let next = rest.chars().next();
             next.is_some_and(|c| !c.is_whitespace() && (first || !c.is_lowercase()))
         })
-    });
+    })
+}
+
+/// Whether `lines` hold a role glued to its channel (`assistantcommentary`), the other
+/// header words of a stripped Harmony output.
+fn role_glued_to_channel(lines: &str) -> bool {
     static ROLE: std::sync::OnceLock<memchr::memmem::Finder<'static>> = std::sync::OnceLock::new();
     let role = ROLE.get_or_init(|| memchr::memmem::Finder::new("assistant"));
-    glued_start
-        || role.find_iter(line.as_bytes()).any(|i| {
-            let rest = &line[i + "assistant".len()..];
-            CHANNELS.iter().any(|w| rest.starts_with(w))
-        })
+    role.find_iter(lines.as_bytes()).any(|i| {
+        let rest = &lines[i + "assistant".len()..];
+        CHANNELS.iter().any(|w| rest.starts_with(w))
+    })
 }
 
 /// Whether a later line could complete `line` into a leak that takes `line` too: its
@@ -281,13 +328,19 @@ fn leads_in(line: &str, tools: &[String]) -> bool {
     holds_name(first, tools)
         || holds_name(last, tools)
         || (memchr::memchr2(b'=', b':', t.as_bytes()).is_some()
-            || memchr::memmem::find(t.as_bytes(), b"functions.").is_some())
+            || namespaced().find(t.as_bytes()).is_some())
             && t.split_ascii_whitespace()
                 .filter(|w| {
                     let inner = w.trim_end_matches(|c: char| c.is_ascii_punctuation());
                     inner.contains(['.', '=', ':'])
                 })
                 .any(|w| holds_name(w, tools))
+}
+
+/// The prefix OpenAI-style stacks write before a tool's name.
+fn namespaced() -> &'static memchr::memmem::Finder<'static> {
+    static NS: std::sync::OnceLock<memchr::memmem::Finder<'static>> = std::sync::OnceLock::new();
+    NS.get_or_init(|| memchr::memmem::Finder::new("functions."))
 }
 
 /// Whether a part of `word` between non-word characters is an enabled tool's name (or
@@ -392,24 +445,31 @@ impl Open {
         }
         let mut quote: Option<u8> = None;
         let mut i = 0;
+        // Where the next `{`/`[`/`<` and the next `(` were found, each searched again only
+        // once passed (`None`: not searched yet; `Some(len)`: none left).
+        let (mut next3, mut next_paren): (Option<usize>, Option<usize>) = (None, None);
+        let find = |from: usize, f: &dyn Fn(&[u8]) -> Option<usize>| {
+            f(&body[from..]).map_or(body.len(), |n| from + n)
+        };
         while i < body.len() {
             if quote.is_none()
                 && self.in_tag.is_none()
                 && self.curly + self.square + self.paren == 0
             {
                 // Nothing open: only an opener matters, and prose has few; skip to the next.
-                let rest = &body[i..];
-                let next = match (
-                    memchr::memchr3(b'{', b'[', b'<', rest),
-                    memchr::memchr(b'(', rest),
-                ) {
-                    (Some(a), Some(b)) => a.min(b),
-                    (a, b) => match a.or(b) {
-                        Some(n) => n,
-                        None => break,
-                    },
-                };
-                i += next;
+                if next3.is_none_or(|n| n < i) {
+                    next3 = Some(find(i, &|r| memchr::memchr3(b'{', b'[', b'<', r)));
+                }
+                if next_paren.is_none_or(|n| n < i) {
+                    next_paren = Some(find(i, &|r| memchr::memchr(b'(', r)));
+                }
+                let next = next3
+                    .unwrap_or(body.len())
+                    .min(next_paren.unwrap_or(body.len()));
+                if next >= body.len() {
+                    break;
+                }
+                i = next;
                 self.anchors = true;
             }
             let b = body[i];
