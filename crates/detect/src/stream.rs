@@ -197,7 +197,7 @@ impl Stream {
             return false;
         }
         let in_code = self.open.code.is_some();
-        self.open.read_line(line.as_bytes());
+        self.open.read_line(line.as_bytes(), &self.enabled_tools);
         if in_code {
             // A line of a fenced block no leak can start in (or its closing line).
             self.cut(end);
@@ -223,7 +223,7 @@ impl Stream {
         if from < self.line_start {
             let lines = &self.text.as_bytes()[from..self.line_start];
             for line in lines.split_inclusive(|&b| b == b'\n') {
-                self.open.read_line(line);
+                self.open.read_line(line, &self.enabled_tools);
             }
         }
     }
@@ -312,12 +312,11 @@ fn role_glued_to_channel(lines: &str) -> bool {
 /// of an enabled tool (`save_memory` then `{..}` on the
 /// next line, ReAct's `Action: save_memory` then `Action Input:`, Kimi's
 /// `functions.search:0` with its tokens stripped, DeepSeek's `functionNAME`, a command
-/// line's first word), or it ends with a colon (`**Tool Call:**` before a fenced call).
+/// line's first word), or it is a label that announces a call (`**Tool Call:**` before a
+/// fenced call).
 fn leads_in(line: &str, tools: &[String]) -> bool {
     let t = line.trim();
-    if t.trim_end_matches(['.', '`', '*', ' '])
-        .ends_with([':', '：'])
-    {
+    if announces_a_call(t) {
         return true;
     }
     if tools.is_empty() {
@@ -335,6 +334,24 @@ fn leads_in(line: &str, tools: &[String]) -> bool {
                     inner.contains(['.', '=', ':'])
                 })
                 .any(|w| holds_name(w, tools))
+}
+
+/// Whether `line` is a label announcing a call on the lines after it (RWKV's
+/// `**Tool Call:**` above a fenced call): a few words ending with a colon, one of them
+/// about a tool, a call, a function or an action. A colon line of prose (`Here's how:`)
+/// announces nothing a format reads.
+fn announces_a_call(line: &str) -> bool {
+    let label = line.trim_matches(['*', '#', '_', '`', ' ', '.']);
+    let Some(words) = label.strip_suffix([':', '：']) else {
+        return false;
+    };
+    words.split_whitespace().count() <= 4
+        && words.split_whitespace().any(|w| {
+            let w = w.to_ascii_lowercase();
+            ["tool", "call", "function", "action"]
+                .iter()
+                .any(|k| w.contains(k))
+        })
 }
 
 /// The prefix OpenAI-style stacks write before a tool's name.
@@ -366,16 +383,40 @@ fn common_prefix(a: &str, b: &str) -> usize {
 /// reply ends (a reply does not nest markup that deep).
 const MAX_OPEN_TAGS: usize = 32;
 
-/// HTML elements that have no closer.
-const VOID: &[&str] = &[
-    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source",
-    "track", "wbr",
+/// Words that make an element's name call markup: the formats' wrappers, calls, their
+/// parameters and their answers (`<tool_call>`, `<function=..>`, `<invoke>`,
+/// `<parameter>`, `<arg_key>`, `<tool_response>`, `<｜DSML｜function_calls>`, ...).
+const CALL_WORDS: &[&[u8]] = &[
+    b"tool",
+    b"call",
+    b"func",
+    b"invoke",
+    b"param",
+    b"arg",
+    b"result",
+    b"response",
+    b"output",
+    b"observation",
+    b"action",
 ];
 
+/// Whether an element so named can be part of a call: its name holds a call word or an
+/// enabled tool's name. Other elements (`<b>`, `<div>`, `#include <vector>`, `<think>`)
+/// open nothing a later line could turn into a call; detection of the window still reads
+/// them.
+fn call_markup(name: &[u8], tools: &[String]) -> bool {
+    let lower = name.to_ascii_lowercase();
+    let holds = |w: &[u8]| !w.is_empty() && lower.windows(w.len()).any(|x| x == w);
+    CALL_WORDS.iter().any(|w| holds(w))
+        || tools
+            .iter()
+            .any(|t| holds(&t.as_bytes().to_ascii_lowercase()))
+}
+
 /// What is open at the end of the lines read: brackets (a `(` only after a name, as a
-/// call opens it; quotes inside brackets skipped), markup elements (an element whose `>`
-/// has not come yet, or that has not been closed; special tokens such as `<|im_end|>` and
-/// void HTML elements open nothing), and fenced code (whose content is not read).
+/// call opens it; quotes inside brackets skipped), call markup (an element whose `>` has
+/// not come yet, or one named as call markup or with a `name` attribute that has not been
+/// closed), special tokens, and fenced code (whose content is not read).
 #[derive(Debug, Clone, Default)]
 struct Open {
     curly: u32,
@@ -383,8 +424,9 @@ struct Open {
     paren: u32,
     tags: Vec<Box<[u8]>>,
     too_deep: bool,
-    /// Inside a tag: its name, and whether it is a closer.
-    in_tag: Option<(Box<[u8]>, bool)>,
+    /// Inside a tag: its name, whether it is a closer, and whether it has a `name`
+    /// attribute.
+    in_tag: Option<(Box<[u8]>, bool, bool)>,
     fence: Option<(u8, usize)>,
     /// Inside a fenced block that no leak can start in or take: opened with nothing else
     /// open, and not ```` ```json ```` (the one fence a family reads as a call).
@@ -411,7 +453,7 @@ impl Open {
             && self.code.is_none()
     }
 
-    fn read_line(&mut self, line: &[u8]) {
+    fn read_line(&mut self, line: &[u8], tools: &[String]) {
         let body = line.strip_suffix(b"\n").unwrap_or(line);
         let marker = code::fence_marker(body);
         if let Some((och, olen)) = self.code {
@@ -473,9 +515,12 @@ impl Open {
                 self.anchors = true;
             }
             let b = body[i];
-            if self.in_tag.is_some() {
+            if let Some((_, _, named)) = &mut self.in_tag {
+                if b == b'=' && i >= 4 && body[i - 4..i].eq_ignore_ascii_case(b"name") {
+                    *named = true;
+                }
                 if b == b'>' {
-                    self.end_tag(i > 0 && body[i - 1] == b'/');
+                    self.end_tag(i > 0 && body[i - 1] == b'/', tools);
                 }
                 i += 1;
                 continue;
@@ -501,8 +546,8 @@ impl Open {
                 b'}' => self.curly = self.curly.saturating_sub(1),
                 b'[' => match bracket_tag(body, i) {
                     Some((name, closer, next)) => {
-                        self.in_tag = Some((name.into(), closer));
-                        self.end_tag(false);
+                        self.in_tag = Some((name.into(), closer, false));
+                        self.end_tag(false, tools);
                         i = next;
                         continue;
                     }
@@ -513,7 +558,7 @@ impl Open {
                 b')' => self.paren = self.paren.saturating_sub(1),
                 b'<' => {
                     if let Some((name, closer, next)) = tag_start(body, i) {
-                        self.in_tag = Some((name.into(), closer));
+                        self.in_tag = Some((name.into(), closer, false));
                         i = next;
                         continue;
                     }
@@ -525,8 +570,8 @@ impl Open {
     }
 
     /// The `>` of the tag being read: `self_closing` when `/` stands before it.
-    fn end_tag(&mut self, self_closing: bool) {
-        let Some((name, closer)) = self.in_tag.take() else {
+    fn end_tag(&mut self, self_closing: bool, tools: &[String]) {
+        let Some((name, closer, named)) = self.in_tag.take() else {
             return;
         };
         let token = name.first().is_some_and(|&b| is_bar_start(b)) && ends_with_bar(&name);
@@ -539,12 +584,7 @@ impl Open {
             {
                 self.tags.truncate(at);
             }
-        } else if !self_closing
-            && !token
-            && !VOID
-                .iter()
-                .any(|v| v.as_bytes().eq_ignore_ascii_case(&name))
-        {
+        } else if !self_closing && !token && (named || call_markup(&name, tools)) {
             if self.tags.len() >= MAX_OPEN_TAGS {
                 self.too_deep = true;
             } else {
@@ -686,27 +726,27 @@ mod tests {
     #[test]
     fn open_markup_holds_until_it_closes() {
         let mut o = Open::default();
-        o.read_line(b"<tool_call>\n");
+        o.read_line(b"<tool_call>\n", &[]);
         assert!(!o.is_closed());
-        o.read_line(b"{\"a\": \"}\"\n");
+        o.read_line(b"{\"a\": \"}\"\n", &[]);
         assert!(!o.is_closed());
-        o.read_line(b"}</tool_call>\n");
+        o.read_line(b"}</tool_call>\n", &[]);
         assert!(o.is_closed());
         let mut o = Open::default();
-        o.read_line(b"a<b, <br> <https://x.y> <3 :( f(x) <x/> [1] [NOTE] [/NOTE]\n");
+        o.read_line(b"a<b, <br> <https://x.y> <3 :( f(x) <x/> [1] [NOTE] [/NOTE]\n", &[]);
         assert!(o.is_closed(), "{o:?}");
-        o.read_line(b"[TOOL_CALLS]\n");
+        o.read_line(b"[TOOL_CALLS]\n", &[]);
         assert!(
             !o.is_closed(),
             "an upper-case bracket tag opens until its closer"
         );
         let mut o = Open::default();
-        o.read_line(b"<|python_tag|>\n");
+        o.read_line(b"<|python_tag|>\n", &[]);
         assert!(!o.is_closed(), "a special token keeps the window open");
         let mut o = Open::default();
-        o.read_line(b"```\n(\n");
+        o.read_line(b"```\n(\n", &[]);
         assert!(!o.is_closed());
-        o.read_line(b"```\n");
+        o.read_line(b"```\n", &[]);
         assert!(o.is_closed());
     }
 
