@@ -420,6 +420,8 @@ fn call_markup(name: &[u8], tools: &[String]) -> bool {
 #[derive(Debug, Clone, Default)]
 struct Open {
     curly: u32,
+    /// Code blocks opened by `) {`, which keep nothing open but must close their `}`.
+    blocks: u32,
     square: u32,
     paren: u32,
     tags: Vec<Box<[u8]>>,
@@ -542,6 +544,10 @@ impl Open {
                 b'\'' if depth > 0 && !(i > 0 && body[i - 1].is_ascii_alphanumeric()) => {
                     quote = Some(b)
                 }
+                // A block of code (`main() {`, `if (x) {`) is no call's body: every format
+                // puts its arguments' `{` after a name, a token, a tag or a separator.
+                b'{' if body[..i].trim_ascii_end().ends_with(b")") => self.blocks += 1,
+                b'}' if self.blocks > 0 && self.curly == 0 => self.blocks -= 1,
                 b'{' => self.curly += 1,
                 b'}' => self.curly = self.curly.saturating_sub(1),
                 b'[' => match bracket_tag(body, i) {
@@ -733,7 +739,10 @@ mod tests {
         o.read_line(b"}</tool_call>\n", &[]);
         assert!(o.is_closed());
         let mut o = Open::default();
-        o.read_line(b"a<b, <br> <https://x.y> <3 :( f(x) <x/> [1] [NOTE] [/NOTE]\n", &[]);
+        o.read_line(
+            b"a<b, <br> <https://x.y> <3 :( f(x) <x/> [1] [NOTE] [/NOTE]\n",
+            &[],
+        );
         assert!(o.is_closed(), "{o:?}");
         o.read_line(b"[TOOL_CALLS]\n", &[]);
         assert!(
