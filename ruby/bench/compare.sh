@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=${1:-10}
 passes=${2:-15}
-export CARGO_TARGET_DIR="$PWD/target/ruby-ext"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target/ruby-ext}"
 cargo build --quiet --release --locked --manifest-path ruby/ext/toolcall_recovery/Cargo.toml \
   --example detect_bench
 out=$(mktemp)
