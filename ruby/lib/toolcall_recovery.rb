@@ -12,52 +12,46 @@ require_relative "toolcall_recovery/version"
 require_relative "toolcall_recovery/toolcall_recovery" # the native extension
 
 module ToolcallRecovery
-  # What ToolcallRecovery.detect found in one text. Frozen. Built by the native code
-  # (ext/toolcall_recovery/src/convert.rs) with @text, the text examined, and @raw: nil
-  # when nothing leaked, else [cleaned-or-nil, calls, families, removed].
+  # What ToolcallRecovery.detect found in one text. Immutable. Made by the native code
+  # (ext/toolcall_recovery/src/result.rs), which also defines +text+ (the String examined,
+  # the very object passed in), +leaked?+ (a leak was found; can be true while +changed?+
+  # is false: a message that is nothing but a fake tool result is reported and left as
+  # it is), +changed?+ (+cleaned+ differs from +text+) and +_found+: nil when nothing
+  # leaked, else the frozen [text, cleaned-or-nil, calls, families, removed].
   class Result
     private_class_method :new, :allocate
-
-    # The text examined, the very object passed in.
-    attr_reader :text
+    private :_found
 
     # The text to show, in UTF-8: the input with every leaked span cut out, or, when
     # nothing changed, the input String itself (the same object, not a copy; a binary
     # input comes back as a UTF-8 copy).
     def cleaned
-      return @raw[0] if @raw && @raw[0]
-      return @text.dup.force_encoding(Encoding::UTF_8) if @text.encoding == Encoding::BINARY
+      found = _found
+      return found[1] if found && found[1]
+      return text.dup.force_encoding(Encoding::UTF_8) if text.encoding == Encoding::BINARY
 
-      @text
-    end
-
-    # Whether cleaned differs from the text.
-    def changed?
-      !(@raw.nil? || @raw[0].nil?)
-    end
-
-    # Whether any leak was found. Can be true while changed? is false: a message that is
-    # nothing but a fake tool result is reported and left as it is.
-    def leaked?
-      !@raw.nil?
+      text
     end
 
     # The leaked calls, in order: [{name: String, arguments: Hash (String keys) or the
     # value as the model wrote it}].
     def calls
-      @raw ? @raw[1] : []
+      found = _found
+      found ? found[2] : []
     end
 
     # The leak formats found ("hermes", "result_prefix", ...), in order of first appearance.
     def families
-      @raw ? @raw[2] : []
+      found = _found
+      found ? found[3] : []
     end
 
     # The spans cut out of the text: [{family: String, range: start...end (byte offsets
     # into text), text: String (those bytes, verbatim)}]. Empty when nothing changed.
     # The cleaning also trims the whitespace a cut leaves behind.
     def removed
-      @raw ? @raw[3] : []
+      found = _found
+      found ? found[4] : []
     end
 
     def to_h

@@ -13,7 +13,7 @@ class TestDetect < Minitest::Test
     assert_equal [], r.calls
     assert_equal [], r.families
     assert_equal [], r.removed
-    assert r.frozen?
+    refute r.respond_to?(:text=)
   end
 
   def test_hermes_leak_is_cut_out_and_its_call_read
@@ -27,6 +27,8 @@ class TestDetect < Minitest::Test
     assert_equal ["hermes"], r.families
     assert_equal [{ family: "hermes", range: 5...HERMES.bytesize, text: HERMES_MARKUP }], r.removed
     assert_same HERMES, r.text
+    # What the result holds stays as detect made it.
+    assert r.send(:_found).frozen?
   end
 
   def test_seed_leak_result_prefix
@@ -122,6 +124,7 @@ class TestDetect < Minitest::Test
     results = [HERMES, SEED, CLEAN, MULTIBYTE].map { |t| ToolcallRecovery.detect(t.dup, enabled_tools: TOOLS.dup) }
     GC.stress = false
     GC.start
+    GC.compact if GC.respond_to?(:compact)
     assert_equal ["Sure.", "You saw right through me.", CLEAN, "café ☕ après"], results.map(&:cleaned)
     assert_equal "likes tea", results[0].calls[0][:arguments]["content"]
   ensure

@@ -4,9 +4,9 @@
 //! borrowed from Ruby: [`Found::new`] copies out of the text what the result needs (only
 //! for a message with a leak), then [`Found::into_ruby`] builds the Ruby values.
 //!
-//! The result is a frozen `ToolcallRecovery::Result` (its methods are Ruby, in
-//! ruby/lib/toolcall_recovery.rb) with two instance variables: `@text`, the text examined,
-//! and `@raw`, `nil` when nothing leaked, else `[cleaned, calls, families, removed]` where
+//! What a `ToolcallRecovery::Result` ([`crate::result`]) holds when something leaked: the
+//! frozen array `[text, cleaned, calls, families, removed]` where `text` is the text
+//! examined and
 //! - `cleaned`: the text to show (a new UTF-8 `String`), or `nil` when it stays as it is;
 //! - `calls`: `[{name: String, arguments: <JSON as Ruby>}]`, objects as `Hash`es with
 //!   `String` keys, arrays as `Array`s, integers as `Integer`, other numbers as `Float`;
@@ -14,63 +14,10 @@
 //! - `removed`: `[{family: String, range: start...end (bytes), text: String}]`, the leaked
 //!   spans cut out of the text, verbatim; empty when the text stays as it is.
 
-use magnus::{
-    prelude::*,
-    rb_sys::{protect as rb_protect_values, AsRawId, AsRawValue, FromRawValue},
-    value::{LazyId, Opaque, ReprValue},
-    Error, IntoValue, RArray, RClass, RModule, RString, Ruby, Value,
-};
+use magnus::{value::ReprValue, Error, IntoValue, RArray, RString, Ruby, Value};
 use serde_json::Value as Json;
 use std::ops::Range;
-use std::sync::OnceLock;
 use toolcall_detect::{Call, Detection};
-
-/// `ToolcallRecovery::Result`, defined at load time.
-static RESULT_CLASS: OnceLock<Opaque<RClass>> = OnceLock::new();
-static TEXT: LazyId = LazyId::new("@text");
-static RAW: LazyId = LazyId::new("@raw");
-
-/// Defines `ToolcallRecovery::Result` (the Ruby file adds its methods).
-pub fn define_result_class(ruby: &Ruby, module: RModule) -> Result<(), Error> {
-    let class = module.define_class("Result", ruby.class_object())?;
-    // Interned now, on Ruby's thread, so that no later use can fail.
-    LazyId::force(&TEXT, ruby);
-    LazyId::force(&RAW, ruby);
-    // A constant keeps the class alive; the static only remembers it.
-    let _ = RESULT_CLASS.set(class.into());
-    Ok(())
-}
-
-/// A new frozen `ToolcallRecovery::Result`. Built here rather than through `Result.new`,
-/// and with the C API under one `rb_protect` rather than magnus's one per call: most
-/// messages are clean, and then this object is all the binding adds to the detection, so
-/// it is kept to an allocation and two instance variables.
-pub fn result(ruby: &Ruby, text: RString, raw: Option<RArray>) -> Result<Value, Error> {
-    let class = RESULT_CLASS
-        .get()
-        .map(|c| ruby.get_inner(*c))
-        .ok_or_else(|| {
-            Error::new(
-                ruby.exception_runtime_error(),
-                "ToolcallRecovery::Result is not defined",
-            )
-        })?;
-    let (class, text) = (class.as_raw(), text.as_raw());
-    let raw = raw.map_or_else(|| ruby.qnil().as_raw(), |r| r.as_raw());
-    let text_id = LazyId::get_inner_with(&TEXT, ruby).as_raw();
-    let raw_id = LazyId::get_inner_with(&RAW, ruby).as_raw();
-    // SAFETY: plain C API calls on live values (arguments of the running method, the class
-    // held by a constant); a Ruby exception (out of memory) is caught by `protect`. The new
-    // object lives on this stack until returned, where the GC's stack scan sees it.
-    let obj = rb_protect_values(|| unsafe {
-        let obj = rb_sys::rb_obj_alloc(class);
-        rb_sys::rb_ivar_set(obj, text_id, text);
-        rb_sys::rb_ivar_set(obj, raw_id, raw);
-        rb_sys::rb_obj_freeze(obj)
-    })?;
-    // SAFETY: a live object just made.
-    Ok(unsafe { Value::from_raw(obj) })
-}
 
 /// What a detection with leaks hands to Ruby, owned by Rust.
 pub struct Found {
@@ -109,8 +56,8 @@ impl Found {
         })
     }
 
-    /// The Ruby form described in the module docs.
-    pub fn into_ruby(self, ruby: &Ruby) -> Result<RArray, Error> {
+    /// The Ruby form described in the module docs, for `text`.
+    pub fn into_ruby(self, ruby: &Ruby, text: RString) -> Result<RArray, Error> {
         let calls = ruby.ary_new_capa(self.calls.len());
         for call in &self.calls {
             let h = ruby.hash_new();
@@ -134,11 +81,13 @@ impl Found {
             removed.push(h)?;
         }
         let cleaned = self.cleaned.as_deref().map(|c| ruby.str_new(c));
-        let out = ruby.ary_new_capa(4);
+        let out = ruby.ary_new_capa(5);
+        out.push(text)?;
         out.push(cleaned)?;
         out.push(calls)?;
         out.push(families)?;
         out.push(removed)?;
+        out.freeze();
         Ok(out)
     }
 }

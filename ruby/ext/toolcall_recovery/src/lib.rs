@@ -3,7 +3,8 @@
 //! Ruby calls this through a thin Ruby layer (`ruby/lib/toolcall_recovery.rb`) that owns the
 //! keyword arguments and the result classes; this crate only does what needs Rust:
 //! - `ToolcallRecovery::Native.detect(text, tools)`: a `ToolcallRecovery::Result` (see
-//!   [`convert`]); for clean text, the common case, one small object and nothing else;
+//!   [`result`] and [`convert`]); for clean text, the common case, one small object and
+//!   nothing else;
 //! - `ToolcallRecovery::Native.might_leak?(text)`;
 //! - `ToolcallRecovery::Stream`, one streamed reply (see [`stream`]).
 //!
@@ -11,6 +12,7 @@
 //! that is not UTF-8 raises `ArgumentError`. Nothing on these paths unwraps or panics.
 
 mod convert;
+mod result;
 mod stream;
 mod text;
 
@@ -26,22 +28,20 @@ fn native_detect(ruby: &Ruby, text: Value, tools: Value) -> Result<Value, Error>
     let found = {
         let content = unsafe { text::borrow(ruby, &text, "text")? };
         // A clean message costs one scan and leaves the tool list untouched.
-        if !might_leak(content) {
-            return convert::result(ruby, text, None);
-        }
-        let enabled_tools = unsafe { text::tools_vec(ruby, tools)? };
-        let detection = detect(
-            &Input {
+        if might_leak(content) {
+            let enabled_tools = unsafe { text::tools_vec(ruby, tools)? };
+            let input = Input {
                 content,
                 tools_used: &[],
                 enabled_tools: &enabled_tools,
-            },
-            &Config::default(),
-        );
-        convert::Found::new(content, detection)
+            };
+            convert::Found::new(content, detect(&input, &Config::default()))
+        } else {
+            None
+        }
     };
-    let raw = found.map(|f| f.into_ruby(ruby)).transpose()?;
-    convert::result(ruby, text, raw)
+    let found = found.map(|f| f.into_ruby(ruby, text)).transpose()?;
+    result::wrap(ruby, text, found)
 }
 
 /// `ToolcallRecovery::Native.might_leak?(text)`: `false` means `detect` finds nothing.
@@ -55,7 +55,7 @@ fn native_might_leak(ruby: &Ruby, text: Value) -> Result<bool, Error> {
 fn init(ruby: &Ruby) -> Result<(), Error> {
     let module = ruby.define_module("ToolcallRecovery")?;
     module.define_error("Error", ruby.exception_standard_error())?;
-    convert::define_result_class(ruby, module)?;
+    result::define(ruby, module)?;
 
     let native = module.define_module("Native")?;
     native.define_singleton_method("detect", function!(native_detect, 2))?;

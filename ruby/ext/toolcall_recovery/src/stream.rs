@@ -5,7 +5,7 @@
 //! `toolcall_detect::Finished` carries neither. After `finish` the stream is spent: any
 //! further `push` or `finish` raises `ToolcallRecovery::Error`.
 
-use crate::{convert, convert::Found, error_class, text};
+use crate::{convert::Found, error_class, result, text};
 use magnus::{Error, RArray, RString, Ruby, Value};
 use std::cell::RefCell;
 use toolcall_detect::{Config, Stream};
@@ -64,8 +64,9 @@ impl RbStream {
             .ok_or_else(|| finished(ruby, "finish"))?;
         let done = state.stream.finish();
         let found = Found::new(&state.received, done.detection);
-        let raw = found.map(|f| f.into_ruby(ruby)).transpose()?;
-        let result = convert::result(ruby, ruby.str_new(&state.received), raw)?;
+        let text = ruby.str_new(&state.received);
+        let found = found.map(|f| f.into_ruby(ruby, text)).transpose()?;
+        let result = result::wrap(ruby, text, found)?;
         let out = ruby.ary_new_capa(2);
         out.push(ruby.str_new(&done.rest))?;
         out.push(result)?;
