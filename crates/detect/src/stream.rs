@@ -291,7 +291,9 @@ fn harmony_frame(line: &str, first: bool) -> bool {
     CHANNELS.iter().any(|w| {
         t.strip_prefix(w).is_some_and(|rest| {
             let next = rest.chars().next();
-            next.is_some_and(|c| !c.is_whitespace() && (first || !c.is_lowercase()))
+            // A later line's channel word is glued to a new sentence: a capital, not a
+            // name's `_` or digit (`final_inputs = ..` is code).
+            next.is_some_and(|c| !c.is_whitespace() && (first || c.is_uppercase()))
         })
     })
 }
@@ -382,6 +384,29 @@ fn common_prefix(a: &str, b: &str) -> usize {
 /// Most elements a window tracks open at once; past that it counts as open until the
 /// reply ends (a reply does not nest markup that deep).
 const MAX_OPEN_TAGS: usize = 32;
+
+/// Whether a `{` after `before` opens a block of code, which no format's call is: after
+/// `)` or `=>` (`main() {`, `() => {`), or after a word and a space that is not an enabled tool's
+/// name (`} else {`, `class Car {`). Every format puts a call's `{` after a tool's name, a
+/// token, a tag, a separator or nothing.
+fn opens_a_block(before: &[u8], tools: &[String]) -> bool {
+    let t = before.trim_ascii_end();
+    if t.ends_with(b")") || t.ends_with(b"=>") {
+        return true;
+    }
+    if t.len() == before.len() {
+        return false;
+    }
+    let word_start = t
+        .iter()
+        .rposition(|b| !(b.is_ascii_alphanumeric() || *b == b'_'))
+        .map_or(0, |p| p + 1);
+    let word = &t[word_start..];
+    !word.is_empty()
+        && word[0].is_ascii_alphabetic()
+        && !word.eq_ignore_ascii_case(b"json")
+        && !tools.iter().any(|n| n.as_bytes() == word)
+}
 
 /// Words that make an element's name call markup: the formats' wrappers, calls, their
 /// parameters and their answers (`<tool_call>`, `<function=..>`, `<invoke>`,
@@ -544,12 +569,13 @@ impl Open {
                 b'\'' if depth > 0 && !(i > 0 && body[i - 1].is_ascii_alphanumeric()) => {
                     quote = Some(b)
                 }
-                // A block of code (`main() {`, `if (x) {`) is no call's body: every format
-                // puts its arguments' `{` after a name, a token, a tag or a separator.
-                b'{' if body[..i].trim_ascii_end().ends_with(b")") => self.blocks += 1,
+                // A block of code (`main() {`, `} else {`) is no call's body.
+                b'{' if opens_a_block(&body[..i], tools) => self.blocks += 1,
                 b'}' if self.blocks > 0 && self.curly == 0 => self.blocks -= 1,
                 b'{' => self.curly += 1,
                 b'}' => self.curly = self.curly.saturating_sub(1),
+                // TeX's display math (`\[ .. \]`) is no list.
+                b'[' | b']' if i > 0 && body[i - 1] == b'\\' => {}
                 b'[' => match bracket_tag(body, i) {
                     Some((name, closer, next)) => {
                         self.in_tag = Some((name.into(), closer, false));
@@ -572,6 +598,15 @@ impl Open {
                 _ => {}
             }
             i += 1;
+        }
+        // A tag left without its `>` at the line's end holds the window only when it may
+        // be call markup (an opener that lost its `>`); `i<j` in prose is no tag.
+        if self
+            .in_tag
+            .as_ref()
+            .is_some_and(|(name, _, named)| !named && !call_markup(name, tools))
+        {
+            self.in_tag = None;
         }
     }
 
@@ -757,6 +792,39 @@ mod tests {
         assert!(!o.is_closed());
         o.read_line(b"```\n", &[]);
         assert!(o.is_closed());
+    }
+
+    #[test]
+    fn only_what_could_become_a_call_waits_for_the_next_line() {
+        let shown_after_first_line = |t: &str| {
+            let mut s = Stream::new(Config::default(), vec!["save_memory".into()]);
+            s.push(t).to_string()
+        };
+        // Prose and code that open nothing a call could grow from show at their line end.
+        for t in [
+            "Here's how:\nrest",
+            "#include <iostream>\nrest",
+            "} else {\nrest",
+            "int main() {\nrest",
+            "if i<j then\nrest",
+            "\\[ x^2 \\]\nrest",
+        ] {
+            let first = t.split('\n').next().unwrap_or_default();
+            assert_eq!(shown_after_first_line(t), first, "{t:?}");
+        }
+        // What a later line may complete into a call waits.
+        for t in [
+            "**Tool Call:**\nrest",
+            "<tool_call>\nrest",
+            "<invoke name=\"x\">\nrest",
+            "{\"name\": \"save_memory\",\nrest",
+            "Action: save_memory\nrest",
+            "functions.save_memory:0\nrest",
+            "[TOOL_CALLS]\nrest",
+            "```json\nrest",
+        ] {
+            assert_eq!(shown_after_first_line(t), "", "{t:?}");
+        }
     }
 
     #[test]
