@@ -5,20 +5,30 @@
 //!
 //! May depend on: nothing.
 
-/// An identifier's byte: an ASCII letter or digit, `_`, or any byte of a multi-byte UTF-8
-/// sequence (`>= 0x80`: names may be in any script).
-pub const WORD: u8 = 1;
-/// A key's byte in command-line arguments: an ASCII letter or digit, or `_`.
-pub const KEY: u8 = 1 << 1;
-/// ASCII whitespace, as [`u8::is_ascii_whitespace`] has it.
-pub const SPACE: u8 = 1 << 2;
 /// An ASCII letter.
-pub const ALPHA: u8 = 1 << 3;
-/// A byte of a tag's name as the markup probe reads it: an ASCII letter or digit, `_`,
-/// `-`, `:`.
-pub const TAG: u8 = 1 << 4;
+pub const ALPHA: u8 = 1;
+/// An ASCII digit.
+pub const DIGIT: u8 = 1 << 1;
+/// `_`.
+pub const UNDERSCORE: u8 = 1 << 2;
+/// A byte of a multi-byte UTF-8 sequence (`>= 0x80`): names may be in any script.
+pub const HIGH: u8 = 1 << 3;
+/// ASCII whitespace, as [`u8::is_ascii_whitespace`] has it.
+pub const SPACE: u8 = 1 << 4;
+/// `-`.
+pub const DASH: u8 = 1 << 5;
+/// `.`.
+pub const DOT: u8 = 1 << 6;
+/// `:`.
+pub const COLON: u8 = 1 << 7;
 
-/// The classes of every byte value.
+/// A key's byte in command-line arguments: an ASCII letter or digit, or `_`.
+pub const KEY: u8 = ALPHA | DIGIT | UNDERSCORE;
+/// An identifier's byte in any script: a [`KEY`] byte or a [`HIGH`] one.
+pub const WORD: u8 = KEY | HIGH;
+
+/// The classes of every byte value: each byte is of one class at most, so a test for a
+/// union of classes is one mask.
 static CLASSES: [u8; 256] = classes();
 
 const fn classes() -> [u8; 256] {
@@ -26,30 +36,29 @@ const fn classes() -> [u8; 256] {
     let mut i = 0;
     while i < 256 {
         let b = i as u8;
-        let alnum = b.is_ascii_alphanumeric();
-        let mut c = 0;
-        if alnum || b == b'_' || b >= 0x80 {
-            c |= WORD;
-        }
-        if alnum || b == b'_' {
-            c |= KEY;
-        }
-        if b.is_ascii_whitespace() {
-            c |= SPACE;
-        }
-        if b.is_ascii_alphabetic() {
-            c |= ALPHA;
-        }
-        if alnum || matches!(b, b'_' | b'-' | b':') {
-            c |= TAG;
-        }
-        t[i] = c;
+        t[i] = if b.is_ascii_alphabetic() {
+            ALPHA
+        } else if b.is_ascii_digit() {
+            DIGIT
+        } else if b >= 0x80 {
+            HIGH
+        } else if b.is_ascii_whitespace() {
+            SPACE
+        } else {
+            match b {
+                b'_' => UNDERSCORE,
+                b'-' => DASH,
+                b'.' => DOT,
+                b':' => COLON,
+                _ => 0,
+            }
+        };
         i += 1;
     }
     t
 }
 
-/// Whether `b` is of any of the classes in `class` (a mask of the constants above).
+/// Whether `b` is of any of the classes in `class` (a union of the constants above).
 #[inline(always)]
 pub fn is(b: u8, class: u8) -> bool {
     CLASSES[usize::from(b)] & class != 0
@@ -69,12 +78,17 @@ mod tests {
     #[test]
     fn the_table_says_what_the_predicates_say() {
         for b in 0..=255u8 {
-            let alnum = b.is_ascii_alphanumeric();
-            assert_eq!(is(b, WORD), alnum || b == b'_' || b >= 0x80, "{b}");
-            assert_eq!(is(b, KEY), alnum || b == b'_', "{b}");
-            assert_eq!(is(b, SPACE), b.is_ascii_whitespace(), "{b}");
             assert_eq!(is(b, ALPHA), b.is_ascii_alphabetic(), "{b}");
-            assert_eq!(is(b, TAG), alnum || matches!(b, b'_' | b'-' | b':'), "{b}");
+            assert_eq!(is(b, DIGIT), b.is_ascii_digit(), "{b}");
+            assert_eq!(is(b, HIGH), b >= 0x80, "{b}");
+            assert_eq!(is(b, SPACE), b.is_ascii_whitespace(), "{b}");
+            assert_eq!(is(b, UNDERSCORE), b == b'_', "{b}");
+            assert_eq!(is(b, DASH), b == b'-', "{b}");
+            assert_eq!(is(b, DOT), b == b'.', "{b}");
+            assert_eq!(is(b, COLON), b == b':', "{b}");
+            let ident = b.is_ascii_alphanumeric() || b == b'_';
+            assert_eq!(is(b, KEY), ident, "{b}");
+            assert_eq!(is(b, WORD), ident || b >= 0x80, "{b}");
         }
     }
 
