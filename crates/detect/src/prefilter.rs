@@ -114,10 +114,16 @@ impl Anchored {
 /// a zero byte, so a marker longer than what is left never matches the padding).
 #[inline]
 fn word(b: &[u8]) -> u64 {
-    let mut w = [0u8; 8];
-    let n = b.len().min(8);
-    w[..n].copy_from_slice(&b[..n]);
-    u64::from_le_bytes(w)
+    // Eight bytes are one load; only a hit near the end pays a copy (a call to memcpy).
+    match b.first_chunk::<8>() {
+        Some(w) => u64::from_le_bytes(*w),
+        None => {
+            let mut w = [0u8; 8];
+            let n = b.len().min(8);
+            w[..n].copy_from_slice(&b[..n]);
+            u64::from_le_bytes(w)
+        }
+    }
 }
 
 /// Markers with no anchor byte that share their first bytes (`` ```json ``, `` ```JSON ``):
@@ -188,6 +194,11 @@ fn group_unanchored(markers: &[(&'static [u8], DetectorSet)]) -> Vec<Unanchored>
         .collect()
 }
 
+/// A hit's next byte may go on a bare anchor's markup: its probes are asked.
+const NEXT_PROBES: u8 = 1;
+/// Some marker has the hit's next byte after its anchor: the markers are compared.
+const NEXT_MARKERS: u8 = 2;
+
 struct Tables {
     /// Per anchor byte (in `ANCHORS` order) and per byte after it, the markers that start
     /// with those two bytes: a hit compares only the few markers its next byte allows, and
@@ -196,23 +207,20 @@ struct Tables {
     /// Per anchor byte, the detectors whose marker is that byte alone, each with the probe
     /// that confirms it.
     bare: [Vec<(Probe, DetectorSet)>; 3],
-    /// Per anchor byte, the bytes after it that a bare anchor's probe is asked about: what
-    /// may follow the anchor in the markup it confirms (a name after `<` and `[`, also a
-    /// space after `[`, an object's start after `{`).
-    bare_next: [[bool; 256]; 3],
     /// Per anchor byte, markers that end with it (`functools[`): compared at every hit,
     /// before the second-byte reject.
     ending: [Vec<Anchored>; 3],
-    /// Per anchor byte, whether any marker may go on with this byte: the one-load reject
-    /// of most hits. A bare anchor's probe wants a name or an object's start after it, so
-    /// for it only letters (of any script: a UTF-8 lead byte), `_`, quotes, `}` and
-    /// whitespace pass.
-    second: [[bool; 256]; 3],
+    /// Per anchor byte and byte after it, what a hit asks ([`NEXT_PROBES`],
+    /// [`NEXT_MARKERS`]; none: the one-load reject of most hits). A bare anchor's probe
+    /// wants a name or an object's start after it, so for it only letters (of any script: a
+    /// UTF-8 lead byte), `_`, quotes, `}` and whitespace pass (see [`bare_next`]); markers
+    /// are compared only for a byte that some marker has after the anchor.
+    next: [[u8; 256]; 3],
     /// Markers with no anchor byte (```` ```json ````, `Action Input`): searched whole, and
     /// only in a text that holds a `{`, since those leaks need an object.
     unanchored: Vec<Unanchored>,
-    /// Families per first non-whitespace byte.
-    at_start: Vec<(u8, DetectorSet)>,
+    /// Detectors per first non-whitespace byte.
+    at_start: [DetectorSet; 256],
     /// The checks for markup with no anchor byte, each run once per message (few
     /// detectors have one; checked by a test).
     lines: Vec<(LinesCheck, DetectorSet)>,
@@ -246,11 +254,10 @@ fn tables() -> &'static Tables {
         let mut t = Tables {
             by_next: std::array::from_fn(|_| (0..256).map(|_| Vec::new()).collect()),
             bare: Default::default(),
-            bare_next: [[false; 256]; 3],
             ending: Default::default(),
-            second: [[false; 256]; 3],
+            next: [[0; 256]; 3],
             unanchored: Vec::new(),
-            at_start: Vec::new(),
+            at_start: [DetectorSet::default(); 256],
             lines: Vec::new(),
         };
         let mut unanchored = Vec::new();
@@ -267,15 +274,14 @@ fn tables() -> &'static Tables {
                         };
                         match bytes.get(i + 1) {
                             Some(&next) => {
-                                t.second[slot][usize::from(next)] = true;
+                                t.next[slot][usize::from(next)] |= NEXT_MARKERS;
                                 add(&mut t.by_next[slot][usize::from(next)], m);
                             }
                             None if i > 0 => add(&mut t.ending[slot], m),
                             None => {
                                 for b in 0..=255u8 {
                                     if bare_next(bytes[i], b) {
-                                        t.second[slot][usize::from(b)] = true;
-                                        t.bare_next[slot][usize::from(b)] = true;
+                                        t.next[slot][usize::from(b)] |= NEXT_PROBES;
                                     }
                                 }
                                 if let Some(p) = m.probe {
@@ -288,7 +294,7 @@ fn tables() -> &'static Tables {
                 }
             }
             for &b in det.at_start() {
-                t.at_start.push((b, fam));
+                t.at_start[usize::from(b)].0 |= fam.0;
             }
             if let Some(check) = det.lines() {
                 t.lines.push((check, fam));
@@ -325,11 +331,7 @@ pub fn scan_detectors(text: &str) -> DetectorSet {
         b => b,
     };
     if let Some(first) = first {
-        for &(b, fams) in &t.at_start {
-            if b == first {
-                seen.0 |= fams.0;
-            }
-        }
+        seen.0 |= t.at_start[usize::from(first)].0;
     }
     let mut saw_brace = false;
     for pos in memchr::memchr3_iter(ANCHORS[0], ANCHORS[1], ANCHORS[2], bytes) {
@@ -353,22 +355,23 @@ pub fn scan_detectors(text: &str) -> DetectorSet {
         let Some(&n) = bytes.get(pos + 1) else {
             continue;
         };
-        if !t.second[slot][usize::from(n)] {
+        let next = t.next[slot][usize::from(n)];
+        if next == 0 {
             continue;
         }
-        if t.bare_next[slot][usize::from(n)] {
+        if next & NEXT_PROBES != 0 {
             for &(probe, fams) in &t.bare[slot] {
                 if seen.0 & fams.0 == 0 && probe(bytes, pos) {
                     seen.0 |= fams.0;
                 }
             }
         }
+        if next & NEXT_MARKERS == 0 {
+            continue;
+        }
         let by_next = t.by_next[slot]
             .get(usize::from(n))
             .map_or(&[][..], Vec::as_slice);
-        if by_next.is_empty() {
-            continue;
-        }
         let (head, rest) = bytes.split_at(pos);
         let w = word(rest);
         for m in by_next {

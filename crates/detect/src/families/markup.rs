@@ -28,6 +28,7 @@
 
 use super::tag_names::is_html;
 use super::util::{merge, skip_ws, typed_param, Block};
+use crate::grammar::bytes as class;
 use crate::grammar::json::{call_of, Keys};
 use crate::grammar::markup::{
     fold, is_args_key, is_call_key, is_end_key, is_name_key, strip_edge, tag_at, tags, Kind, Tag,
@@ -51,6 +52,18 @@ const MAX_TAGS: usize = 2048;
 /// Elements a call may hold at most.
 const MAX_PARTS: usize = 64;
 
+/// A byte of a tag's name as [`probe`] reads it.
+const TAG_NAME: u8 = class::KEY | class::DASH | class::COLON;
+
+/// The words of call markup, lower-case, as little-endian words (`b | 0x20` lower-cases a
+/// letter and leaves the other bytes of a name that could match unchanged).
+const CALL_WORDS: [u32; 4] = [
+    u32::from_le_bytes(*b"call"),
+    u32::from_le_bytes(*b"tool"),
+    u32::from_le_bytes(*b"func"),
+    u32::from_le_bytes(*b"invo"),
+];
+
 /// The prefilter's confirmation of a bare `<`: a bar (`<|`, `<｜`) or a tag name
 /// holding a word of call markup (`call`, `tool`, `func`, `invoke`, in any case and
 /// spelling: `<tool_call`, `<toolcall`, `<functioncall`, `</TOOL-CALLS`). Elements named after
@@ -62,19 +75,15 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
         Some(b'|') => true,
         Some(0xEF) => bytes.get(q + 1..q + 3) == Some(&[0xBD, 0x9C]),
         Some(&b) if b.is_ascii_alphabetic() || b == b'_' => {
-            // The last four bytes of the name so far, lower-cased, against the four call
-            // words: a few instructions a byte, over at most 40 bytes.
-            let mut window = 0u32;
-            for &c in bytes.get(q..).unwrap_or_default().iter().take(40) {
-                if !(c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b':')) {
-                    break;
-                }
-                window = (window << 8) | u32::from(c | 0x20);
-                if matches!(&window.to_be_bytes(), b"call" | b"tool" | b"func" | b"invo") {
-                    return true;
-                }
-            }
-            false
+            // The name's first 40 bytes (one table lookup a byte), then each four of them,
+            // lower-cased, as one word against the four call words: most names in replies
+            // (`<div`, `<p>`, `<T>`) are too short to hold one and stop at their length.
+            let rest = bytes.get(q..).unwrap_or_default();
+            let name = &rest[..class::run(rest, TAG_NAME, 40)];
+            name.windows(4).any(|w| {
+                let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]) | 0x2020_2020;
+                CALL_WORDS.contains(&w)
+            })
         }
         _ => false,
     }

@@ -11,10 +11,12 @@
 //! joined by a connective (`[a(x=1)] and [b(y=2)]`) stand apart as one run: each list is a
 //! call, the connective stays as the model's text (SGLang's reading).
 //!
-//! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
+//! May depend on: `crate::families::util`, `crate::grammar`, `crate::json5`, `crate::types`,
+//! `crate::Ctx`.
 
 use super::util::with_trailing;
 use super::util::{find_from, is_tool_name, json_value_at, merge, skip_ws};
+use crate::grammar::bytes as class;
 use crate::grammar::is_ident_char;
 use crate::grammar::python::{parse_call, parse_call_list, PyOpts};
 use crate::types::{Call, Family};
@@ -253,20 +255,14 @@ fn call_named(name: &str, arguments: serde_json::Value) -> Option<Call> {
 /// no further.
 pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
     // Bytes of a UTF-8 sequence (>= 0x80) count as name bytes: names may be in any script.
-    let ident = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_' || *b >= 0x80;
-    let skip_ws = |mut i: usize| {
-        let limit = i + 64;
-        while i < limit && bytes.get(i).is_some_and(u8::is_ascii_whitespace) {
-            i += 1;
-        }
-        i
-    };
+    // Byte classes from one table: this runs at every `[` followed by a name or a space.
+    let ident = |b: &u8| class::is(*b, class::WORD);
+    let skip_ws = |i: usize| i + class::run(bytes.get(i..).unwrap_or_default(), class::SPACE, 64);
+    // Where the name at `i` ends, if it ends within 96 bytes (before the text's end).
     let word_end = |i: usize| {
-        let limit = (i + 96).min(bytes.len());
-        bytes
-            .get(i..limit)
-            .and_then(|r| r.iter().position(|b| !(ident(b) || *b == b'.')))
-            .map(|n| i + n)
+        let r = bytes.get(i..(i + 96).min(bytes.len()))?;
+        let n = class::run(r, class::WORD | class::DOT, usize::MAX);
+        (n < r.len()).then_some(i + n)
     };
     let before = p.checked_sub(1).and_then(|i| bytes.get(i));
     // A sentence's dot may come right before (a token between was stripped): `Sure.[f()]`.

@@ -24,10 +24,11 @@
 //! prefilter's probe.
 //!
 //! May depend on: `super::markup` (the reader), `super::tag_names`, `super::util`,
-//! `crate::types`, `crate::Ctx`.
+//! `crate::grammar` (byte classes), `crate::types`, `crate::Ctx`.
 
 use super::tag_names::not_a_tool;
 use super::util::{merge, with_trailing, Block, MAX_CANDIDATES};
+use crate::grammar::bytes as class;
 use crate::types::Family;
 use crate::{Ctx, Leak};
 
@@ -92,11 +93,7 @@ fn tag_name(bytes: &[u8], p: usize) -> Option<&[u8]> {
     if !(first.is_ascii_alphabetic() || first == b'_' || first >= 0xC2) {
         return None;
     }
-    let len = rest
-        .iter()
-        .take(MAX_NAME + 1)
-        .take_while(|&&b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-') || b >= 0x80)
-        .count();
+    let len = class::run(rest, class::WORD | class::DASH, MAX_NAME + 1);
     (len <= MAX_NAME && rest.get(len) == Some(&b'>')).then(|| &rest[..len])
 }
 

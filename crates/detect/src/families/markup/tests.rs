@@ -155,3 +155,34 @@ fn a_nested_element_is_not_a_call_of_its_own() {
     assert_eq!(cleaned, "");
     assert_eq!(calls, call("save_note", json!({"text": "hi"})));
 }
+
+#[test]
+fn the_probe_finds_a_call_word_anywhere_in_a_name_s_first_forty_bytes() {
+    let probe = |t: &str| super::probe(t.as_bytes(), 0);
+    for t in [
+        "<tool_call>",
+        "<TOOL-CALLS",
+        "</ToolCall>",
+        "<minimax:tool_call>",
+        "<my_function>",
+        "<invoke name",
+        "<abcdefghijklmnopqrstuvwxyz_0123456_call>",
+        "<|x|>",
+        "<｜DSML｜",
+    ] {
+        assert!(probe(t), "{t}");
+    }
+    for t in [
+        "<div>",
+        "<p>",
+        "<cal>",
+        "<ca ll>",
+        "<abcdefghijklmnopqrstuvwxyz_012345678_call>",
+        "< tool_call>",
+        "<1call>",
+        "<cal_l>",
+        "<tоol>",
+    ] {
+        assert!(!probe(t), "{t}");
+    }
+}

@@ -34,7 +34,7 @@
 //! apart from prose.
 //!
 //! May depend on: its own `apart`, `shapes`, `lines`; `super::util`, `super::harmony`, `super::cli`,
-//! `crate::types`, `crate::Ctx`.
+//! `crate::grammar`, `crate::types`, `crate::Ctx`.
 
 mod apart;
 mod lines;
@@ -48,6 +48,7 @@ pub(crate) use lines::lines_probe;
 
 use super::harmony;
 use super::util::{merge, Block, MAX_CANDIDATES};
+use crate::grammar::bytes as class;
 use crate::types::Family;
 use crate::{Ctx, Leak};
 use lines::{python_lines, tool_code_fences};
@@ -142,10 +143,7 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
     if !name_before(bytes, p) {
         return false;
     }
-    let mut q = p + 1;
-    while q < p + 9 && bytes.get(q).is_some_and(u8::is_ascii_whitespace) {
-        q += 1;
-    }
+    let q = p + 1 + class::run(bytes.get(p + 1..).unwrap_or_default(), class::SPACE, 8);
     match bytes.get(q) {
         Some(b'"') => true,
         // An empty object only glued to its name (`get_time{}`): `{}` after a space is a
@@ -153,13 +151,7 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
         Some(b'}') => (q == p + 1 && p > 0 && bytes[p - 1] != b' ') || kimi_id_before(bytes, p),
         // Gemini's `default_api:NAME{key:`: the namespace right before the name.
         Some(b) if b.is_ascii_alphabetic() || *b == b'_' => {
-            let name = bytes[p.saturating_sub(128)..p]
-                .iter()
-                .rev()
-                .take_while(|b| {
-                    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.') || **b >= 0x80
-                })
-                .count();
+            let name = class::run_back(&bytes[..p], class::WORD | class::DASH | class::DOT, 128);
             let head = &bytes[..p - name];
             head.ends_with(b"default_api:") || head.ends_with(GEMMA4_VERB.as_bytes())
         }
@@ -196,27 +188,18 @@ fn name_before(bytes: &[u8], p: usize) -> bool {
             _ => break,
         }
     }
-    let name = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_' || *b >= 0x80;
+    let name = |b: &u8| class::is(*b, class::WORD);
     // The run of name bytes ending at `end`, and the byte before it.
     let run_before = |end: usize| {
-        let start = end
-            - bytes[end.saturating_sub(128)..end]
-                .iter()
-                .rev()
-                .take_while(|b| name(b))
-                .count();
+        let start = end - class::run_back(&bytes[..end], class::WORD, 128);
         (start, start.checked_sub(1).and_then(|j| bytes.get(j)))
     };
     match i.checked_sub(1).and_then(|j| bytes.get(j)) {
         // A name on a line of its own (`functions.NAME:0` too): only spaces before it on its
         // line (not ```json).
         Some(b) if name(b) && newlines > 0 => {
-            let word = |b: &u8| name(b) || matches!(b, b'.' | b':' | b'-');
-            let mut k = i - bytes[i.saturating_sub(160)..i]
-                .iter()
-                .rev()
-                .take_while(|b| word(b))
-                .count();
+            let word = class::WORD | class::DOT | class::COLON | class::DASH;
+            let mut k = i - class::run_back(&bytes[..i], word, 160);
             while k > 0 && matches!(bytes[k - 1], b' ' | b'\t') {
                 k -= 1;
             }
