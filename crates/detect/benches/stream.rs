@@ -14,34 +14,14 @@ mod streamed;
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use toolcall_detect::{detect, Config, Input, Stream};
 
-const TOOLS: &[&str] = &[
-    "save_memory",
-    "search",
-    "web_search",
-    "get_weather",
-    "calculator",
-    "python",
-    "read_file",
-    "write_file",
-    "wikipedia",
-    "weather",
-    "calendar",
-    "translate",
-];
-
 fn benches(c: &mut Criterion) {
-    let body = real::read("real_assistant_messages.jsonl").unwrap_or_else(|e| panic!("{e}"));
-    let msgs: Vec<String> = body
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|v| v["content"].as_str().map(String::from))
-        .collect();
+    let msgs = real::contents("real_assistant_messages.jsonl");
     let cut: Vec<Vec<&str>> = msgs
         .iter()
         .enumerate()
         .map(|(i, m)| streamed::deltas(m, 16, i as u64))
         .collect();
-    let tools: Vec<String> = TOOLS.iter().map(|t| t.to_string()).collect();
+    let tools = real::agent_tools();
     let config = Config::default();
     let bytes: u64 = msgs.iter().map(|m| m.len() as u64).sum();
 

@@ -8,21 +8,6 @@ mod streamed;
 
 use toolcall_detect::{detect, Config, Input, Stream};
 
-const TOOLS: &[&str] = &[
-    "save_memory",
-    "search",
-    "web_search",
-    "get_weather",
-    "calculator",
-    "python",
-    "read_file",
-    "write_file",
-    "wikipedia",
-    "weather",
-    "calendar",
-    "translate",
-];
-
 #[inline(never)]
 fn measured(
     mode: &str,
@@ -65,18 +50,13 @@ fn measured(
 
 fn main() {
     let mode = std::env::args().nth(1).unwrap_or_default();
-    let body = real::read("real_assistant_messages.jsonl").unwrap_or_else(|e| panic!("{e}"));
-    let msgs: Vec<String> = body
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|v| v["content"].as_str().map(String::from))
-        .collect();
+    let msgs = real::contents("real_assistant_messages.jsonl");
     let cut: Vec<Vec<&str>> = msgs
         .iter()
         .enumerate()
         .map(|(i, m)| streamed::deltas(m, 16, i as u64))
         .collect();
-    let tools: Vec<String> = TOOLS.iter().map(|t| t.to_string()).collect();
+    let tools = real::agent_tools();
     // Streams are made outside the measured part: the caller owns tools and policy, as the
     // one-shot call borrows them.
     let n = if mode == "one_shot" { 0 } else { msgs.len() };

@@ -14,21 +14,6 @@ mod streamed;
 
 use toolcall_detect::{Config, Stream};
 
-const TOOLS: &[&str] = &[
-    "save_memory",
-    "search",
-    "web_search",
-    "get_weather",
-    "calculator",
-    "python",
-    "read_file",
-    "write_file",
-    "wikipedia",
-    "weather",
-    "calendar",
-    "translate",
-];
-
 #[derive(Default)]
 struct Tally {
     bytes: u64,
@@ -43,12 +28,12 @@ struct Tally {
 }
 
 fn main() {
-    let body = real::read("real_assistant_messages.jsonl").unwrap_or_else(|e| panic!("{e}"));
-    let tools: Vec<String> = TOOLS.iter().map(|t| t.to_string()).collect();
+    let tools = real::agent_tools();
     let mut t = Tally::default();
-    for (i, line) in body.lines().enumerate() {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
-        let text = v["content"].as_str().unwrap_or_default();
+    for (i, text) in real::contents("real_assistant_messages.jsonl")
+        .iter()
+        .enumerate()
+    {
         if text.is_empty() {
             continue;
         }

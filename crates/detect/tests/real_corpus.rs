@@ -12,31 +12,10 @@ fn corpus_file(name: &str) -> String {
     real::read(name).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// A realistic agent: the tools a chat agent commonly has, so the families that need an
-/// enabled tool are exercised too.
-fn agent_tools() -> Vec<String> {
-    [
-        "save_memory",
-        "search",
-        "web_search",
-        "get_weather",
-        "calculator",
-        "python",
-        "read_file",
-        "write_file",
-        "wikipedia",
-        "weather",
-        "calendar",
-        "translate",
-    ]
-    .map(String::from)
-    .to_vec()
-}
-
 #[test]
 fn real_replies_are_never_rewritten() {
     let body = corpus_file("real_assistant_messages.jsonl");
-    let tools = agent_tools();
+    let tools = real::agent_tools();
     let config = Config::default();
     let mut rewritten = Vec::new();
     let mut n = 0;
@@ -136,7 +115,7 @@ fn real_tool_call_outputs() {
             }
         } else if note.starts_with("format=inline_pythonic_call") {
             // Prose with Toolformer-style calls: never a leak, even with every tool enabled.
-            let mut tools = agent_tools();
+            let mut tools = real::agent_tools();
             tools.extend(["wolfram", "calendar", "qa", "mt", "search"].map(String::from));
             let d = detect(
                 &Input {

@@ -30,26 +30,6 @@ fn every_vector_streams_to_the_one_shot_answer() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// The tools a chat agent commonly has (as `real_corpus.rs`).
-fn agent_tools() -> Vec<String> {
-    [
-        "save_memory",
-        "search",
-        "web_search",
-        "get_weather",
-        "calculator",
-        "python",
-        "read_file",
-        "write_file",
-        "wikipedia",
-        "weather",
-        "calendar",
-        "translate",
-    ]
-    .map(String::from)
-    .to_vec()
-}
-
 #[test]
 fn every_real_reply_streams_to_the_one_shot_answer() {
     for name in [
@@ -57,7 +37,7 @@ fn every_real_reply_streams_to_the_one_shot_answer() {
         "real_toolcall_messages.jsonl",
     ] {
         let body = real::read(name).unwrap_or_else(|e| panic!("{e}"));
-        let tools = agent_tools();
+        let tools = real::agent_tools();
         let mut failures = Vec::new();
         let mut n = 0;
         for (i, line) in body.lines().enumerate() {

@@ -73,7 +73,8 @@ pub struct Stream {
     open: Open,
     /// The window's expensive checks failed at this length: retry only past twice that.
     retry_at: usize,
-    /// A leak was found, or the reply starts with whitespace: the rest waits for `finish`.
+    /// A leak was found (or Harmony header words with their tokens stripped): the rest
+    /// waits for `finish`.
     waiting: bool,
 }
 
