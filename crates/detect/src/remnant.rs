@@ -12,6 +12,7 @@
 //! neighbouring leak owns, stay too.
 //!
 //! May depend on: `crate::grammar`, `crate::json5`, `crate::code`, `crate::types`. No I/O.
+//! The stream uses `lone_word`.
 
 use crate::code::CodeRegions;
 use crate::grammar::markup::{is_call_key, is_end_key, is_param_key, tag_at, Kind};
@@ -47,7 +48,7 @@ fn before(text: &str, code: &CodeRegions, floor: usize, mut start: usize) -> usi
         }
         // The tag ends the head: its `<` is the last one, its end the head's end.
         let Some(lt) = head.rfind('<').map(|i| floor + i) else {
-            return start;
+            return stray_opener(text, code, floor, start);
         };
         let Some(t) = tag_at(text, lt) else {
             return start;
@@ -62,11 +63,40 @@ fn before(text: &str, code: &CodeRegions, floor: usize, mut start: usize) -> usi
             _ => false,
         };
         if !ends_here || !opener || code.contains(lt) {
-            return start;
+            return stray_opener(text, code, floor, start);
         }
         start = lt;
     }
     start
+}
+
+/// Where a lone word stands in for the wrapper a call's element belongs in: a bare
+/// `<invoke ..>` (its `<function_calls>` never written) right after a line holding one
+/// lower-case word and nothing else (`court`, `count`: the opener as a model garbled it).
+/// The word is that call's markup, not the reply's prose, which would not put a bare word
+/// on a line of its own right before a call; otherwise `start` as it is.
+fn stray_opener(text: &str, code: &CodeRegions, floor: usize, start: usize) -> usize {
+    let element = tag_at(text, start).is_some_and(|t| t.kind == Kind::Open && t.key() == "invoke");
+    let head = text.get(floor..start).unwrap_or_default();
+    let trimmed = head.trim_end();
+    // The word's line ends before the call's: a line break lies between them.
+    if !element || !head[trimmed.len()..].contains('\n') {
+        return start;
+    }
+    let line_start = trimmed.rfind('\n').map_or(0, |i| i + 1);
+    let word = trimmed[line_start..].trim_start();
+    let at = floor + trimmed.len() - word.len();
+    if lone_word(word) && !code.contains(at) {
+        at
+    } else {
+        start
+    }
+}
+
+/// Whether `line` (trimmed) is one lower-case word and nothing else: what a garbled wrapper
+/// opener looks like (see `stray_opener`). The stream holds such a line until the next.
+pub(crate) fn lone_word(line: &str) -> bool {
+    (2..=16).contains(&line.len()) && line.bytes().all(|b| b.is_ascii_lowercase())
 }
 
 /// The end of the markup-only tokens that start right after `end`.
@@ -243,6 +273,36 @@ mod tests {
         assert_eq!(taken(t, at..at + 4), "</think>\n <b>bold</b>");
         let t = "CALL [1] and more";
         assert_eq!(taken(t, 0..4), " [1] and more");
+    }
+
+    #[test]
+    fn a_token_cut_before_its_closing_bracket_goes() {
+        assert_eq!(
+            taken("Sure. CALL <|tool_calls_section_end|", 6..10),
+            "Sure. "
+        );
+        // Not at the end of its line: not a token, and it stays.
+        let t = "CALL <|a|b";
+        assert_eq!(taken(t, 0..4), " <|a|b");
+    }
+
+    #[test]
+    fn a_lone_word_where_the_wrapper_belongs_goes_with_a_bare_invoke() {
+        let call = "<invoke name=\"f\">\n<parameter name=\"a\">1</parameter>\n</invoke>";
+        let run = |head: &str| {
+            let t = format!("{head}{call}");
+            taken(&t, head.len()..t.len())
+        };
+        assert_eq!(run("I will run it.\n\ncourt\n"), "I will run it.\n\n");
+        assert_eq!(run("count\n  "), "");
+        // A sentence, a capitalised word, a word on the call's own line, or one in code stay.
+        assert_eq!(run("Running it now\n"), "Running it now\n");
+        assert_eq!(run("Done\n"), "Done\n");
+        assert_eq!(run("see "), "see ");
+        assert_eq!(run("```\ncount\n```\n"), "```\ncount\n```\n");
+        // Only a bare `<invoke>` lacks its wrapper: after other markup, the word is prose.
+        let t = format!("count\n<tool_call>{call}");
+        assert_eq!(taken(&t, 6..t.len()), "count\n");
     }
 
     #[test]

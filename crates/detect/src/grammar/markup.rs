@@ -220,6 +220,15 @@ pub fn tag_at(text: &str, pos: usize) -> Option<Tag<'_>> {
                 tag.span.end = pos + at(&mut chars);
                 return Some(tag);
             }
+            // `<|tool_calls_section_end|` at the end of the text or of its line: the
+            // token's `>` was cut with the generation.
+            if matches!(chars.peek().map(|&(_, c)| c), None | Some('\n' | '\r')) {
+                if tag.kind != Kind::Close {
+                    tag.kind = Kind::Special;
+                }
+                tag.span.end = pos + at(&mut chars);
+                return Some(tag);
+            }
             return None;
         }
     }

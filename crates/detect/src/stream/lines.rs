@@ -2,7 +2,7 @@
 //! takes it too (a tool's name at an end, a label announcing a call), and the header words
 //! of a Harmony output whose tokens were stripped.
 //!
-//! May depend on: `families::harmony`'s channel words, `memchr`.
+//! May depend on: `families::harmony`'s channel words, `remnant::lone_word`, `memchr`.
 
 use crate::families::harmony::CHANNELS;
 
@@ -45,10 +45,11 @@ pub(super) fn role_glued_to_channel(lines: &str) -> bool {
 /// next line, ReAct's `Action: save_memory` then `Action Input:`, Kimi's
 /// `functions.search:0` with its tokens stripped, DeepSeek's `functionNAME`, a command
 /// line's first word), or it is a label that announces a call (`**Tool Call:**` before a
-/// fenced call).
+/// fenced call), or one lower-case word alone (a wrapper opener as a model garbled it).
 pub(super) fn leads_in(line: &str, tools: &[String]) -> bool {
     let t = line.trim();
-    if announces_a_call(t) {
+    // A lone lower-case word may be a garbled wrapper opener: the call after it takes it.
+    if announces_a_call(t) || crate::remnant::lone_word(t) {
         return true;
     }
     if tools.is_empty() {
