@@ -9,7 +9,8 @@
 # Ruby loads toolcall_recovery as `require` finds it: install the gem first
 # (scripts/ruby-gem.sh, gem install --local), with GEM_HOME set to where it went if that is
 # not the default, or set RUBYOPT=-I$PWD/target/gem/stage/lib for the last build. Needs zstd.
-# BENCH_CALL=might_leak times the scan alone on the Ruby side (see detect_bench.rb).
+# BENCH_CALL=might_leak times the scan alone on the Ruby side, BENCH_CALL=leaked detect(...)
+# .leaked? alone (see detect_bench.rb); RUBYOPT=--yjit runs the Ruby side under YJIT.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=${1:-10}

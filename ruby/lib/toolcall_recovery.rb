@@ -13,46 +13,24 @@ require_relative "toolcall_recovery/toolcall_recovery" # the native extension
 
 module ToolcallRecovery
   # What ToolcallRecovery.detect found in one text. Immutable. Made by the native code
-  # (ext/toolcall_recovery/src/result.rs), which also defines +text+ (the String examined,
-  # the very object passed in), +leaked?+ (a leak was found; can be true while +changed?+
-  # is false: a message that is nothing but a fake tool result is reported and left as
-  # it is), +changed?+ (+cleaned+ differs from +text+) and +_found+: nil when nothing
-  # leaked, else the frozen [text, cleaned-or-nil, calls, families, removed].
+  # (ext/toolcall_recovery/src/result.rs), which also defines the readers, each one call:
+  # +text+ (the String examined, the very object passed in), +leaked?+ (a leak was found;
+  # can be true while +changed?+ is false: a message that is nothing but a fake tool result
+  # is reported and left as it is), +changed?+ (+cleaned+ differs from +text+), +cleaned+
+  # (the text to show, in UTF-8: the input with every leaked span cut out or, when nothing
+  # changed, the input String itself, not a copy; a binary input comes back as a UTF-8
+  # copy), +calls+ ([{name: String, arguments: Hash (String keys) or the value as the
+  # model wrote it}], in order), +families+ (the leak formats found, "hermes",
+  # "result_prefix", ..., in order of first appearance), +removed+ ([{family: String,
+  # range: start...end (byte offsets into text), text: String (those bytes, verbatim)}];
+  # empty when nothing changed; the cleaning also trims the whitespace a cut leaves
+  # behind) and +_found+: nil when nothing leaked, else the frozen [text, cleaned-or-nil,
+  # calls, families, removed]. For a clean text, +calls+, +families+ and +removed+ are
+  # all EMPTY, one frozen empty Array.
   class Result
     private_class_method :new, :allocate
     private :_found
-
-    # The text to show, in UTF-8: the input with every leaked span cut out, or, when
-    # nothing changed, the input String itself (the same object, not a copy; a binary
-    # input comes back as a UTF-8 copy).
-    def cleaned
-      found = _found
-      return found[1] if found && found[1]
-      return text.dup.force_encoding(Encoding::UTF_8) if text.encoding == Encoding::BINARY
-
-      text
-    end
-
-    # The leaked calls, in order: [{name: String, arguments: Hash (String keys) or the
-    # value as the model wrote it}].
-    def calls
-      found = _found
-      found ? found[2] : []
-    end
-
-    # The leak formats found ("hermes", "result_prefix", ...), in order of first appearance.
-    def families
-      found = _found
-      found ? found[3] : []
-    end
-
-    # The spans cut out of the text: [{family: String, range: start...end (byte offsets
-    # into text), text: String (those bytes, verbatim)}]. Empty when nothing changed.
-    # The cleaning also trims the whitespace a cut leaves behind.
-    def removed
-      found = _found
-      found ? found[4] : []
-    end
+    private_constant :EMPTY
 
     def to_h
       { cleaned: cleaned, changed: changed?, leaked: leaked?, calls: calls,

@@ -4,7 +4,7 @@
 //! keyword arguments and the result classes; this crate only does what needs Rust:
 //! - `ToolcallRecovery::Native.detect(text, tools)`: a `ToolcallRecovery::Result` (see
 //!   [`result`] and [`convert`]); for clean text, the common case, one small object and
-//!   nothing else;
+//!   nothing else; the tool list is read as [`tools`] says (a frozen one is remembered);
 //! - `ToolcallRecovery::Native.might_leak?(text)`;
 //! - `ToolcallRecovery::Stream`, one streamed reply (see [`stream`]).
 //!
@@ -15,31 +15,46 @@ mod convert;
 mod result;
 mod stream;
 mod text;
+mod tools;
 
 use magnus::{function, method, prelude::*, value::ReprValue, Error, Ruby, Value};
+use std::sync::OnceLock;
 use toolcall_detect::{detect, might_leak, Config, Input};
+
+/// The detection policy, the default one, made once: `Config::default()` allocates (its
+/// list of memory types), about 1,400 instructions a call (callgrind), more than the rest
+/// of the binding costs a clean message.
+fn config() -> &'static Config {
+    static CONFIG: OnceLock<Config> = OnceLock::new();
+    CONFIG.get_or_init(Config::default)
+}
 
 /// `ToolcallRecovery::Native.detect(text, enabled_tools)`.
 fn native_detect(ruby: &Ruby, text: Value, tools: Value) -> Result<Value, Error> {
     let text = text::string(ruby, text, "text")?;
-    let tools = text::check_tools(ruby, tools)?;
+    let tools = tools::get(ruby, tools)?;
     // SAFETY (for every borrow below): no Ruby code runs and nothing is allocated on the
     // Ruby heap while the borrowed `&str` is alive; everything kept is copied out first.
     let found = {
         let content = unsafe { text::borrow(ruby, &text, "text")? };
-        // A clean message costs one scan and leaves the tool list untouched.
-        if might_leak(content) {
-            let enabled_tools = unsafe { text::tools_vec(ruby, tools)? };
+        let run = |enabled_tools: &[String]| {
             let input = Input {
                 content,
                 tools_used: &[],
-                enabled_tools: &enabled_tools,
+                enabled_tools,
             };
-            convert::Found::new(content, detect(&input, &Config::default()))
-        } else {
-            None
+            convert::Found::new(content, detect(&input, config()))
+        };
+        match tools.remembered() {
+            // The names are ready: `detect` alone, one scan (its own prefilter).
+            Some(names) => run(names),
+            // Else a clean message costs one scan and leaves the tool list uncopied.
+            None if might_leak(content) => run(&unsafe { tools.copy(ruby)? }),
+            None => None,
         }
     };
+    // The remembered list's lock is not held while Ruby objects are made.
+    drop(tools);
     let found = found.map(|f| f.into_ruby(ruby, text)).transpose()?;
     result::wrap(ruby, text, found)
 }
@@ -56,6 +71,7 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     let module = ruby.define_module("ToolcallRecovery")?;
     module.define_error("Error", ruby.exception_standard_error())?;
     result::define(ruby, module)?;
+    tools::init();
 
     let native = module.define_module("Native")?;
     native.define_singleton_method("detect", function!(native_detect, 2))?;
