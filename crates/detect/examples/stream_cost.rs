@@ -1,5 +1,7 @@
 //! Instructions of streaming against one-shot detection (run under callgrind):
-//! `valgrind --tool=callgrind --toggle-collect='stream_cost::measured' target/release/examples/stream_cost one_shot|one_push|deltas`
+//! `valgrind --tool=callgrind --toggle-collect='stream_cost::measured' target/release/examples/stream_cost one_shot|one_push|deltas|floor`
+//! (`floor`: the deltas appended to a buffer and their line breaks looked for, nothing else,
+//! as the bench's `ceiling_buffer_only`: what any stream of these deltas costs).
 
 #[path = "../tests/support/real.rs"]
 mod real;
@@ -37,6 +39,18 @@ fn measured(
                 n + s.finish().rest.len()
             })
             .sum(),
+        "floor" => cut
+            .iter()
+            .map(|parts| {
+                let mut buf = String::with_capacity(1024);
+                let mut lines = 0;
+                for p in parts {
+                    buf.push_str(std::hint::black_box(p));
+                    lines += usize::from(p.as_bytes().contains(&b'\n'));
+                }
+                lines + buf.len()
+            })
+            .sum(),
         _ => streams
             .into_iter()
             .zip(cut)
@@ -59,7 +73,10 @@ fn main() {
     let tools = real::agent_tools();
     // Streams are made outside the measured part: the caller owns tools and policy, as the
     // one-shot call borrows them.
-    let n = if mode == "one_shot" { 0 } else { msgs.len() };
+    let n = match mode.as_str() {
+        "one_shot" | "floor" => 0,
+        _ => msgs.len(),
+    };
     let streams: Vec<Stream> = (0..n)
         .map(|_| Stream::new(Config::default(), tools.clone()))
         .collect();

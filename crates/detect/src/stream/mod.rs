@@ -22,9 +22,10 @@
 //! what was not shown. Text shown is never taken back, so the trailing whitespace of what
 //! is shown is held (a removal right after it may end the reply there).
 //!
-//! Cost: each byte is read once by the line tracker (a SIMD skip to the next opener), and
-//! about once by the windows' checks; a check that fails on an open inline code span is
-//! retried only when the window has doubled; then the one detection at the end.
+//! Cost: a delta without a line end costs its copy and a look at it eight bytes at a time.
+//! Each byte is read once by the line tracker (a SIMD skip to the next opener), and about
+//! once by the windows' checks; a check that fails on an open inline code span is retried
+//! only when the window has doubled; then the one detection at the end.
 //! `BENCHMARKS.md` §1 has the figures.
 //!
 //! May depend on: the crate root (`detect`, `might_leak`, `Input`), `code`, `config`,
@@ -35,7 +36,7 @@ mod open;
 
 use crate::code;
 use crate::{detect, might_leak, Config, Detection, Input};
-use lines::{harmony_frame, last_line, leads_in, role_glued_to_channel};
+use lines::{harmony_frame, last_line, leads_in, role_glued_to_channel, ToolNames};
 use open::Open;
 
 /// One reply read as it arrives: [`Stream::push`] each delta and show what it returns,
@@ -59,7 +60,7 @@ use open::Open;
 #[derive(Debug, Clone)]
 pub struct Stream {
     config: Config,
-    enabled_tools: Vec<String>,
+    tools: ToolNames,
     text: String,
     /// Bytes of `text` returned by pushes so far.
     shown: usize,
@@ -93,7 +94,7 @@ impl Stream {
     pub fn new(config: Config, enabled_tools: Vec<String>) -> Stream {
         Stream {
             config,
-            enabled_tools,
+            tools: ToolNames::new(enabled_tools),
             text: String::with_capacity(1024),
             shown: 0,
             settled: 0,
@@ -109,23 +110,33 @@ impl Stream {
     pub fn push(&mut self, delta: &str) -> &str {
         let read_from = self.text.len();
         self.text.push_str(delta);
-        // Most deltas are a token or two: a plain look is cheaper than a SIMD search's setup.
-        let has_line_end = match delta.len() < 64 {
-            true => delta.as_bytes().contains(&b'\n'),
-            false => memchr::memchr(b'\n', delta.as_bytes()).is_some(),
-        };
-        if self.waiting || !has_line_end {
+        // Most deltas end no line: they cost the copy and this look, no more (the reading
+        // of lines is a call of its own, so this path saves and restores few registers).
+        if self.waiting || !has_line_end(delta.as_bytes()) {
             return "";
         }
-        // Lines are read as they complete; the window is checked once per push, at the last
-        // line end where nothing was open (or, if that check fails short of a leak, at the
-        // one before it).
-        let lines_end = memchr::memrchr(b'\n', self.text.as_bytes()).map_or(0, |i| i + 1);
+        self.read_lines(read_from);
+        let visible = self.visible;
+        let from = self.shown;
+        if self.waiting || visible <= from {
+            return "";
+        }
+        self.shown = visible;
+        &self.text[from..visible]
+    }
+
+    /// Reads the lines completed by the text from `read_from` (which holds a line end)
+    /// and checks the window once, at the last line end where nothing was open (or, if
+    /// that check fails short of a leak, at the one before it).
+    #[inline(never)]
+    fn read_lines(&mut self, read_from: usize) {
+        let lines_end = memchr::memrchr(b'\n', &self.text.as_bytes()[read_from..])
+            .map_or(read_from, |i| read_from + i + 1);
         if role_glued_to_channel(&self.text[self.line_start..lines_end]) {
             // A Harmony output with its tokens stripped: a call anywhere later takes these
             // header words, wherever they stand.
             self.waiting = true;
-            return "";
+            return;
         }
         let mut at = read_from.max(self.line_start);
         let mut ends: [Option<usize>; 2] = [None, None];
@@ -137,7 +148,7 @@ impl Stream {
                 ends = [None, None];
             }
             if self.waiting {
-                return "";
+                return;
             }
             at = end;
         }
@@ -151,16 +162,9 @@ impl Stream {
                 break;
             }
             if self.waiting {
-                return "";
+                return;
             }
         }
-        let visible = self.visible;
-        let from = self.shown;
-        if visible <= from {
-            return "";
-        }
-        self.shown = visible;
-        &self.text[from..visible]
     }
 
     /// Bytes received and not shown yet.
@@ -174,7 +178,7 @@ impl Stream {
             &Input {
                 content: &self.text,
                 tools_used: &[],
-                enabled_tools: &self.enabled_tools,
+                enabled_tools: &self.tools.names,
             },
             &self.config,
         );
@@ -205,7 +209,7 @@ impl Stream {
             return false;
         }
         let in_code = self.open.code.is_some();
-        self.open.read_line(line.as_bytes(), &self.enabled_tools);
+        self.open.read_line(line.as_bytes(), &self.tools.names);
         if in_code {
             // A line of a fenced block no leak can start in (or its closing line).
             self.cut(end);
@@ -231,7 +235,7 @@ impl Stream {
         if from < self.line_start {
             let lines = &self.text.as_bytes()[from..self.line_start];
             for line in lines.split_inclusive(|&b| b == b'\n') {
-                self.open.read_line(line, &self.enabled_tools);
+                self.open.read_line(line, &self.tools.names);
             }
         }
     }
@@ -250,7 +254,7 @@ impl Stream {
             return false;
         }
         let last = last_line(window);
-        if !fence_next && leads_in(last, &self.enabled_tools) {
+        if !fence_next && leads_in(last, &self.tools) {
             return false;
         }
         if !self.open.anchors || !might_leak(window) {
@@ -263,7 +267,7 @@ impl Stream {
             &Input {
                 content: window,
                 tools_used: &[],
-                enabled_tools: &self.enabled_tools,
+                enabled_tools: &self.tools.names,
             },
             &self.config,
         );
@@ -279,6 +283,29 @@ impl Stream {
         self.open = self.open.after_cut();
         self.retry_at = 0;
     }
+}
+
+/// Whether `bytes` hold a `\n`. Most deltas are a token or two: eight bytes at a time
+/// (a word holds a `\n` when one of its bytes xor `\n` is zero) is cheaper than a SIMD
+/// search's setup or a byte loop.
+#[inline]
+fn has_line_end(bytes: &[u8]) -> bool {
+    if bytes.len() >= 64 {
+        return memchr::memchr(b'\n', bytes).is_some();
+    }
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    const LINE_ENDS: u64 = u64::from_ne_bytes([b'\n'; 8]);
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(chunk);
+        let x = u64::from_ne_bytes(w) ^ LINE_ENDS;
+        if x.wrapping_sub(ONES) & !x & HIGHS != 0 {
+            return true;
+        }
+    }
+    chunks.remainder().contains(&b'\n')
 }
 
 fn common_prefix(a: &str, b: &str) -> usize {
