@@ -185,6 +185,11 @@ fn gemma4_stripped(v: &Vector) -> Result<(), &'static str> {
         }
     }
     glued_to_word(v, &["<|tool_call>"])?;
+    if v.text.contains("call:") && v.text.contains('(') && !v.text.contains('{') {
+        // Gemma 4 writes braces; the parenthesised form is a model's deviation, and with
+        // its tokens gone too nothing marks it.
+        return Err("the parenthesised form, stripped, is unmarked colon arguments");
+    }
     v.expected_calls
         .iter()
         .all(|(_, a)| plain(a))
@@ -1152,6 +1157,19 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
         before.trim_end()
     };
     let ends_sentence = lead.ends_with(['.', '!', '?', ':']);
+    // A lone word on the line before a bare `<invoke>` is its garbled wrapper only alone on
+    // its line: glued to a sentence, or after one on the same line, it is the sentence's.
+    let mut lines = call.trim_start().lines().map(str::trim);
+    let (first, second) = (
+        lines.next().unwrap_or_default(),
+        lines.next().unwrap_or_default(),
+    );
+    if !first.is_empty()
+        && first.bytes().all(|b| b.is_ascii_lowercase())
+        && second.starts_with("<invoke")
+    {
+        return out;
+    }
     if ends_sentence && (spec.glue)(v) {
         let text = format!("{lead}{}", call.trim_start());
         let exp_g = if before.trim().is_empty() {

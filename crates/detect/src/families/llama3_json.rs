@@ -48,10 +48,11 @@ pub(crate) const TRIGGERS: &[&str] = &[
     "{\"action\"",
     "{ \"action\"",
     "{\n  \"action\"",
-    // `{"tool", "tool_input"}` (LangChain's AgentAction) and `{"tool", "args"}`.
-    "{\"tool\"",
-    "{ \"tool\"",
-    "{\n  \"tool\"",
+    // `{"tool", "tool_input"}` (LangChain's AgentAction), `{"tool", "args"}`, and every
+    // key that starts with the word (`tool_name`, `toolName`, `tool_uses`).
+    "{\"tool",
+    "{ \"tool",
+    "{\n  \"tool",
 ];
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = b"{";
@@ -95,21 +96,24 @@ fn skip_braces(text: &str, pos: usize) -> Option<usize> {
 fn is_candidate(text: &str, pos: usize) -> bool {
     let q = skip_ws(text, pos + 1);
     let rest = text.get(q..).unwrap_or_default();
-    if !(rest.starts_with("\"name\"")
-        || rest.starts_with("\"arguments\"")
-        || rest.starts_with("\"parameters\"")
-        || rest.starts_with("\"type\"")
-        || rest.starts_with("\"tool_calls\"")
-        || rest.starts_with("\"function_call\"")
-        || rest.starts_with("\"id\"")
-        || rest.starts_with("\"function\"")
-        || rest.starts_with("\"action\"")
-        || rest.starts_with("\"tool")
-        || rest.starts_with("\"function_name\""))
+    let before = text.get(..pos).unwrap_or_default().trim_end();
+    // An object that opens the message may start with any key (`{"server_idx": 0,
+    // "tool_name": ..}`): it is parsed once, whatever it holds.
+    if !before.is_empty()
+        && !(rest.starts_with("\"name\"")
+            || rest.starts_with("\"arguments\"")
+            || rest.starts_with("\"parameters\"")
+            || rest.starts_with("\"type\"")
+            || rest.starts_with("\"tool_calls\"")
+            || rest.starts_with("\"function_call\"")
+            || rest.starts_with("\"id\"")
+            || rest.starts_with("\"function\"")
+            || rest.starts_with("\"action\"")
+            || rest.starts_with("\"tool")
+            || rest.starts_with("\"function_name\""))
     {
         return false;
     }
-    let before = text.get(..pos).unwrap_or_default().trim_end();
     match before.as_bytes().last() {
         None => true,
         Some(b'[' | b',' | b'{' | b'"' | b'\'' | b'=' | b'(') => false,
@@ -136,19 +140,23 @@ fn call_at(text: &str, ctx: &Ctx<'_>, pos: usize) -> Option<(Vec<Call>, usize)> 
         .then_some((calls, end))
 }
 
-/// The calls of an API envelope a model wrote as text: `{"tool_calls": [..]}` (each item a
-/// call object, or OpenAI's `{"id", "type": "function", "function": {"name", "arguments"}}`)
-/// or `{"function_call": {"name", "arguments"}}`, nothing else in it. The arguments may be
+/// The calls of an envelope a model wrote as text: one key about tools, calls or functions
+/// holding a non-empty list of calls (the API's `{"tool_calls": [..]}`, OpenAI's parallel
+/// wrapper `{"tool_uses": [..]}`, `{"calls": [..]}`; each item a call object, or OpenAI's
+/// `{"id", "type": "function", "function": {"name", "arguments"}}`), or
+/// `{"function_call": {"name", "arguments"}}`, nothing else in it. The arguments may be
 /// serialized JSON, as the API sends them.
 fn envelope(v: &Value) -> Option<Vec<Call>> {
     let obj = v.as_object()?;
-    if obj.len() != 1 {
+    let (key, inner) = obj.iter().next().filter(|_| obj.len() == 1)?;
+    if key == "function_call" {
+        return strict_call(inner).map(|c| vec![c]);
+    }
+    let k = key.to_ascii_lowercase();
+    if !["tool", "call", "function"].iter().any(|w| k.contains(w)) {
         return None;
     }
-    if let Some(f) = obj.get("function_call") {
-        return strict_call(f).map(|c| vec![c]);
-    }
-    let items = obj.get("tool_calls")?.as_array()?;
+    let items = inner.as_array()?;
     if items.is_empty() {
         return None;
     }
@@ -308,6 +316,22 @@ mod tests {
 
     fn run(text: &str, tools: &[&str]) -> crate::Detection {
         super::super::testing::detect_with(text, tools)
+    }
+
+    #[test]
+    fn envelopes_are_read_by_their_key_s_role() {
+        for key in ["tool_calls", "calls", "function_calls", "toolUses"] {
+            let t = format!(r#"{{"{key}": [{{"name": "search", "arguments": {{"q": "x"}}}}]}}"#);
+            let d = run(&t, &["search"]);
+            assert_eq!(d.leaks.len(), 1, "{key}");
+            assert_eq!(d.cleaned.as_deref(), Some(""));
+        }
+        // A list under a key that says nothing of calls is data.
+        let d = run(
+            r#"{"items": [{"name": "search", "arguments": {}}]}"#,
+            &["search"],
+        );
+        assert!(d.is_clean());
     }
 
     #[test]

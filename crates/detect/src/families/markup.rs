@@ -278,7 +278,7 @@ impl<'t> Reader<'_, 't> {
             Kind::SelfClose => open.span.end,
             _ => self.closer(body.end, &key).unwrap_or(body.end),
         };
-        let closed = end > body.end || whole_tag;
+        let closed = end > body.end || whole_tag || body.closed;
         // A call whose closer is missing may be a cut one, and the formats' own rows
         // decide where their cut calls count; the net reads closed calls only.
         if !closed {
@@ -349,6 +349,7 @@ impl<'t> Reader<'_, 't> {
                 },
                 had_args: true,
                 end,
+                closed: false,
             },
             None => self.body(start, true)?,
         };

@@ -15,7 +15,9 @@
 //! object (the only arguments a tool of ours takes) and nothing after it on that line, and
 //! the `Observation:` line after it, if any. `Thought:` lines are the model's words and
 //! stay. A step numbered as some prompts write it (`Action 1:`, `Action 1 Input:`) counts
-//! too.
+//! too, and so does the same pair of lines in other words, read by the labels' roles: a
+//! label naming the tool (`Tool:`, `name:`, `Function:`, markdown bold allowed) starting
+//! its line, then an input label (`Input:`, `Tool Input:`) on the next.
 //!
 //! May depend on: `super::util`, `crate::types`, `crate::Ctx`.
 
@@ -36,32 +38,45 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     let mut blocks = Vec::new();
     let mut from = 0;
     for _ in 0..MAX_CANDIDATES {
-        let Some(at) = find_from(text, "Action", from) else {
+        let Some(hit) = find_from(text, "nput:", from) else {
             break;
         };
-        from = at + "Action".len();
-        if !word_start(text, at) || ctx.quoted(at) {
+        from = hit + "nput:".len();
+        if ctx.quoted(hit) {
             continue;
         }
-        if let Some((end, call)) = step(text, at, ctx) {
-            blocks.push((at..end, vec![call]));
-            from = end;
+        if let Some((start, end, call)) = step(text, hit, ctx) {
+            if blocks
+                .last()
+                .is_none_or(|(b, _): &(std::ops::Range<usize>, _)| b.end <= start)
+            {
+                blocks.push((start..end, vec![call]));
+                from = end;
+            }
         }
     }
     merge(text, Family::React, blocks, out);
 }
 
-/// One `Action:` / `Action Input:` step at `at`: the offset past it (and past its
-/// `Observation:` line) and its call.
-fn step(text: &str, at: usize, ctx: &Ctx<'_>) -> Option<(usize, Call)> {
-    let after_label = label(text, at, false)?;
-    let name_end = line_end(text, after_label);
-    let name = text.get(after_label..name_end)?.trim();
+/// One step whose input label's `nput:` is at `hit`: where it starts (its name label),
+/// the offset past it (and past its `Observation:` line) and its call.
+fn step(text: &str, hit: usize, ctx: &Ctx<'_>) -> Option<(usize, usize, Call)> {
+    let line = line_start(text, hit);
+    let colon = hit + "nput".len();
+    if !is_label(text.get(line..colon)?, INPUT_LABELS) {
+        return None;
+    }
+    // The name label ends the line before: `Action: NAME` (`Action` a word of its own,
+    // glued to a sentence or not), or any other tool label starting its line.
+    let prev_end = line.checked_sub(1)?;
+    let prev_start = line_start(text, prev_end);
+    let prev = text.get(prev_start..prev_end)?.trim_end_matches('\r');
+    let (label_at, name) = name_label(prev)?;
+    let name = name.trim().trim_matches(['*', '`']).trim();
     if !super::util::is_tool_name(name) || !ctx.tool_enabled(name) {
         return None;
     }
-    let next = (name_end + 1).min(text.len());
-    let input = label(text, next, true)?;
+    let input = colon + 1 + spaces(text.get(colon + 1..)?);
     let (args, end) = json_value_at(text, input)?;
     let arguments = match decode_arguments(args) {
         v @ Value::Object(_) => v,
@@ -72,43 +87,82 @@ fn step(text: &str, at: usize, ctx: &Ctx<'_>) -> Option<(usize, Call)> {
     if !text.get(end..rest_end)?.trim().is_empty() {
         return None;
     }
+    let call = Call {
+        name: name.to_string(),
+        arguments,
+    };
     Some((
+        prev_start + label_at,
         observation(text, rest_end).unwrap_or(end),
-        Call {
-            name: name.to_string(),
-            arguments,
-        },
+        call,
     ))
 }
 
-/// Past `Action[ N]:` at `at`, or `Action[ N] Input[ N]:` when `input`, and the spaces
-/// after the colon.
-fn label(text: &str, at: usize, input: bool) -> Option<usize> {
-    let rest = text.get(at..)?.strip_prefix("Action")?;
-    let rest = skip_number(rest);
-    let rest = if !input {
-        rest
-    } else {
-        let r = rest.strip_prefix(' ')?;
-        let r = r
-            .strip_prefix("Input")
-            .or_else(|| r.strip_prefix("input"))?;
-        skip_number(r)
-    };
-    let rest = rest.strip_prefix(':')?;
-    let spaces = rest.len() - rest.trim_start_matches([' ', '\t']).len();
-    Some(text.len() - rest.len() + spaces)
+/// Labels that name the tool: ReAct's `Action` and the same role in other words.
+const NAME_LABELS: &[&str] = &[
+    "action",
+    "tool",
+    "toolname",
+    "name",
+    "function",
+    "functionname",
+    "call",
+    "toolcall",
+    "functioncall",
+];
+/// Labels of the arguments' line, each holding `nput` (the family's trigger).
+const INPUT_LABELS: &[&str] = &["input", "actioninput", "toolinput", "functioninput"];
+
+/// Whether `s` (a line's text up to its label's colon, markdown marks and a step number
+/// allowed: `**Action 1 Input`) is one of `labels`, folded.
+fn is_label(s: &str, labels: &[&str]) -> bool {
+    let s = s.trim_start_matches([' ', '\t', '*', '-', '#', '>', '_']);
+    let words = s.split_whitespace().count();
+    let key: String = s
+        .chars()
+        .filter(char::is_ascii_alphabetic)
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    (1..=4).contains(&words)
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, ' ' | '_' | '-'))
+        && labels.contains(&key.as_str())
 }
 
-/// Skips ` 12` (a step number) if it is there.
-fn skip_number(s: &str) -> &str {
-    let t = s.trim_start_matches(' ');
-    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
-    if digits > 0 {
-        &t[digits..]
-    } else {
-        s
+/// The tool label of a line (`Action: NAME`, `**Tool:** NAME`, `name: NAME`): where the
+/// label starts and the text after it.
+fn name_label(line: &str) -> Option<(usize, &str)> {
+    for (colon, _) in line.match_indices(':') {
+        let head = line[..colon].trim_end_matches('*');
+        let after = line[colon + 1..].trim_start_matches('*');
+        if is_label(head, NAME_LABELS) {
+            let at = line.len() - line.trim_start().len();
+            return Some((at, after));
+        }
+        // `..sentence.Action: NAME`, `Let me look.name: NAME`: a one-word label glued to
+        // the sentence before it.
+        // (A step number after the label, `Action 1`, is the label's.)
+        let word = head.trim_end_matches(|c: char| c.is_ascii_digit() || c == ' ');
+        let at = word
+            .rfind(|c: char| c.is_whitespace() || matches!(c, '.' | '!' | '?' | '。' | '*'))
+            .map_or(0, |i| {
+                i + head[i..].chars().next().map_or(1, char::len_utf8)
+            });
+        if at > 0 && is_label(&head[at..], NAME_LABELS) {
+            return Some((at, after));
+        }
     }
+    None
+}
+
+fn spaces(s: &str) -> usize {
+    s.len() - s.trim_start_matches([' ', '\t', '*']).len()
+}
+
+fn line_start(text: &str, pos: usize) -> usize {
+    text.get(..pos)
+        .and_then(|b| b.rfind('\n'))
+        .map_or(0, |i| i + 1)
 }
 
 /// The end of an `Observation:` line starting on the line after `pos` (a newline at `pos`),
@@ -119,14 +173,6 @@ fn observation(text: &str, pos: usize) -> Option<usize> {
     let body = rest.trim_start_matches([' ', '\t']);
     body.strip_prefix("Observation")?;
     Some(line_end(text, text.len() - body.len()))
-}
-
-/// Whether `Action` at `at` starts a word (`ReAction:` is not a step).
-fn word_start(text: &str, at: usize) -> bool {
-    !text
-        .get(..at)
-        .and_then(|b| b.chars().next_back())
-        .is_some_and(char::is_alphanumeric)
 }
 
 fn line_end(text: &str, from: usize) -> usize {
@@ -163,6 +209,30 @@ mod tests {
         let d = run("Action 1: save_memory\nAction 1 Input: \"{\\\"content\\\": \\\"x\\\"}\"");
         assert_eq!(d.leaks[0].calls[0].arguments, json!({"content": "x"}));
         assert_eq!(d.cleaned.as_deref(), Some(""));
+    }
+
+    #[test]
+    fn the_same_pair_in_other_words_is_a_step() {
+        for t in [
+            "Let me look.\nname: save_memory\ninput: {\n  \"content\": \"x\"\n}",
+            "**Tool:** save_memory\n**Input:** {\"content\": \"x\"}",
+            "Function: `save_memory`\nTool Input: {\"content\": \"x\"}",
+        ] {
+            let d = run(t);
+            assert_eq!(d.leaks.len(), 1, "{t}");
+            assert_eq!(d.leaks[0].calls[0].arguments, json!({"content": "x"}));
+        }
+        assert_eq!(
+            run("Let me look.\nname: save_memory\ninput: {\"content\": \"x\"}")
+                .cleaned
+                .as_deref(),
+            Some("Let me look.")
+        );
+        // A label that is a sentence, a name that is no enabled tool, two lines apart: prose.
+        assert!(run("The name is: save_memory\ninput: {\"content\": \"x\"}").is_clean());
+        assert!(run("name: John\ninput: {\"content\": \"x\"}").is_clean());
+        assert!(run("name: save_memory\n\ninput: {\"content\": \"x\"}").is_clean());
+        assert!(run("Output: save_memory\nInput: {\"content\": \"x\"}").is_clean());
     }
 
     #[test]

@@ -32,15 +32,17 @@ const MAX_DEPTH: usize = 32;
 pub fn parse(text: &str, pos: usize, spec: &BraceSyntax) -> Option<Call> {
     let p = skip_ws(text, pos);
     let p = p + text.get(p..)?.strip_prefix("call:").map(|_| 5)?;
-    let brace = find_from(text, "{", p)?;
-    let name = text.get(p..brace)?.trim();
+    // `call:NAME(key: value)`: the same members in parentheses, as Gemma 4 also writes.
+    let open = p + text.get(p..)?.find(['{', '('])?;
+    let name = text.get(p..open)?.trim();
     if !is_tool_name(name) {
         return None;
     }
     let mut parser = Parser {
         text,
         spec,
-        i: brace,
+        i: open,
+        paren: text.as_bytes()[open] == b'(',
     };
     let args = parser.object(0)?;
     if skip_ws(text, parser.i) != text.len() {
@@ -55,7 +57,12 @@ pub fn parse(text: &str, pos: usize, spec: &BraceSyntax) -> Option<Call> {
 /// The `{key:value,...}` arguments object at `pos` (exactly there): the object and the offset
 /// past its `}`.
 pub fn parse_object(text: &str, pos: usize, spec: &BraceSyntax) -> Option<(Value, usize)> {
-    let mut parser = Parser { text, spec, i: pos };
+    let mut parser = Parser {
+        text,
+        spec,
+        i: pos,
+        paren: false,
+    };
     let args = parser.object(0)?;
     Some((args, parser.i))
 }
@@ -64,6 +71,8 @@ struct Parser<'a> {
     text: &'a str,
     spec: &'a BraceSyntax,
     i: usize,
+    /// The outer object is in parentheses: `)` closes it and ends a bare value.
+    paren: bool,
 }
 
 impl<'a> Parser<'a> {
@@ -84,15 +93,19 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// `{key:value, key:value}` (commas optional).
+    /// `{key:value, key:value}` (commas optional); at the top, `(..)` when `paren`.
     fn object(&mut self, depth: usize) -> Option<Value> {
-        if depth > MAX_DEPTH || !self.eat("{") {
+        let close = match depth == 0 && self.paren {
+            true => ")",
+            false => "}",
+        };
+        if depth > MAX_DEPTH || !self.eat(if close == ")" { "(" } else { "{" }) {
             return None;
         }
         let mut map = Map::new();
         loop {
             self.ws();
-            if self.eat("}") {
+            if self.eat(close) {
                 return Some(Value::Object(map));
             }
             let key = self.key()?;
@@ -184,7 +197,11 @@ impl<'a> Parser<'a> {
             }
         }
         // A bare scalar: up to the next separator.
-        let len = rest.find([',', '}', ']', '{', '[']).unwrap_or(rest.len());
+        let stops: &[char] = match self.paren {
+            true => &[',', '}', ']', '{', '[', ')'],
+            false => &[',', '}', ']', '{', '['],
+        };
+        let len = rest.find(stops).unwrap_or(rest.len());
         let raw = rest.get(..len)?.trim();
         if raw.is_empty() || raw.contains('<') || raw.contains(':') {
             return None;

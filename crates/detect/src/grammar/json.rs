@@ -106,7 +106,9 @@ pub fn call_of(v: &Value, keys: Keys) -> Option<Call> {
             ARG_KEYS.iter().find_map(|k| obj.get(*k))?,
         ),
     };
+    // The namespace OpenAI-style stacks write before a tool's name (`functions.exec`).
     let name = name.trim();
+    let name = name.strip_prefix("functions.").unwrap_or(name);
     let ok_name = match keys {
         Keys::Loose => plausible_name(name),
         _ => is_tool_name(name),
@@ -145,41 +147,61 @@ fn is_cohere(obj: &serde_json::Map<String, Value>) -> bool {
             .all(|k| matches!(k.as_str(), "tool_name" | "parameters" | "tool_call_id"))
 }
 
-/// Whether a key names a call's tool: `name`, `tool`, `function`, or any `..._name` of them
-/// (`tool_name`, `function_name`).
+/// Whether a key names a call's tool: `name`, `tool`, `function`, or any of them, or
+/// `recipient` (the OpenAI wrapper's), before `name` (`tool_name`, `functionName`,
+/// `recipient_name`), in any case and with or without `_`.
 fn is_name_key(k: &str) -> bool {
-    matches!(k, "name" | "tool" | "function")
-        || k.strip_suffix("_name")
-            .is_some_and(|p| matches!(p, "tool" | "function"))
+    let k = fold_key(k);
+    matches!(k.as_str(), "name" | "tool" | "function")
+        || k.strip_suffix("name")
+            .is_some_and(|p| matches!(p, "tool" | "function" | "recipient"))
 }
 
 /// Whether a key holds a call's arguments: `arguments`, `parameters`, `args`, `params`,
-/// `input`, or any of them after the tool's word (`tool_input`, `tool_args`).
+/// `input`, `inputs`, `properties`, `kwargs`, or any of them after the tool's word
+/// (`tool_input`, `toolArgs`), in any case and with or without `_`.
 fn is_args_key(k: &str) -> bool {
+    let k = fold_key(k);
     let k = k
-        .strip_prefix("tool_")
-        .or_else(|| k.strip_prefix("function_"))
-        .unwrap_or(k);
-    matches!(k, "arguments" | "parameters" | "args" | "params" | "input")
+        .strip_prefix("tool")
+        .or_else(|| k.strip_prefix("function"))
+        .unwrap_or(&k);
+    matches!(
+        k,
+        "arguments"
+            | "parameters"
+            | "args"
+            | "params"
+            | "input"
+            | "inputs"
+            | "properties"
+            | "kwargs"
+    )
+}
+
+/// A key as its role is compared: ASCII lower case, without `_` and `-`.
+fn fold_key(k: &str) -> String {
+    k.chars()
+        .filter(|c| !matches!(c, '_' | '-'))
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
 }
 
 /// A call spelled by its keys' roles rather than their exact words: one key that names the
 /// tool (a string), one that holds its arguments (an object, or one serialized as a
-/// string), besides them only bookkeeping (`id`, `call_id`, `tool_call_id`, `type`, LangChain's
-/// `log`; a `type` only of a call: `function`, Anthropic's `tool_use`, `tool_call`).
+/// string), besides them only bookkeeping (identifiers such as `id`, `call_id`,
+/// `server_idx`, `type`, LangChain's `log`; a `type` only of a call: `function`, Anthropic's `tool_use`, `tool_call`).
 /// `{"tool", "tool_input"}` (LangChain's AgentAction as it prints), `{"tool_name",
 /// "tool_args"}`, `{"function_name", "parameters"}` are all this shape.
 fn is_tool_pair(obj: &serde_json::Map<String, Value>) -> bool {
     let names = obj.keys().filter(|k| is_name_key(k)).count();
     let args = obj.keys().filter(|k| is_args_key(k)).count();
     let named = obj.iter().any(|(k, v)| is_name_key(k) && v.is_string());
-    let rest_is_bookkeeping = obj.keys().all(|k| {
+    let rest_is_bookkeeping = obj.iter().all(|(k, v)| {
         is_name_key(k)
             || is_args_key(k)
-            || matches!(
-                k.as_str(),
-                "id" | "call_id" | "tool_call_id" | "type" | "log"
-            )
+            || matches!(k.as_str(), "type" | "log")
+            || is_identifier(k, v)
     });
     names == 1
         && args == 1
@@ -188,6 +210,20 @@ fn is_tool_pair(obj: &serde_json::Map<String, Value>) -> bool {
         && obj
             .get("type")
             .is_none_or(|t| t == "function" || t == "tool_use" || t == "tool_call")
+}
+
+/// Whether a key and its value are a bookkeeping identifier beside a call: a key ending in
+/// `id`, `idx` or `index` (`call_id`, `server_idx`, `toolCallId`) holding a number or a
+/// short string.
+fn is_identifier(k: &str, v: &Value) -> bool {
+    let k = fold_key(k);
+    let named = ["id", "idx", "index"].iter().any(|s| k.ends_with(s));
+    let small = match v {
+        Value::Number(_) => true,
+        Value::String(s) => s.len() <= 64,
+        _ => false,
+    };
+    named && small
 }
 
 /// LangChain's JSON agent action: exactly `action` and `action_input`.

@@ -57,11 +57,16 @@ pub fn parse(text: &str, body: usize, close: usize, syn: &KvSyntax) -> Option<Ca
         if i >= close {
             break;
         }
-        if !at_lit(text, i, syn.key.0) {
+        // A key whose opener was lost still ends at its closer: a few characters of one
+        // line before it, no tag among them.
+        let kstart = match at_lit(text, i, syn.key.0) {
+            true => i + syn.key.0.len(),
+            false => i,
+        };
+        let kend = find_bounded(text, syn.key.1, kstart, close)?;
+        if kstart == i && (kend - i > 64 || text.get(i..kend)?.contains(['\n', '<'])) {
             return None;
         }
-        let kstart = i + syn.key.0.len();
-        let kend = find_bounded(text, syn.key.1, kstart, close)?;
         let key = text.get(kstart..kend)?.trim();
         if key.is_empty() || key.len() > 256 || key.contains('<') {
             return None;
@@ -78,11 +83,20 @@ pub fn parse(text: &str, body: usize, close: usize, syn: &KvSyntax) -> Option<Ca
             }
         }
         if !syn.value.0.is_empty() {
-            v = skip_ws(text, v);
-            if !at_lit(text, v, syn.value.0) {
-                return None;
+            let q = skip_ws(text, v);
+            if at_lit(text, q, syn.value.0) {
+                v = q + syn.value.0.len();
+            } else {
+                // The value's opener was lost: the value runs from the key's line to its
+                // own closer, which must come before any other tag of the pairs.
+                let end = find_bounded(text, syn.value.1, v, close)?;
+                let next_key = find_bounded(text, syn.key.0, v, end).is_some();
+                let next_close = find_bounded(text, syn.key.1, v, end).is_some();
+                if next_key || next_close {
+                    return None;
+                }
+                v = text.get(v..)?.strip_prefix('\n').map_or(v, |_| v + 1);
             }
-            v += syn.value.0.len();
         }
         let (vend, next) = match find_bounded(text, syn.value.1, v, close) {
             Some(e) if !(syn.value_close_optional && at_key_before(text, v, e, syn)) => {

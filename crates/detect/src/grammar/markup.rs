@@ -220,8 +220,7 @@ pub fn tag_at(text: &str, pos: usize) -> Option<Tag<'_>> {
                 tag.span.end = pos + at(&mut chars);
                 return Some(tag);
             }
-            // `<|tool_calls_section_end|` at the end of the text or of its line: the
-            // token's `>` was cut with the generation.
+            // `<|tool_calls_section_end|` ending the text or its line: its `>` was cut.
             if matches!(chars.peek().map(|&(_, c)| c), None | Some('\n' | '\r')) {
                 if tag.kind != Kind::Close {
                     tag.kind = Kind::Special;
@@ -284,7 +283,9 @@ pub fn tag_at(text: &str, pos: usize) -> Option<Tag<'_>> {
                     tag.span.end = pos + at(&mut chars);
                     return Some(tag);
                 }
-                return None;
+                // `<parameter name="k"/tmp/a</parameter>`: the `>` lost before a value.
+                tag.span.end = pos + i;
+                return (!tag.attrs.is_empty()).then_some(tag);
             }
             '\n' | '\r' | '<' => {
                 // The `>` was lost: the tag ends where its line or the next tag begins.

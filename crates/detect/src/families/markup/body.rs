@@ -24,6 +24,8 @@ pub(super) struct Body {
     /// Something was read as arguments (an empty JSON object counts).
     pub(super) had_args: bool,
     pub(super) end: usize,
+    /// The body closed itself: a command line ended by `/>`, its element's `<` lost.
+    pub(super) closed: bool,
 }
 
 impl Body {
@@ -159,9 +161,13 @@ impl<'t> Reader<'_, 't> {
                     }
                     body.had_args = true;
                     pos = end;
-                } else if let Some((args, end)) = self.command_line(word_end) {
-                    body.args.extend(args);
+                } else if let Some((args, end, closed)) = self.command_line(word_end) {
+                    // An attribute that only repeats the name (`tool="exec"`) is no argument.
+                    body.args.extend(args.into_iter().filter(|(k, v)| {
+                        !(is_name_key(&crate::grammar::markup::fold(k)) && v == name.as_str())
+                    }));
                     body.had_args = true;
+                    body.closed = closed;
                     pos = end;
                 } else {
                     pos = word_end;
@@ -176,16 +182,22 @@ impl<'t> Reader<'_, 't> {
     }
 
     /// Arguments in command-line form right after a name inside a tag
-    /// (`<tool_call>NAME key="v" n=2</tool_call>`): the text up to the next tag, and where
-    /// it ends.
-    fn command_line(&self, from: usize) -> Option<(Map<String, Value>, usize)> {
+    /// (`<tool_call>NAME key="v" n=2</tool_call>`): the text up to the next tag, where it
+    /// ends, and whether it closed itself (`NAME key="v" />`: a self-closing element whose
+    /// `<` was lost, attribute-style).
+    fn command_line(&self, from: usize) -> Option<(Map<String, Value>, usize, bool)> {
         let rest = self.text.get(from..)?;
         if !rest.starts_with([' ', '\t']) {
             return None;
         }
-        let seg = &rest[..rest.find(['<', '\n']).unwrap_or(rest.len())];
+        let seg = rest[..rest.find(['<', '\n']).unwrap_or(rest.len())].trim_end();
+        let (seg, closed) = match seg.strip_suffix("/>") {
+            Some(s) => (s, true),
+            None => (seg, false),
+        };
         let args = crate::families::cli::parse_args(seg)?;
-        Some((args, from + seg.trim_end().len()))
+        let end = from + seg.len() + if closed { 2 } else { 0 };
+        Some((args, end.min(from + rest.len()), closed))
     }
 
     /// The text an element holds and the end of its closer: up to its own closer, or, where

@@ -364,11 +364,15 @@ fn code_lines(text: &str, from: usize, to: usize) -> Option<Vec<Call>> {
         let line = text.get(at..line_end)?;
         if !line.trim().is_empty() {
             let start = at + (line.len() - line.trim_start().len());
-            let (call, end) = code_call(text, start)?;
+            // One call, or a list of them (`[a(x=1), b(y=2)]`, the pythonic form).
+            let (found, end) = match text.as_bytes().get(start) {
+                Some(b'[') => python::parse_call_list(text, start, PyOpts::STRICT)?,
+                _ => code_call(text, start).map(|(c, e)| (vec![c], e))?,
+            };
             if !text.get(end..line_end)?.trim().is_empty() {
                 return None;
             }
-            calls.push(call);
+            calls.extend(found);
         }
         at = line_end + 1;
     }
