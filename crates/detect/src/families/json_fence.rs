@@ -182,7 +182,9 @@ fn parse_body(body: &str) -> Option<Vec<Call>> {
                 _ => None,
             }
         }
-        Value::Object(_) => fence_call(&v).map(|c| vec![c]),
+        Value::Object(_) => fence_call(&v)
+            .map(|c| vec![c])
+            .or_else(|| super::util::envelope(&v)),
         _ => None,
     }
 }

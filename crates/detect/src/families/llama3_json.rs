@@ -12,12 +12,11 @@
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
 use super::util::with_trailing;
-use super::util::{calls_of, json_value_at, skip_ws, strict_call};
+use super::util::{calls_of, envelope, json_value_at, skip_ws, strict_call};
 use crate::grammar::json::{call_of, Keys};
 use crate::grammar::text::eat;
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
-use serde_json::Value;
 
 /// Literal markers one of which any leak of this family contains.
 pub(crate) const TRIGGERS: &[&str] = &[
@@ -138,41 +137,6 @@ fn call_at(text: &str, ctx: &Ctx<'_>, pos: usize) -> Option<(Vec<Call>, usize)> 
         .iter()
         .all(|c| ctx.tool_enabled(&c.name))
         .then_some((calls, end))
-}
-
-/// The calls of an envelope a model wrote as text: one key about tools, calls or functions
-/// holding a non-empty list of calls (the API's `{"tool_calls": [..]}`, OpenAI's parallel
-/// wrapper `{"tool_uses": [..]}`, `{"calls": [..]}`; each item a call object, or OpenAI's
-/// `{"id", "type": "function", "function": {"name", "arguments"}}`), or
-/// `{"function_call": {"name", "arguments"}}`, nothing else in it. The arguments may be
-/// serialized JSON, as the API sends them.
-fn envelope(v: &Value) -> Option<Vec<Call>> {
-    let obj = v.as_object()?;
-    let (key, inner) = obj.iter().next().filter(|_| obj.len() == 1)?;
-    if key == "function_call" {
-        return strict_call(inner).map(|c| vec![c]);
-    }
-    let k = key.to_ascii_lowercase();
-    if !["tool", "call", "function"].iter().any(|w| k.contains(w)) {
-        return None;
-    }
-    let items = inner.as_array()?;
-    if items.is_empty() {
-        return None;
-    }
-    items
-        .iter()
-        .map(|item| {
-            strict_call(item).or_else(|| {
-                let o = item.as_object()?;
-                let bookkeeping = o
-                    .keys()
-                    .all(|k| matches!(k.as_str(), "id" | "type" | "function" | "index"));
-                let typed = o.get("type").is_none_or(|t| t == "function");
-                (bookkeeping && typed).then(|| strict_call(o.get("function")?))?
-            })
-        })
-        .collect()
 }
 
 /// Appends the leaks of this family found in `text` to `out`.

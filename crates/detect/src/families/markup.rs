@@ -31,7 +31,8 @@ use super::util::{merge, skip_ws, typed_param, Block};
 use crate::grammar::bytes as class;
 use crate::grammar::json::{call_of, Keys};
 use crate::grammar::markup::{
-    fold, is_args_key, is_call_key, is_end_key, is_name_key, strip_edge, tag_at, tags, Kind, Tag,
+    fold, is_args_key, is_call_key, is_end_key, is_name_key, is_param_key, strip_edge, tag_at,
+    tags, Kind, Tag,
 };
 use crate::grammar::{is_ident_char, xml};
 use crate::types::{Call, Family};
@@ -323,6 +324,9 @@ impl<'t> Reader<'_, 't> {
     /// (`NAME(k='v')`, its list's `]` left too) or a JSON call object that opens its line
     /// and ends right before the closer.
     fn before_closer(&self, close: &Tag<'t>) -> Option<(usize, usize, Call)> {
+        if let Some(found) = self.labelled_parameters(close) {
+            return Some(found);
+        }
         let text = self.text;
         let head = text.get(..close.span.start)?.trim_end();
         let head = head.strip_suffix(']').map_or(head, str::trim_end);
@@ -365,6 +369,55 @@ impl<'t> Reader<'_, 't> {
                 arguments: Value::Object(body.args),
             },
         ))
+    }
+
+    /// Parameter elements, one per line, whose call's opener is gone and whose closer
+    /// `close` was left, under a line that names the tool (`[Tool Use: NAME]`, `NAME`): a
+    /// front end's label where the opener was. The label's line goes with the call.
+    fn labelled_parameters(&self, close: &Tag<'t>) -> Option<(usize, usize, Call)> {
+        let text = self.text;
+        let mut run = text.get(..close.span.start)?.trim_end().len();
+        // Back over the lines that open with a parameter element.
+        loop {
+            let line = text.get(..run)?.rfind('\n').map_or(0, |i| i + 1);
+            let t = tag_at(text, skip_ws(text, line));
+            if !t.is_some_and(|t| t.kind == Kind::Open && is_param_key(&t.key())) || line == 0 {
+                break;
+            }
+            run = line - 1;
+        }
+        let first = text.get(run..)?.find('\n').map(|i| run + i + 1)?;
+        let mut label_start = text.get(..run)?.rfind('\n').map_or(0, |i| i + 1);
+        let line = text.get(label_start..run)?.trim_end();
+        // A bracketed label may be glued to a sentence (`Sure.[Tool Use: NAME]`): only the
+        // brackets go. Otherwise the line is the label: a few words, no sentence.
+        let label = match line.ends_with(']').then(|| line.rfind('[')).flatten() {
+            Some(i) => {
+                label_start += i;
+                &line[i..]
+            }
+            None if line.split_whitespace().count() <= 4 && !line.contains(['.', '!', '?']) => {
+                line.trim_start()
+            }
+            None => return None,
+        };
+        let word = label
+            .rsplit([' ', ':', '[', '*'])
+            .next()?
+            .trim_end_matches([']', '*', ':']);
+        if label.len() > 64 || label.contains('<') || self.ctx.quoted(first) {
+            return None;
+        }
+        let name = self.tool(word)?;
+        let body = self.body(first, false)?;
+        let closed = skip_ws(text, body.end) == close.span.start;
+        (closed && body.had_args).then(|| {
+            let call = Call {
+                name,
+                arguments: Value::Object(body.args),
+            };
+            (label_start, close.span.end, call)
+        })
     }
 
     /// The end of the closer of the element whose folded key is `key`, right at `pos`

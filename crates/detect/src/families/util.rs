@@ -266,3 +266,41 @@ pub fn cut_run_ok(text: &str, open: usize, run_end: usize, calls: &[Call], ctx: 
         .last()
         .is_some_and(|last| cut_closers_ok(text, open, run_end, last, ctx))
 }
+
+/// The calls of an envelope a model wrote as text: one key about tools, calls or functions
+/// holding a non-empty list of calls (the API's `{"tool_calls": [..]}`, OpenAI's parallel
+/// wrapper `{"tool_uses": [..]}`, `{"calls": [..]}`; each item a call object, or OpenAI's
+/// `{"id", "type": "function", "function": {"name", "arguments"}}`), or one call
+/// (`{"function_call": {..}}`, `{"tool_call": {..}}`), nothing else in it. The arguments
+/// may be serialized JSON, as the API sends them.
+pub fn envelope(v: &Value) -> Option<Vec<Call>> {
+    let obj = v.as_object()?;
+    let (key, inner) = obj.iter().next().filter(|_| obj.len() == 1)?;
+    if key == "function_call" {
+        return strict_call(inner).map(|c| vec![c]);
+    }
+    let k = key.to_ascii_lowercase();
+    if !["tool", "call", "function"].iter().any(|w| k.contains(w)) {
+        return None;
+    }
+    if inner.is_object() {
+        return strict_call(inner).map(|c| vec![c]);
+    }
+    let items = inner.as_array()?;
+    if items.is_empty() {
+        return None;
+    }
+    items
+        .iter()
+        .map(|item| {
+            strict_call(item).or_else(|| {
+                let o = item.as_object()?;
+                let bookkeeping = o
+                    .keys()
+                    .all(|k| matches!(k.as_str(), "id" | "type" | "function" | "index"));
+                let typed = o.get("type").is_none_or(|t| t == "function");
+                (bookkeeping && typed).then(|| strict_call(o.get("function")?))?
+            })
+        })
+        .collect()
+}

@@ -2,7 +2,8 @@
 //! takes it too (a tool's name at an end, a label announcing a call), and the header words
 //! of a Harmony output whose tokens were stripped.
 //!
-//! May depend on: `families::harmony`'s channel words, `remnant::lone_word`, `memchr`.
+//! May depend on: `families::harmony`'s channel words, `remnant::lone_word`,
+//! `grammar::markup`'s tag reader, `memchr`.
 
 use crate::families::harmony::CHANNELS;
 
@@ -64,7 +65,9 @@ pub(super) fn role_glued_to_channel(lines: &str) -> bool {
 pub(super) fn leads_in(line: &str, tools: &ToolNames) -> bool {
     let t = line.trim();
     // A lone lower-case word may be a garbled wrapper opener: the call after it takes it.
-    if announces_a_call(t) || crate::remnant::lone_word(t) {
+    // A line opening with a parameter element may be one of a call whose opener is gone:
+    // an orphan closer on a later line takes it.
+    if announces_a_call(t) || crate::remnant::lone_word(t) || opens_with_parameter(t) {
         return true;
     }
     if tools.names.is_empty() {
@@ -113,6 +116,13 @@ pub(super) fn leads_in(line: &str, tools: &ToolNames) -> bool {
         at = end;
     }
     false
+}
+
+/// Whether `line` opens with a parameter element (`<parameter name="k">`, any spelling).
+fn opens_with_parameter(line: &str) -> bool {
+    use crate::grammar::markup::{is_param_key, tag_at, Kind};
+    line.starts_with('<')
+        && tag_at(line, 0).is_some_and(|t| t.kind == Kind::Open && is_param_key(&t.key()))
 }
 
 /// Whether `line` is a label announcing a call on the lines after it (RWKV's
@@ -225,7 +235,7 @@ mod tests {
             })
         };
         let t = line.trim();
-        if announces_a_call(t) || crate::remnant::lone_word(t) {
+        if announces_a_call(t) || crate::remnant::lone_word(t) || opens_with_parameter(t) {
             return true;
         }
         if tools.is_empty() {
