@@ -304,7 +304,7 @@ fn glm_opener(v: &Vector) -> bool {
 }
 
 fn glm_stripped(v: &Vector) -> Result<(), &'static str> {
-    if v.text.contains("<arg_key>") {
+    if v.text.contains("<arg_key>") || v.text.contains("</arg_key>") {
         return Err("GLM-4.5's <arg_key>/<arg_value> are special tokens: stripped, keys and values run together");
     }
     if v.expected_calls

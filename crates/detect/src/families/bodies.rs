@@ -97,7 +97,26 @@ pub fn parse(
         // body does, below).
         Grammar::Kv(syn) => {
             let l = limit.unwrap_or(text.len());
-            kv::parse(text, pos, l, syn).map(|c| (vec![c], l))
+            kv::parse(text, pos, l, syn, None)
+                .or_else(|| {
+                    // A name glued to its first key, that key's opener lost: split at the
+                    // enabled tool's name the text starts with.
+                    let at = skip_ws(text, pos);
+                    let rest = text.get(at..l)?;
+                    let seg = rest.get(..rest.find('<')?)?;
+                    let glued = rest.get(seg.len()..)?.starts_with(syn.key.1);
+                    let n = glued
+                        .then(|| {
+                            ctx.enabled_tools()
+                                .iter()
+                                .filter(|t| seg.len() > t.len() && seg.starts_with(t.as_str()))
+                                .map(String::len)
+                                .max()
+                        })
+                        .flatten()?;
+                    kv::parse(text, pos, l, syn, Some(n))
+                })
+                .map(|c| (vec![c], l))
         }
         // A brace call fills its body to the limit; with no closer found it fills the text
         // to its end, which the engine takes only where the closer may be missing there

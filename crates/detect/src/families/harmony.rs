@@ -302,7 +302,16 @@ pub(crate) fn stripped(text: &str, brace: usize) -> Option<(usize, Vec<(usize, &
         .find(|(_, c)| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')))
         .map_or(rest.len(), |(i, _)| i);
     let gap = rest.get(name_len..)?;
-    if !gap.split_whitespace().all(header_words_only) {
+    // Header words, and at most one other short word where the content type goes (a
+    // constraint other than `json`, as a model garbled it).
+    let mut other = 0;
+    let header = gap.split_whitespace().all(|w| {
+        header_words_only(w) || {
+            other += 1;
+            other == 1 && w.len() <= 16 && w.bytes().all(|b| b.is_ascii_lowercase())
+        }
+    });
+    if !header {
         return None;
     }
     let mut name = rest.get(..name_len)?;

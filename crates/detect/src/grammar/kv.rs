@@ -32,16 +32,25 @@ pub struct KvSyntax {
 }
 
 /// Parses `NAME (key value)*` in `text[body..close]`: the call, or `None` when anything
-/// but the pairs (and whitespace) stands there.
-pub fn parse(text: &str, body: usize, close: usize, syn: &KvSyntax) -> Option<Call> {
+/// but the pairs (and whitespace) stands there. `name_len`, when given, is where the name
+/// ends: a name glued to its first key, whose opener was lost (`read_filepath</arg_key>`),
+/// split where the caller knows a tool's name ends.
+pub fn parse(
+    text: &str,
+    body: usize,
+    close: usize,
+    syn: &KvSyntax,
+    name_len: Option<usize>,
+) -> Option<Call> {
     let start = skip_ws(text, body);
     let line = text.get(start..close)?;
-    let (name_len, after_name) = match syn.name_end {
-        Some(sep) => {
+    let (name_len, after_name) = match (name_len, syn.name_end) {
+        (Some(n), _) => (n, n),
+        (None, Some(sep)) => {
             let i = line.find(sep)?;
             (i, i + sep.len())
         }
-        None => {
+        (None, None) => {
             let i = line.find(['<', '\n', '\r']).unwrap_or(line.len());
             (i, i)
         }
@@ -164,9 +173,9 @@ mod tests {
     #[test]
     fn name_then_pairs() {
         let t = "get\n<arg_key>a</arg_key>\n<arg_value> x </arg_value><arg_key>n</arg_key><arg_value>2</arg_value>\n";
-        let c = parse(t, 0, t.len(), &GLM).unwrap();
+        let c = parse(t, 0, t.len(), &GLM, None).unwrap();
         assert_eq!(c.name, "get");
         assert_eq!(c.arguments, json!({"a": " x ", "n": 2}));
-        assert!(parse("get\nsome prose", 0, 13, &GLM).is_none());
+        assert!(parse("get\nsome prose", 0, 13, &GLM, None).is_none());
     }
 }
