@@ -191,7 +191,7 @@ fn clean_without_tools_and_independent_of_them_is_clean_with_them() {
 /// scored before (60 of 70 leaks) and after (64 of 70), 70 since; `scored_issue30_dev.jsonl` was gathered
 /// to build on (25 of 40 before, 32 after, 35 since). `scored_issue36_heldout.jsonl` was
 /// gathered the same way for issue #30's next round from 72 other threads (62 leaks, 28
-/// negatives): 36 of 62 before that round, 50 after (its third part, kept hidden through
+/// negatives): 36 of 62 before that round, 51 after (its third part, kept hidden through
 /// the first changes, went 8 -> 8 of 14, then 10 once its misses were read). Each set must
 /// keep its figure: a change that recovers fewer of them, or touches one of their
 /// negatives, fails here.
@@ -200,7 +200,7 @@ fn scored_sets_keep_their_floor() {
     for (prefix, leaks_floor) in [
         ("scored_issue30_heldout", 70),
         ("scored_issue30_dev", 35),
-        ("scored_issue36_heldout", 50),
+        ("scored_issue36_heldout", 51),
     ] {
         let set = support::scored(prefix);
         assert!(!set.is_empty(), "{prefix}: no vectors");

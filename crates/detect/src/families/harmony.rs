@@ -287,15 +287,27 @@ pub(crate) const CHANNELS: &[&str] = &["commentary", "analysis", "final"];
 /// `assistantcommentary to=functions.NAME json{..}`. For the `{` at `brace`: where the
 /// header's residue starts (its role and channel words, glued or not) and the readings of the
 /// tool's name (a glued `json` or channel word may end the recipient: `NAMEjson`). Only the
-/// `functions.` namespace: a built-in's arguments are not JSON-marked.
+/// `functions.` namespace, or a bare name right after a channel word: a built-in's
+/// arguments are not JSON-marked.
 pub(crate) fn stripped(text: &str, brace: usize) -> Option<(usize, Vec<(usize, &str)>)> {
     let mut floor = brace.saturating_sub(256);
     while !text.is_char_boundary(floor) {
         floor += 1;
     }
     let head = text.get(floor..brace)?;
-    let to = floor + head.rfind("to=functions.")?;
-    let name_at = to + "to=functions.".len();
+    let (to, name_at) = match head.rfind("to=functions.") {
+        Some(i) => (floor + i, floor + i + "to=functions.".len()),
+        // A recipient without the namespace counts only right after a channel word
+        // (`commentary to=read code {..}`), the header's own shape.
+        None => {
+            let i = floor + head.rfind("to=")?;
+            let before = text.get(..i)?.trim_end_matches([' ', '\t']);
+            if !CHANNELS.iter().any(|w| before.ends_with(w)) {
+                return None;
+            }
+            (i, i + "to=".len())
+        }
+    };
     let rest = text.get(name_at..brace)?;
     let name_len = rest
         .char_indices()
