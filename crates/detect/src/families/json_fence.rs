@@ -116,7 +116,7 @@ fn named_fence(text: &str, line_start: usize, body: &str) -> Option<(Family, usi
         return None;
     }
     let args = json_whole(body).filter(Value::is_object)?;
-    if is_schema(&args) {
+    if super::util::is_schema(&args) {
         return None;
     }
     let call = Call {
@@ -236,14 +236,7 @@ fn fence_call(v: &Value) -> Option<Call> {
     } else {
         strict_call(v)?
     };
-    (!is_schema(&call.arguments)).then_some(call)
-}
-
-/// A JSON schema (`{"type": "object", "properties": {..}}`) describes a tool; it is not a
-/// call's arguments.
-fn is_schema(args: &Value) -> bool {
-    args.get("type").and_then(Value::as_str) == Some("object")
-        && args.get("properties").is_some_and(Value::is_object)
+    (!super::util::is_schema(&call.arguments)).then_some(call)
 }
 
 #[cfg(test)]

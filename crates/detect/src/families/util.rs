@@ -290,7 +290,7 @@ pub fn envelope(v: &Value) -> Option<Vec<Call>> {
     if items.is_empty() {
         return None;
     }
-    items
+    let calls: Vec<Call> = items
         .iter()
         .map(|item| {
             strict_call(item).or_else(|| {
@@ -302,5 +302,15 @@ pub fn envelope(v: &Value) -> Option<Vec<Call>> {
                 (bookkeeping && typed).then(|| strict_call(o.get("function")?))?
             })
         })
-        .collect()
+        .collect::<Option<_>>()?;
+    // A list of tools' definitions (`{"tools": [{"name", "parameters": {schema}}]}`)
+    // describes tools; it calls none.
+    (!calls.iter().any(|c| is_schema(&c.arguments))).then_some(calls)
+}
+
+/// A JSON schema (`{"type": "object", "properties": {..}}`) describes a tool; it is not a
+/// call's arguments.
+pub fn is_schema(args: &Value) -> bool {
+    args.get("type").and_then(Value::as_str) == Some("object")
+        && args.get("properties").is_some_and(Value::is_object)
 }
