@@ -35,8 +35,15 @@ pub fn take(text: &str, code: &CodeRegions, leaks: &mut [Leak]) {
     }
 }
 
-/// The start of the markup-only tokens that end right before `start`.
-fn before(text: &str, code: &CodeRegions, floor: usize, mut start: usize) -> usize {
+/// The start of the markup-only tokens that end right before `start`, and of a lone word
+/// standing in for a bare `<invoke>`'s wrapper.
+fn before(text: &str, code: &CodeRegions, floor: usize, start: usize) -> usize {
+    let start = openers_before(text, code, floor, start);
+    stray_opener(text, code, floor, start)
+}
+
+/// The start of the orphan openers and bracket tokens that end right before `start`.
+fn openers_before(text: &str, code: &CodeRegions, floor: usize, mut start: usize) -> usize {
     for _ in 0..MAX_TAKEN {
         let head = text.get(floor..start).unwrap_or_default().trim_end();
         let head_end = floor + head.len();
@@ -48,7 +55,7 @@ fn before(text: &str, code: &CodeRegions, floor: usize, mut start: usize) -> usi
         }
         // The tag ends the head: its `<` is the last one, its end the head's end.
         let Some(lt) = head.rfind('<').map(|i| floor + i) else {
-            return stray_opener(text, code, floor, start);
+            return start;
         };
         let Some(t) = tag_at(text, lt) else {
             return start;
@@ -63,7 +70,7 @@ fn before(text: &str, code: &CodeRegions, floor: usize, mut start: usize) -> usi
             _ => false,
         };
         if !ends_here || !opener || code.contains(lt) {
-            return stray_opener(text, code, floor, start);
+            return start;
         }
         start = lt;
     }

@@ -99,21 +99,7 @@ pub fn parse(
             let l = limit.unwrap_or(text.len());
             kv::parse(text, pos, l, syn, None)
                 .or_else(|| {
-                    // A name glued to its first key, that key's opener lost: split at the
-                    // enabled tool's name the text starts with.
-                    let at = skip_ws(text, pos);
-                    let rest = text.get(at..l)?;
-                    let seg = rest.get(..rest.find('<')?)?;
-                    let glued = rest.get(seg.len()..)?.starts_with(syn.key.1);
-                    let n = glued
-                        .then(|| {
-                            ctx.enabled_tools()
-                                .iter()
-                                .filter(|t| seg.len() > t.len() && seg.starts_with(t.as_str()))
-                                .map(String::len)
-                                .max()
-                        })
-                        .flatten()?;
+                    let n = glued_name(text.get(skip_ws(text, pos)..l)?, syn, ctx)?;
                     kv::parse(text, pos, l, syn, Some(n))
                 })
                 .map(|c| (vec![c], l))
@@ -129,6 +115,21 @@ pub fn parse(
         Grammar::Either(gs) => gs.iter().find_map(|g| parse(g, text, pos, limit, ctx)),
         Grammar::Custom(f) => f(text, pos, limit, ctx),
     }
+}
+
+/// Where the name ends in a key/value body whose first key lost its opener and runs into
+/// the name (`read_filepath</arg_key>`): after the longest enabled tool's name the glued
+/// word starts with.
+fn glued_name(body: &str, syn: &KvSyntax, ctx: &Ctx<'_>) -> Option<usize> {
+    let word = body.get(..body.find('<')?)?;
+    if !body.get(word.len()..)?.starts_with(syn.key.1) {
+        return None;
+    }
+    ctx.enabled_tools()
+        .iter()
+        .filter(|t| word.len() > t.len() && word.starts_with(t.as_str()))
+        .map(String::len)
+        .max()
 }
 
 /// Python keyword calls one after another (whitespace between), or one list of them.

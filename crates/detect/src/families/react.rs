@@ -21,7 +21,7 @@
 //!
 //! May depend on: `super::util`, `crate::types`, `crate::Ctx`.
 
-use super::util::{decode_arguments, find_from, json_value_at, merge, MAX_CANDIDATES};
+use super::util::{decode_arguments, find_from, json_value_at, merge, Block, MAX_CANDIDATES};
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
 use serde_json::Value;
@@ -46,10 +46,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             continue;
         }
         if let Some((start, end, call)) = step(text, hit, ctx) {
-            if blocks
-                .last()
-                .is_none_or(|(b, _): &(std::ops::Range<usize>, _)| b.end <= start)
-            {
+            if blocks.last().is_none_or(|b: &Block| b.0.end <= start) {
                 blocks.push((start..end, vec![call]));
                 from = end;
             }

@@ -276,36 +276,33 @@ pub fn cut_run_ok(text: &str, open: usize, run_end: usize, calls: &[Call], ctx: 
 pub fn envelope(v: &Value) -> Option<Vec<Call>> {
     let obj = v.as_object()?;
     let (key, inner) = obj.iter().next().filter(|_| obj.len() == 1)?;
-    if key == "function_call" {
-        return strict_call(inner).map(|c| vec![c]);
-    }
     let k = key.to_ascii_lowercase();
     if !["tool", "call", "function"].iter().any(|w| k.contains(w)) {
         return None;
     }
-    if inner.is_object() {
-        return strict_call(inner).map(|c| vec![c]);
-    }
-    let items = inner.as_array()?;
-    if items.is_empty() {
-        return None;
-    }
-    let calls: Vec<Call> = items
-        .iter()
-        .map(|item| {
-            strict_call(item).or_else(|| {
-                let o = item.as_object()?;
-                let bookkeeping = o
-                    .keys()
-                    .all(|k| matches!(k.as_str(), "id" | "type" | "function" | "index"));
-                let typed = o.get("type").is_none_or(|t| t == "function");
-                (bookkeeping && typed).then(|| strict_call(o.get("function")?))?
-            })
-        })
-        .collect::<Option<_>>()?;
+    let calls: Vec<Call> = match inner {
+        Value::Object(_) => vec![strict_call(inner)?],
+        Value::Array(items) if !items.is_empty() => {
+            items.iter().map(listed_call).collect::<Option<_>>()?
+        }
+        _ => return None,
+    };
     // A list of tools' definitions (`{"tools": [{"name", "parameters": {schema}}]}`)
     // describes tools; it calls none.
     (!calls.iter().any(|c| is_schema(&c.arguments))).then_some(calls)
+}
+
+/// One item of an envelope's list: a call object, or OpenAI's `{"id", "type": "function",
+/// "function": {..}}` (an `index` besides).
+fn listed_call(item: &Value) -> Option<Call> {
+    strict_call(item).or_else(|| {
+        let o = item.as_object()?;
+        let bookkeeping = o
+            .keys()
+            .all(|k| matches!(k.as_str(), "id" | "type" | "function" | "index"));
+        let typed = o.get("type").is_none_or(|t| t == "function");
+        (bookkeeping && typed).then(|| strict_call(o.get("function")?))?
+    })
 }
 
 /// A JSON schema (`{"type": "object", "properties": {..}}`) describes a tool; it is not a

@@ -95,11 +95,11 @@ impl<'a> Parser<'a> {
 
     /// `{key:value, key:value}` (commas optional); at the top, `(..)` when `paren`.
     fn object(&mut self, depth: usize) -> Option<Value> {
-        let close = match depth == 0 && self.paren {
-            true => ")",
-            false => "}",
+        let (open, close) = match depth == 0 && self.paren {
+            true => ("(", ")"),
+            false => ("{", "}"),
         };
-        if depth > MAX_DEPTH || !self.eat(if close == ")" { "(" } else { "{" }) {
+        if depth > MAX_DEPTH || !self.eat(open) {
             return None;
         }
         let mut map = Map::new();

@@ -104,7 +104,7 @@ pub fn parse(
                 if next_key || next_close {
                     return None;
                 }
-                v = text.get(v..)?.strip_prefix('\n').map_or(v, |_| v + 1);
+                v += usize::from(text.get(v..)?.starts_with('\n'));
             }
         }
         let (vend, next) = match find_bounded(text, syn.value.1, v, close) {

@@ -9,7 +9,7 @@
 use super::{Reader, MAX_PARTS};
 use crate::grammar::json::{call_of, Keys};
 use crate::grammar::markup::{
-    is_args_key, is_call_key, is_name_key, is_param_key, tag_at, Kind, Tag,
+    fold, is_args_key, is_call_key, is_name_key, is_param_key, tag_at, Kind, Tag,
 };
 use crate::grammar::python::{parse_call, PyOpts};
 use crate::grammar::text::skip_ws;
@@ -163,9 +163,10 @@ impl<'t> Reader<'_, 't> {
                     pos = end;
                 } else if let Some((args, end, closed)) = self.command_line(word_end) {
                     // An attribute that only repeats the name (`tool="exec"`) is no argument.
-                    body.args.extend(args.into_iter().filter(|(k, v)| {
-                        !(is_name_key(&crate::grammar::markup::fold(k)) && v == name.as_str())
-                    }));
+                    body.args.extend(
+                        args.into_iter()
+                            .filter(|(k, v)| !(is_name_key(&fold(k)) && v == name.as_str())),
+                    );
                     body.had_args = true;
                     body.closed = closed;
                     pos = end;
