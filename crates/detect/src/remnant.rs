@@ -15,7 +15,8 @@
 //! The stream uses `lone_word`.
 
 use crate::code::CodeRegions;
-use crate::grammar::markup::{is_call_key, is_end_key, is_param_key, tag_at, Kind};
+use crate::grammar::keys::{is_call_key, is_end_key, is_param_key};
+use crate::grammar::markup::{tag_at, Kind};
 use crate::grammar::text::skip_ws;
 use crate::types::Leak;
 
@@ -65,7 +66,12 @@ fn openers_before(text: &str, code: &CodeRegions, floor: usize, mut start: usize
         // turn's header before a call is the text's own.
         let key = t.key();
         let opener = match t.kind {
-            Kind::Special => is_call_key(&key) && !is_end_key(&key),
+            // A token in bars on both sides that ends nothing (`<|python_tag|>`,
+            // `<|action_start|>`): a control token, never prose, standing right before
+            // the call it announced.
+            Kind::Special => {
+                !is_end_key(&key) && (is_call_key(&key) || both_barred(&text[t.span.clone()]))
+            }
             Kind::Open => is_call_key(&key) && t.attrs.is_empty() && t.eq.is_none(),
             _ => false,
         };
@@ -75,6 +81,13 @@ fn openers_before(text: &str, code: &CodeRegions, floor: usize, mut start: usize
         start = lt;
     }
     start
+}
+
+/// Whether a special token has bars on both sides of its name (`<|x|>`, `<｜x｜>`).
+fn both_barred(token: &str) -> bool {
+    let bar = |c: Option<char>| matches!(c, Some('|' | '｜'));
+    bar(token.strip_prefix('<').and_then(|t| t.chars().next()))
+        && bar(token.strip_suffix('>').and_then(|t| t.chars().next_back()))
 }
 
 /// Where a lone word stands in for the wrapper a call's element belongs in: a bare

@@ -6,6 +6,7 @@
 
 use crate::grammar::brace::{self, BraceSyntax};
 use crate::grammar::json::{self, JsonCalls, NamedJson};
+use crate::grammar::keys::turn_end;
 use crate::grammar::kv::{self, KvSyntax};
 use crate::grammar::python::{self, PyOpts};
 use crate::grammar::text::{skip_ws, Finder};
@@ -96,7 +97,7 @@ pub fn parse(
         // Key/value pairs fill the body to the limit, or the text to its end (as a brace
         // body does, below).
         Grammar::Kv(syn) => {
-            let l = limit.unwrap_or(text.len());
+            let l = limit.unwrap_or_else(|| turn_end(text));
             kv::parse(text, pos, l, syn, None)
                 .or_else(|| {
                     let n = glued_name(text.get(skip_ws(text, pos)..l)?, syn, ctx)?;
@@ -108,7 +109,7 @@ pub fn parse(
         // to its end, which the engine takes only where the closer may be missing there
         // (`format::Missing`).
         Grammar::Brace(syn) => {
-            let l = limit.unwrap_or(text.len());
+            let l = limit.unwrap_or_else(|| turn_end(text));
             brace::parse(text.get(..l)?, pos, syn).map(|c| (vec![c], l))
         }
         Grammar::PyCalls => py_calls(scope, pos),

@@ -26,9 +26,10 @@ use super::bodies::{parse, Closers};
 // The row types keep their public path here, where the table's readers look for them.
 pub use super::format::{Missing, Tools, MAX_CANDIDATES};
 use super::rows::Row;
-use super::util::{lost_closer_ok, merge, with_trailing};
+use super::util::{is_schema, lost_closer_ok, merge, with_trailing};
 use crate::grammar::is_ident_char;
-use crate::grammar::text::{eat_any, preceded_by, rest_is_blank, skip_ws, AnyFinder};
+use crate::grammar::keys::rest_ends_turn;
+use crate::grammar::text::{eat_any, preceded_by, skip_ws, AnyFinder};
 use crate::types::Call;
 use crate::{Ctx, Leak};
 use std::ops::Range;
@@ -241,7 +242,9 @@ fn block(
                 c.arguments.as_object().is_some_and(|m| !m.is_empty()) || ctx.tool_enabled(&c.name)
             }),
         };
-        if !allowed {
+        // A tool's definition (its parameters a JSON schema) in a wrapper is the tool
+        // described, not called (`<tools>{"name": .., "parameters": {"type": "object", ..}}`).
+        if !allowed || cs.iter().any(|c| is_schema(&c.arguments)) {
             break;
         }
         calls.append(&mut cs);
@@ -276,9 +279,9 @@ fn block(
             let ok = match f.section_close_missing {
                 Missing::Never => false,
                 Missing::AtEnd => {
-                    rest_is_blank(text, end) || lost_closer_ok(text, start, end, &calls, ctx)
+                    rest_ends_turn(text, end) || lost_closer_ok(text, start, end, &calls, ctx)
                 }
-                Missing::AtEndEnabled => rest_is_blank(text, end) && all_enabled(&calls, ctx),
+                Missing::AtEndEnabled => rest_ends_turn(text, end) && all_enabled(&calls, ctx),
                 Missing::Always => true,
             };
             if !ok {
@@ -354,16 +357,16 @@ fn one_call(
                 // the same format (a model that drops every closer): the next opener bounds
                 // it as its closer would have.
                 Missing::AtEnd => {
-                    rest_is_blank(text, body_end)
+                    rest_ends_turn(text, body_end)
                         || (opened && next_call_starts(r, text, skip_ws(text, body_end)))
                         || (opened && lost_closer_ok(text, q, body_end, &calls, ctx))
                 }
-                Missing::AtEndEnabled => rest_is_blank(text, body_end) && all_enabled(&calls, ctx),
+                Missing::AtEndEnabled => rest_ends_turn(text, body_end) && all_enabled(&calls, ctx),
                 Missing::Always => true,
             };
             // A bare call (its opener missing) needs its orphan closer, unless it ends
             // the text: nothing else says it is markup.
-            (ok && (opened || rest_is_blank(text, body_end))).then_some((calls, body_end))
+            (ok && (opened || rest_ends_turn(text, body_end))).then_some((calls, body_end))
         }
     }
 }

@@ -27,13 +27,13 @@
 //! `crate::types`, `crate::Ctx`.
 
 use super::tag_names::is_html;
-use super::util::{merge, skip_ws, typed_param, Block};
+use super::util::{is_schema, merge, skip_ws, typed_param, Block};
 use crate::grammar::bytes as class;
 use crate::grammar::json::{call_of, Keys};
-use crate::grammar::markup::{
-    fold, is_args_key, is_call_key, is_end_key, is_name_key, is_param_key, strip_edge, tag_at,
-    tags, Kind, Tag,
+use crate::grammar::keys::{
+    is_args_key, is_call_key, is_end_key, is_name_key, is_param_key, rest_ends_turn, strip_edge,
 };
+use crate::grammar::markup::{fold, tag_at, tags, Kind, Tag};
 use crate::grammar::{is_ident_char, xml};
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
@@ -123,7 +123,9 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
                 .call(tag)
                 .map(|(end, call)| (tag.span.start, end, call)),
         };
-        if let Some((start, end, call)) = found.filter(|(start, _, _)| *start >= after) {
+        // Parameters that are a JSON schema describe the tool; they call nothing.
+        let found = found.filter(|(start, _, c)| *start >= after && !is_schema(&c.arguments));
+        if let Some((start, end, call)) = found {
             blocks.push((start..end, vec![call]));
             after = end;
         }
@@ -279,9 +281,18 @@ impl<'t> Reader<'_, 't> {
             Kind::SelfClose => open.span.end,
             _ => self.closer(body.end, &key).unwrap_or(body.end),
         };
-        let closed = end > body.end || whole_tag || body.closed;
-        // A call whose closer is missing may be a cut one, and the formats' own rows
-        // decide where their cut calls count; the net reads closed calls only.
+        // A control token's call that is whole (every value closed, the arguments read)
+        // where the turn ends lost its closer to a stop sequence, as the rows'
+        // `Missing::AtEnd` has it; the net's anchor, an enabled tool, is already there. A
+        // tag's call cut there stays to its row (vLLM keeps `<function ..>` without its
+        // closer as text).
+        let turn_ended = call_shaped
+            && open.kind == Kind::Special
+            && body.had_args
+            && rest_ends_turn(self.text, body.end);
+        let closed = end > body.end || whole_tag || body.closed || turn_ended;
+        // Otherwise a call whose closer is missing may be a cut one, and the formats' own
+        // rows decide where their cut calls count; the net reads closed calls only.
         if !closed {
             self.ctx.declined(open.span.start..body.end, || {
                 "the call's closer is missing: the format's own rows decide cut calls".into()

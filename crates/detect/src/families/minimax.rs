@@ -16,8 +16,8 @@
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
 use super::util::{
-    at_lit, cut_run_ok, find_from, json_value_at, lost_closer_ok, merge, preceded_by,
-    rest_is_blank, skip_ws, Block, Finder, MAX_CANDIDATES,
+    at_lit, cut_run_ok, find_from, json_value_at, lost_closer_ok, merge, preceded_by, skip_ws,
+    Block, Finder, MAX_CANDIDATES,
 };
 use crate::grammar::json::{call_of, Keys};
 use crate::grammar::xml::{parse_invoke_run, parse_invoke_run_to_end, InvokeSyntax, INVOKE};
@@ -69,8 +69,9 @@ fn block_end(
             return Some(after + c.len());
         }
     }
-    (rest_is_blank(text, run_end) || lost_closer_ok(text, open, run_end, calls, ctx))
-        .then_some(run_end)
+    (crate::grammar::keys::rest_ends_turn(text, run_end)
+        || lost_closer_ok(text, open, run_end, calls, ctx))
+    .then_some(run_end)
 }
 
 fn find_m2(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {

@@ -24,9 +24,10 @@ use std::ops::Range;
 /// One parsed block before neighbouring blocks are merged into one leak.
 pub type Block = (Range<usize>, Vec<Call>);
 
-/// A call object that is exactly a call (see [`Keys::Strict`]).
+/// A call object that is exactly a call (see [`Keys::Strict`]), not a tool's definition
+/// (arguments that are a JSON schema).
 pub fn strict_call(v: &Value) -> Option<Call> {
-    call_of(v, Keys::Strict)
+    call_of(v, Keys::Strict).filter(|c| !is_schema(&c.arguments))
 }
 
 /// The calls of a JSON value that is one strict call object (when `allow_object`) or a

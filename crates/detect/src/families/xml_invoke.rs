@@ -18,8 +18,8 @@
 
 use super::minimax::M2;
 use super::util::{
-    at_lit, cut_closers_ok, cut_run_ok, find_from, lost_closer_ok, merge, preceded_by,
-    rest_is_blank, skip_ws, Block, Finder, MAX_CANDIDATES,
+    at_lit, cut_closers_ok, cut_run_ok, find_from, lost_closer_ok, merge, preceded_by, skip_ws,
+    Block, Finder, MAX_CANDIDATES,
 };
 use crate::grammar::xml::{parse_function_eq, parse_invoke_run, parse_invoke_run_to_end, INVOKE};
 use crate::types::Family;
@@ -93,7 +93,7 @@ fn find_invokes(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>, minimax: &mu
                     .is_some_and(|r| r.starts_with("</function_calls>"))
                 {
                     (w, after + "</function_calls>".len())
-                } else if rest_is_blank(text, run_end)
+                } else if crate::grammar::keys::rest_ends_turn(text, run_end)
                     || lost_closer_ok(text, w, run_end, &calls, ctx)
                 {
                     (w, run_end)

@@ -11,7 +11,8 @@
 //! same token to a reader.
 //!
 //! Nothing here knows a format: `crate::families::markup` reads calls off the tags and the
-//! driver's remnant rule takes the tags a call left around it.
+//! driver's remnant rule takes the tags a call left around it; what a tag's name says
+//! (a call, a parameter, an end) is `super::keys`.
 //!
 //! May depend on: `super::json`, `memchr`. No I/O.
 
@@ -28,11 +29,11 @@ const MAX_ATTRS: usize = 16;
 pub enum Kind {
     /// `<name ..>`.
     Open,
-    /// `</name>`.
+    /// `</name>`, and `<name|>`, which closes what `<|name>` opened.
     Close,
     /// `<name ../>`.
     SelfClose,
-    /// A special token: `<|name|>`, `<｜name｜>`, `<name|>`, `<|name>`.
+    /// A special token: `<|name|>`, `<｜name｜>`, `<|name>`.
     Special,
 }
 
@@ -213,9 +214,12 @@ pub fn tag_at(text: &str, pos: usize) -> Option<Tag<'_>> {
             chars.next();
             if chars.peek().is_some_and(|&(_, c)| c == '>') {
                 chars.next();
-                if tag.kind != Kind::Close {
-                    tag.kind = Kind::Special;
-                }
+                // `<x|>` without a bar before its name closes what `<|x>` opened (Gemma
+                // 4's `<|tool_call>` .. `<tool_call|>`).
+                tag.kind = match (tag.kind, barred) {
+                    (Kind::Close, _) | (_, false) => Kind::Close,
+                    _ => Kind::Special,
+                };
                 tag.closed = true;
                 tag.span.end = pos + at(&mut chars);
                 return Some(tag);
@@ -400,65 +404,6 @@ pub fn tags(text: &str, from: usize, max: usize) -> Vec<Tag<'_>> {
     out
 }
 
-/// Whether a folded tag key names call markup of some format: a call, a section of calls,
-/// a tool use, an invocation (`tool_call`, `toolcall`, `calls`, `function_calls`,
-/// `tool▁call▁begin`, `invoke`, `functioncall`, `tool_use`).
-pub fn is_call_key(key: &str) -> bool {
-    let key = strip_edge(key);
-    key.contains("call")
-        || key.contains("invoke")
-        || key.contains("tooluse")
-        || key == "function"
-        || key == "tool"
-        || key == "action"
-}
-
-/// Whether a folded key names a parameter element (`parameter`, `param`, `arg`, ...).
-pub fn is_param_key(key: &str) -> bool {
-    matches!(
-        key,
-        "parameter" | "param" | "arg" | "argument" | "property" | "field" | "kwarg"
-    )
-}
-
-/// Whether a folded key names an element holding a call's arguments as a whole.
-pub fn is_args_key(key: &str) -> bool {
-    matches!(
-        key,
-        "arguments" | "parameters" | "args" | "params" | "input" | "toolinput" | "kwargs"
-    )
-}
-
-/// Whether a folded key names the element or attribute that holds a call's name.
-pub fn is_name_key(key: &str) -> bool {
-    matches!(
-        key,
-        "name" | "toolname" | "functionname" | "tool" | "function" | "recipient" | "to"
-    )
-}
-
-/// A folded key without the begin/end words special tokens pair by
-/// (`toolcallbegin` and `toolcallend` both give `toolcall`).
-pub fn strip_edge(key: &str) -> &str {
-    for edge in ["begin", "start", "end", "stop", "open", "close"] {
-        if let Some(k) = key.strip_suffix(edge) {
-            return k;
-        }
-        if let Some(k) = key.strip_prefix(edge) {
-            return k;
-        }
-    }
-    key
-}
-
-/// Whether a special token's folded key ends a section or call (`..end`, `..stop`).
-pub fn is_end_key(key: &str) -> bool {
-    key.ends_with("end")
-        || key.ends_with("stop")
-        || key.ends_with("close")
-        || key.starts_with("end")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -536,15 +481,5 @@ mod tests {
         assert!(tag_at("<= 5", 0).is_none());
         assert!(tag_at("<3", 0).is_none());
         assert!(tag_at("<- back", 0).is_none());
-    }
-
-    #[test]
-    fn keys() {
-        assert!(is_call_key("toolcalls"));
-        assert!(is_call_key("functioncall"));
-        assert!(is_call_key("toolcallsectionbegin"));
-        assert!(is_call_key("invoke"));
-        assert!(!is_call_key("div"));
-        assert_eq!(strip_edge("toolcallend"), "toolcall");
     }
 }

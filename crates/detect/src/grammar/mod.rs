@@ -8,7 +8,8 @@
 //! - [`python`]: `name(kw=literal)` calls and `[call, ...]` lists;
 //! - [`kv`]: a name followed by key/value tag pairs (`<arg_key>k</arg_key><arg_value>v`);
 //! - [`brace`]: Gemma's `call:NAME{key:value}`;
-//! - [`markup`]: a tolerant lexer of tags and special tokens in any spelling;
+//! - [`markup`]: a tolerant lexer of tags and special tokens in any spelling, and [`keys`]:
+//!   what a tag's folded name says (call markup, a parameter, an end);
 //! - [`text`]: the scanning helpers they share;
 //! - [`bytes`]: byte classes as one table lookup, for the prefilter's probes.
 //!
@@ -18,6 +19,7 @@
 pub mod brace;
 pub mod bytes;
 pub mod json;
+pub mod keys;
 pub mod kv;
 pub mod markup;
 pub mod python;

@@ -120,7 +120,8 @@ pub(super) fn leads_in(line: &str, tools: &ToolNames) -> bool {
 
 /// Whether `line` opens with a parameter element (`<parameter name="k">`, any spelling).
 fn opens_with_parameter(line: &str) -> bool {
-    use crate::grammar::markup::{is_param_key, tag_at, Kind};
+    use crate::grammar::keys::is_param_key;
+    use crate::grammar::markup::{tag_at, Kind};
     line.starts_with('<')
         && tag_at(line, 0).is_some_and(|t| t.kind == Kind::Open && is_param_key(&t.key()))
 }

@@ -8,9 +8,8 @@
 
 use super::{Reader, MAX_PARTS};
 use crate::grammar::json::{call_of, Keys};
-use crate::grammar::markup::{
-    fold, is_args_key, is_call_key, is_name_key, is_param_key, tag_at, Kind, Tag,
-};
+use crate::grammar::keys::{is_args_key, is_call_key, is_name_key, is_param_key};
+use crate::grammar::markup::{fold, tag_at, Kind, Tag};
 use crate::grammar::python::{parse_call, PyOpts};
 use crate::grammar::text::skip_ws;
 use crate::grammar::{is_ident_char, typed_param, xml};

@@ -1,0 +1,153 @@
+//! What a tag's folded name says, whatever format wrote it: call markup, a parameter, the
+//! arguments, a name, an end; and whether what is left of a text only ends the turn.
+//! The lexer (`super::markup`) reads tags; these predicates read their keys.
+//!
+//! May depend on: `super::markup`. No I/O.
+
+use super::markup::{tag_at, Kind};
+
+/// Whether a folded tag key names call markup of some format: a call, a section of calls,
+/// a tool use, an invocation (`tool_call`, `toolcall`, `calls`, `function_calls`,
+/// `tool▁call▁begin`, `invoke`, `functioncall`, `tool_use`).
+pub fn is_call_key(key: &str) -> bool {
+    let key = strip_edge(key);
+    key.contains("call")
+        || key.contains("invoke")
+        || key.contains("tooluse")
+        || key == "action"
+        // `tool`, `tools`, `tool_code`, `tool_request`, `functions`: a word of call markup
+        // heading the name, unless the rest says the element is the tool's answer or its
+        // definition.
+        || (["tool", "function"].iter().any(|w| key.starts_with(w))
+            && !["result", "response", "output", "answer", "return", "def", "schema", "spec", "desc", "list", "name", "choice"]
+                .iter()
+                .any(|w| key.contains(w)))
+}
+
+/// Whether a folded key names a parameter element (`parameter`, `param`, `arg`, ...).
+pub fn is_param_key(key: &str) -> bool {
+    matches!(
+        key,
+        "parameter" | "param" | "arg" | "argument" | "property" | "field" | "kwarg"
+    )
+}
+
+/// Whether a folded key names an element holding a call's arguments as a whole.
+pub fn is_args_key(key: &str) -> bool {
+    matches!(
+        key,
+        "arguments" | "parameters" | "args" | "params" | "input" | "toolinput" | "kwargs"
+    )
+}
+
+/// Whether a folded key names the element or attribute that holds a call's name.
+pub fn is_name_key(key: &str) -> bool {
+    matches!(
+        key,
+        "name" | "toolname" | "functionname" | "tool" | "function" | "recipient" | "to"
+    )
+}
+
+/// A folded key without the begin/end words special tokens pair by
+/// (`toolcallbegin` and `toolcallend` both give `toolcall`).
+pub fn strip_edge(key: &str) -> &str {
+    for edge in ["begin", "start", "end", "stop", "open", "close"] {
+        if let Some(k) = key.strip_suffix(edge) {
+            return k;
+        }
+        if let Some(k) = key.strip_prefix(edge) {
+            return k;
+        }
+    }
+    key
+}
+
+/// Whether a special token's folded key ends a section or call (`..end`, `..stop`).
+pub fn is_end_key(key: &str) -> bool {
+    key.ends_with("end")
+        || key.ends_with("stop")
+        || key.ends_with("close")
+        || key.starts_with("end")
+}
+
+/// Whether nothing but whitespace and end-of-turn special tokens (`<|im_end|>`,
+/// `<|eot_id|>`, `<｜end▁of▁sentence｜>`, `</s>`) follows `pos`: the text ends there as a
+/// turn, and a call whose closer a stop sequence dropped ends with it.
+pub fn rest_ends_turn(text: &str, mut pos: usize) -> bool {
+    for _ in 0..8 {
+        pos = super::text::skip_ws(text, pos);
+        if pos >= text.len() {
+            return true;
+        }
+        match tag_at(text, pos) {
+            Some(t) if ends_turn(&t) => pos = t.span.end,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// Where the text ends as a turn: before the end-of-turn tokens and whitespace that close
+/// it (the text's length when none do). A call body that fills the text to its end when its
+/// closer was dropped fills it to here.
+pub fn turn_end(text: &str) -> usize {
+    let mut end = text.trim_end().len();
+    for _ in 0..8 {
+        let head = &text[..end];
+        let Some(lt) = head.ends_with('>').then(|| head.rfind('<')).flatten() else {
+            break;
+        };
+        match tag_at(text, lt) {
+            Some(t) if t.span.end == end && ends_turn(&t) => end = text[..lt].trim_end().len(),
+            _ => break,
+        }
+    }
+    end
+}
+
+/// Whether a tag is an end-of-turn token.
+fn ends_turn(t: &super::markup::Tag<'_>) -> bool {
+    let key = t.key();
+    match t.kind {
+        Kind::Special => {
+            (is_end_key(&key) && !is_call_key(&key))
+                || matches!(
+                    key.as_str(),
+                    "eotid" | "eot" | "endofsentence" | "endoftext"
+                )
+        }
+        Kind::Close => key == "s" || key == "endofturn",
+        _ => matches!(key.as_str(), "endofturn" | "eos"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys() {
+        assert!(is_call_key("toolcalls"));
+        assert!(is_call_key("functioncall"));
+        assert!(is_call_key("toolcallsectionbegin"));
+        assert!(is_call_key("invoke"));
+        assert!(!is_call_key("div"));
+        assert_eq!(strip_edge("toolcallend"), "toolcall");
+    }
+
+    #[test]
+    fn what_ends_a_turn() {
+        assert!(rest_ends_turn("x", 1));
+        assert!(rest_ends_turn("x <|im_end|>\n", 1));
+        assert!(rest_ends_turn("x<｜end▁of▁sentence｜>", 1));
+        assert!(rest_ends_turn("x</s>", 1));
+        assert!(!rest_ends_turn("x <|im_end|> more", 1));
+        assert!(!rest_ends_turn("x </tool_call>", 1));
+        assert!(!rest_ends_turn("x <|tool_call_end|>", 1));
+        assert!(!rest_ends_turn("x and prose", 1));
+        assert_eq!(turn_end("call{} <|im_end|>\n"), 6);
+        assert_eq!(turn_end("call{}<|eot_id|></s>"), 6);
+        assert_eq!(turn_end("call{} </tool_call>"), 19);
+        assert_eq!(turn_end("plain "), 5);
+    }
+}
