@@ -342,7 +342,16 @@ fn one_call(
     } else {
         cl.find(&r.call_close, body)
     };
-    let limit = close.map(|(c, _)| c);
+    // No closer anywhere after it: where the call's closer may be missing, the next
+    // opener bounds the body (`<tool_call>` written again where `</tool_call>` belongs),
+    // so a grammar that fills its body stops there.
+    let limit = match close {
+        Some((c, _)) => Some(c),
+        None if f.call_close_missing != Missing::Never => {
+            cl.find(&r.call_open, body).map(|(c, _)| c)
+        }
+        None => None,
+    };
     let (calls, body_end) = parse(r.grammar, text, body, limit, ctx)?;
     if r.call_close.is_empty() {
         return Some((calls, body_end));
@@ -351,6 +360,13 @@ fn one_call(
     match close {
         Some((c, len)) if c == after => Some((calls, c + len)),
         _ => {
+            // The text ends there as a turn, or with a lone opener: the closer written
+            // without its slash.
+            let ends = |at: usize| {
+                rest_ends_turn(text, at)
+                    || eat_any(text, skip_ws(text, at), &r.call_open)
+                        .is_some_and(|e| rest_ends_turn(text, e))
+            };
             let ok = match f.call_close_missing {
                 Missing::Never => false,
                 // A call whose closer is missing may also be followed by the next call of
@@ -361,12 +377,18 @@ fn one_call(
                         || (opened && next_call_starts(r, text, skip_ws(text, body_end)))
                         || (opened && lost_closer_ok(text, q, body_end, &calls, ctx))
                 }
-                Missing::AtEndEnabled => rest_ends_turn(text, body_end) && all_enabled(&calls, ctx),
+                // The next opener bounds it too (`<tool_call>` written again where its
+                // closer belongs), as for `AtEnd`, for an enabled tool.
+                Missing::AtEndEnabled => {
+                    (ends(body_end)
+                        || (opened && next_call_starts(r, text, skip_ws(text, body_end))))
+                        && all_enabled(&calls, ctx)
+                }
                 Missing::Always => true,
             };
             // A bare call (its opener missing) needs its orphan closer, unless it ends
             // the text: nothing else says it is markup.
-            (ok && (opened || rest_ends_turn(text, body_end))).then_some((calls, body_end))
+            (ok && (opened || ends(body_end))).then_some((calls, body_end))
         }
     }
 }

@@ -119,6 +119,8 @@ pub const RESULT_FRAMES: &[(&str, &str)] = &[
     ("<|start_header_id|>ipython<|end_header_id|>", "<|eot_id|>"),
     ("<|header_start|>ipython<|header_end|>", "<|eot|>"),
     ("<|im_start|>tool", "<|im_end|>"),
+    // Qwen's template puts a tool's answer in a user turn.
+    ("<|im_start|>user\n<tool_response>", "<|im_end|>"),
     ("<|im_system|>tool<|im_middle|>", "<|im_end|>"),
     ("<|tool_response>", "<tool_response|>"),
     ("<start_function_response>", "<end_function_response>"),
@@ -158,15 +160,50 @@ impl<'t> Trailer<'t> {
                 .enumerate()
                 .find_map(|(i, (open, close))| eat(text, q, open).map(|a| (i, a, *close)));
             let Some((i, after, close)) = frame else {
-                return end;
+                return observation(text, end, q).unwrap_or(end);
             };
             let finder = self.closers[i].get_or_insert_with(|| Finder::new(text, close));
             match finder.find(after) {
                 Some(c) => end = c + close.len(),
-                None => return end,
+                // A frame whose closer the generation never wrote: its answer is one JSON
+                // value, or one line that ends the text.
+                None => return unclosed_answer(text, after).unwrap_or(end),
             }
         }
     }
+}
+
+/// The end of an `Observation:` line (the label a ReAct runtime writes before a tool's
+/// answer) on the line after a call ending at `end` (`q`: the next non-blank byte), its
+/// answer a JSON value (any lines) or the rest of its line: the model wrote it, so the
+/// answer is made up, whatever format the call was in.
+fn observation(text: &str, end: usize, q: usize) -> Option<usize> {
+    let label = text.get(q..)?.strip_prefix("Observation:")?;
+    if !text.get(end..q)?.contains('\n') {
+        return None;
+    }
+    let from = q + "Observation:".len();
+    let v = skip_ws(text, from);
+    if matches!(label.trim_start().as_bytes().first(), Some(b'{' | b'[')) {
+        if let Some((_, e)) = crate::grammar::json::value_at(text, v) {
+            return Some(e);
+        }
+    }
+    Some(
+        text.get(from..)?
+            .find('\n')
+            .map_or(text.len(), |i| from + i),
+    )
+}
+
+/// The end of the answer in a frame whose closer is missing, at `after`: a JSON value, or
+/// one line that ends the text.
+fn unclosed_answer(text: &str, after: usize) -> Option<usize> {
+    let v = skip_ws(text, after);
+    if let Some((_, e)) = crate::grammar::json::value_at(text, v) {
+        return Some(e);
+    }
+    (!text.get(v..)?.trim_end().contains('\n')).then_some(text.len())
 }
 
 /// Pushes the blocks as leaks, merging neighbours separated only by whitespace (the

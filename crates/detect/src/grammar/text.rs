@@ -185,6 +185,18 @@ pub fn unescape_xml(s: &str) -> String {
     out
 }
 
+/// A value without the one line break its markup puts on each side of it (`\n` or `\r\n`):
+/// `<parameter=k>\nv\n</parameter>` holds `v`.
+pub fn trim_one_newline(s: &str) -> &str {
+    let s = s
+        .strip_prefix("\r\n")
+        .or_else(|| s.strip_prefix('\n'))
+        .unwrap_or(s);
+    s.strip_suffix("\r\n")
+        .or_else(|| s.strip_suffix('\n'))
+        .unwrap_or(s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

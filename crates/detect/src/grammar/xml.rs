@@ -357,8 +357,7 @@ pub fn parse_function_eq(
             if raw.contains("<function=") || raw.contains("<parameter") {
                 return None;
             }
-            let raw = raw.strip_prefix('\n').unwrap_or(raw);
-            let raw = raw.strip_suffix('\n').unwrap_or(raw);
+            let raw = super::text::trim_one_newline(raw);
             args.insert(key, typed_param(&unescape(raw)));
             i = vend + "</parameter>".len();
             continue;
@@ -389,8 +388,7 @@ pub fn parse_function_eq(
         {
             return None;
         }
-        let raw = raw.strip_prefix('\n').unwrap_or(raw);
-        let raw = raw.strip_suffix('\n').unwrap_or(raw);
+        let raw = super::text::trim_one_newline(raw);
         args.insert(key.to_string(), typed_param(&unescape(raw)));
         i = next;
     }

@@ -11,7 +11,7 @@ use crate::grammar::json::{call_of, Keys};
 use crate::grammar::keys::{is_args_key, is_call_key, is_name_key, is_param_key};
 use crate::grammar::markup::{fold, tag_at, Kind, Tag};
 use crate::grammar::python::{parse_call, PyOpts};
-use crate::grammar::text::skip_ws;
+use crate::grammar::text::{skip_ws, trim_one_newline};
 use crate::grammar::{is_ident_char, typed_param, xml};
 use serde_json::{Map, Value};
 
@@ -241,14 +241,4 @@ impl<'t> Reader<'_, 't> {
 /// `<｜tool▁sep｜>`).
 fn is_separator(key: &str) -> bool {
     key.contains("sep") || key.contains("argument") || key.contains("args") || key == "constrain"
-}
-
-fn trim_one_newline(s: &str) -> &str {
-    let s = s
-        .strip_prefix("\r\n")
-        .or_else(|| s.strip_prefix('\n'))
-        .unwrap_or(s);
-    s.strip_suffix("\r\n")
-        .or_else(|| s.strip_suffix('\n'))
-        .unwrap_or(s)
 }
