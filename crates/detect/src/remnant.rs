@@ -95,18 +95,26 @@ fn both_barred(token: &str) -> bool {
 /// lower-case word and nothing else (`court`, `count`: the opener as a model garbled it).
 /// The word is that call's markup, not the reply's prose, which would not put a bare word
 /// on a line of its own right before a call; otherwise `start` as it is.
+///
+/// Likewise a fence's info string whose backticks were lost (`json` alone on the line above
+/// a JSON call): the label of a fence that is gone.
 fn stray_opener(text: &str, code: &CodeRegions, floor: usize, start: usize) -> usize {
     let element = tag_at(text, start).is_some_and(|t| t.kind == Kind::Open && t.key() == "invoke");
+    let json = matches!(text.as_bytes().get(start), Some(b'{' | b'['));
     let head = text.get(floor..start).unwrap_or_default();
     let trimmed = head.trim_end();
     // The word's line ends before the call's: a line break lies between them.
-    if !element || !head[trimmed.len()..].contains('\n') {
+    if !(element || json) || !head[trimmed.len()..].contains('\n') {
         return start;
     }
     let line_start = trimmed.rfind('\n').map_or(0, |i| i + 1);
     let word = trimmed[line_start..].trim_start();
     let at = floor + trimmed.len() - word.len();
-    if lone_word(word) && !code.contains(at) {
+    let stray = match element {
+        true => lone_word(word),
+        false => word.eq_ignore_ascii_case("json"),
+    };
+    if stray && !code.contains(at) {
         at
     } else {
         start

@@ -1159,6 +1159,7 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
     let ends_sentence = lead.ends_with(['.', '!', '?', ':']);
     // A lone word on the line before a bare `<invoke>` is its garbled wrapper only alone on
     // its line: glued to a sentence, or after one on the same line, it is the sentence's.
+    // So is a fence's `json` label above a JSON call whose backticks were lost.
     let mut lines = call.trim_start().lines().map(str::trim);
     let (first, second) = (
         lines.next().unwrap_or_default(),
@@ -1166,7 +1167,7 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
     );
     if !first.is_empty()
         && first.bytes().all(|b| b.is_ascii_lowercase())
-        && second.starts_with("<invoke")
+        && (second.starts_with("<invoke") || (first == "json" && second.starts_with(['{', '['])))
     {
         return out;
     }

@@ -295,6 +295,7 @@ pub(crate) fn stripped(text: &str, brace: usize) -> Option<(usize, Vec<(usize, &
         floor += 1;
     }
     let head = text.get(floor..brace)?;
+    let namespaced = head.contains("to=functions.");
     let (to, name_at) = match head.rfind("to=functions.") {
         Some(i) => (floor + i, floor + i + "to=functions.".len()),
         // A recipient without the namespace counts only right after a channel word
@@ -315,12 +316,16 @@ pub(crate) fn stripped(text: &str, brace: usize) -> Option<(usize, Vec<(usize, &
         .map_or(rest.len(), |(i, _)| i);
     let gap = rest.get(name_len..)?;
     // Header words, and at most one other short word where the content type goes (a
-    // constraint other than `json`, as a model garbled it).
+    // constraint other than `json`, as a model garbled it). Under the `functions.`
+    // namespace the header's words may be garbled further: a channel word in another
+    // script, a word glued before `json` (`付款json`), two such words at most.
     let mut other = 0;
     let header = gap.split_whitespace().all(|w| {
         header_words_only(w) || {
             other += 1;
-            other == 1 && w.len() <= 16 && w.bytes().all(|b| b.is_ascii_lowercase())
+            let plain = w.len() <= 16 && w.bytes().all(|b| b.is_ascii_lowercase());
+            let garbled = w.chars().count() <= 24 && w.chars().all(char::is_alphabetic);
+            (other == 1 && plain) || (namespaced && other <= 2 && garbled)
         }
     });
     if !header {
@@ -347,7 +352,10 @@ pub(crate) fn stripped(text: &str, brace: usize) -> Option<(usize, Vec<(usize, &
         start = b.len();
     }
     let lead = text.get(..start)?.trim_end_matches([' ', '\t']);
-    let attached = start < to || lead.is_empty() || lead.ends_with('\n');
+    // A header after a word of prose (`still to=functions.NAME ..`) is read only under the
+    // namespace, which prose does not write; the word stays.
+    let apart = start > lead.len() && namespaced;
+    let attached = start < to || lead.is_empty() || lead.ends_with('\n') || apart;
     attached.then_some((start, names))
 }
 

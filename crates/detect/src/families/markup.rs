@@ -71,6 +71,8 @@ const CALL_WORDS: [u32; 4] = [
 /// a tool are confirmed by `cline_xml`'s probe, and read by the same reader; so code's
 /// generics and HTML answers wake neither.
 pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
+    // One space after the `<` (`< calls>`), as the lexer reads it.
+    let p = p + usize::from(bytes.get(p + 1) == Some(&b' '));
     let q = p + 1 + usize::from(bytes.get(p + 1) == Some(&b'/'));
     match bytes.get(q) {
         Some(b'|') => true,

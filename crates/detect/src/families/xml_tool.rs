@@ -66,8 +66,9 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
 }
 
 /// The prefilter's look at a `<`: a start tag with a plain name that is not markup of its
-/// own, followed (whitespace between) by another start tag or an end tag. Bytes only: it
-/// runs at every `<` followed by a letter.
+/// own, followed (whitespace between) by another start tag, an end tag, or a JSON object
+/// (`<run_commands> {"commands": [..]} </run_commands>`: its arguments as one object).
+/// Bytes only: it runs at every `<` followed by a letter.
 pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
     let Some(name) = tag_name(bytes, p) else {
         return false;
@@ -79,6 +80,8 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
     let next = match bytes.get(i..i + 2) {
         Some([b'<', b'/']) => true,
         Some([b'<', _]) => tag_name(bytes, i).is_some(),
+        // A quoted key right after the brace: code's `impl<T> {` stops there.
+        Some([b'{', b'"']) => true,
         _ => false,
     };
     // The name is ASCII here or not a listed tag at all.

@@ -18,8 +18,51 @@ pub fn value_at(text: &str, pos: usize) -> Option<(Value, usize)> {
     let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
     match stream.next()? {
         Ok(v) => Some((v, pos + stream.byte_offset())),
+        Err(e) if e.is_syntax() && e.to_string().starts_with("invalid escape") => {
+            lone_backslashes(rest).map(|(v, end)| (v, pos + end))
+        }
         Err(_) => None,
     }
+}
+
+/// A value whose strings hold backslashes that escape nothing JSON knows (a Windows path
+/// written as is, `"dir %USERPROFILE%\Pictures"`): read with each such backslash taken as
+/// itself, as the model meant it. `None` when there is none, or the value still does not
+/// parse.
+fn lone_backslashes(rest: &str) -> Option<(Value, usize)> {
+    // A call's arguments are short; the bound keeps many such candidates linear.
+    const MAX: usize = 64 * 1024;
+    let bytes = rest.as_bytes();
+    let bytes = &bytes[..bytes.len().min(MAX)];
+    let mut fixed = Vec::with_capacity(bytes.len() + 8);
+    // Where a backslash was doubled, in `fixed`'s offsets.
+    let mut added = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        fixed.push(b);
+        if b == b'\\' {
+            match bytes.get(i + 1) {
+                Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' | b'u') => {
+                    fixed.push(bytes[i + 1]);
+                    i += 1;
+                }
+                _ => {
+                    added.push(fixed.len());
+                    fixed.push(b'\\');
+                }
+            }
+        }
+        i += 1;
+    }
+    if added.is_empty() {
+        return None;
+    }
+    let fixed = String::from_utf8(fixed).ok()?;
+    let mut stream = serde_json::Deserializer::from_str(&fixed).into_iter::<Value>();
+    let v = stream.next()?.ok()?;
+    let end = stream.byte_offset();
+    Some((v, end - added.iter().filter(|&&a| a < end).count()))
 }
 
 /// Parses `text` as exactly one JSON value (surrounding whitespace allowed).
@@ -147,14 +190,16 @@ fn is_cohere(obj: &serde_json::Map<String, Value>) -> bool {
             .all(|k| matches!(k.as_str(), "tool_name" | "parameters" | "tool_call_id"))
 }
 
-/// Whether a key names a call's tool: `name`, `tool`, `function`, or any of them, or
-/// `recipient` (the OpenAI wrapper's), before `name` (`tool_name`, `functionName`,
-/// `recipient_name`), in any case and with or without `_`.
+/// Whether a key names a call's tool: `name`, `tool`, `function`, or any word before
+/// `name` (`tool_name`, `functionName`, `recipient_name`, a model's `file_name`), in any
+/// case and with or without `_`. Beside exactly one arguments key and bookkeeping, the
+/// key's role is the call's name; the formats that read bare objects still ask that it
+/// names an enabled tool.
 fn is_name_key(k: &str) -> bool {
     let k = fold_key(k);
-    matches!(k.as_str(), "name" | "tool" | "function")
+    matches!(k.as_str(), "tool" | "function")
         || k.strip_suffix("name")
-            .is_some_and(|p| matches!(p, "tool" | "function" | "recipient"))
+            .is_some_and(|p| p.len() <= 16 && p.bytes().all(|b| b.is_ascii_lowercase()))
 }
 
 /// Whether a key holds a call's arguments: `arguments`, `parameters`, `args`, `params`,
@@ -386,6 +431,16 @@ pub fn parse_named(text: &str, pos: usize, g: &NamedJson) -> Option<(Call, usize
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_backslash_that_escapes_nothing_is_itself() {
+        let t = r#"{"code": "dir %USERPROFILE%\Pictures", "n": "a\"b"} tail"#;
+        let (v, end) = super::value_at(t, 0).expect("read");
+        assert_eq!(v["code"], r"dir %USERPROFILE%\Pictures");
+        assert_eq!(v["n"], "a\"b");
+        assert_eq!(&t[end..], " tail");
+        assert!(super::value_at(r#"{"a": "x\"#, 0).is_none());
+    }
+
     #[test]
     fn a_list_cut_at_the_end_is_whole_values_up_to_the_end() {
         let t = r#"[{"a": 1}, {"b": 2} "#;

@@ -1,8 +1,8 @@
 //! A tolerant reader of markup tags and special tokens: one lexer for every spelling a
 //! model or a server mangled, so that the formats' structure is read, not their spelling.
 //!
-//! A tag is `<`, an optional `/`, an optional run of bars (`|`, `｜`) and an optional
-//! namespace (`｜DSML｜`, `minimax:`), a name, then attributes in any quoting (`"`, `'`,
+//! A tag is `<` (one space may follow it), an optional `/`, an optional run of bars (`|`,
+//! `｜`) and an optional namespace (`｜DSML｜`, `minimax:`), a name, then attributes in any quoting (`"`, `'`,
 //! typographic quotes, bare), a `=VALUE` right after the name (`<function=NAME>`), or a JSON
 //! object in attribute position (`<functioncall {..}>`), and its end: `>`, `/>`, a bar
 //! before `>` (`<|x|>`, `<x|>`), or, where the `>` was lost, the end of the line or the
@@ -114,6 +114,17 @@ pub fn tag_at(text: &str, pos: usize) -> Option<Tag<'_>> {
         chars.peek().map_or(rest.len(), |&(i, _)| i)
     };
     let mut kind = Kind::Open;
+    // `< calls>`, `< /tool_call>`: one space a tokenizer put after the `<`.
+    if chars.peek().is_some_and(|&(_, c)| c == ' ') {
+        let mut look = chars.clone();
+        look.next();
+        if look
+            .peek()
+            .is_some_and(|&(_, c)| c == '/' || c.is_alphabetic())
+        {
+            chars = look;
+        }
+    }
     if chars.peek().is_some_and(|&(_, c)| c == '/') {
         chars.next();
         kind = Kind::Close;
@@ -468,6 +479,16 @@ mod tests {
         assert_eq!(&s[t.span.clone()], "<｜DSML｜function_calls");
         assert!(tag_at("< 3 and 5 >", 0).is_none());
         assert!(tag_at("<|im", 0).is_some_and(|t| !t.closed));
+    }
+
+    #[test]
+    fn one_space_after_the_bracket_is_read() {
+        let t = one("< calls>");
+        assert_eq!((t.kind, t.key().as_str()), (Kind::Open, "calls"));
+        let t = one("< /tool_call>");
+        assert_eq!((t.kind, t.key().as_str()), (Kind::Close, "toolcall"));
+        assert!(tag_at("a <  b", 2).is_none());
+        assert!(tag_at("a < 3", 2).is_none());
     }
 
     #[test]

@@ -321,6 +321,10 @@ fn ends_with_bar(name: &[u8]) -> bool {
 /// and `<a@b.c>` are not tags.
 fn tag_start(body: &[u8], at: usize) -> Option<(&[u8], bool, usize)> {
     let mut i = at + 1;
+    // `< tool_call>`: one space after the `<`, read (as the markup lexer does) only before
+    // a name of call markup, so that `a < b` in prose opens nothing.
+    let spaced = body.get(i) == Some(&b' ');
+    i += usize::from(spaced);
     let closer = body.get(i) == Some(&b'/');
     if closer {
         i += 1;
@@ -343,5 +347,14 @@ fn tag_start(body: &[u8], at: usize) -> Option<(&[u8], bool, usize)> {
         Some(b'/') if body.get(i + 1) == Some(&b'>') => {}
         Some(_) => return None,
     }
-    Some((&body[start..i], closer, i))
+    let name = &body[start..i];
+    let call_word = |w: &[u8]| name.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w));
+    if spaced
+        && ![&b"call"[..], b"tool", b"func", b"invoke"]
+            .iter()
+            .any(|w| call_word(w))
+    {
+        return None;
+    }
+    Some((name, closer, i))
 }

@@ -73,8 +73,39 @@ fn call_prefix(bytes: &[u8], start: usize) -> (usize, bool) {
 fn line_opens_call(bytes: &[u8], start: usize) -> Option<usize> {
     let start = call_prefix(bytes, start).0;
     let name = class::run(bytes.get(start..)?, WORD, 129);
-    let open = start + name;
+    let open = method_call(bytes, start + name);
     (name > 0 && call_shape(bytes, open)).then_some(open)
+}
+
+/// Llama 3.1's built-in tools are called as a method (`brave_search.call(query=..)`,
+/// Meta's `chat_format`): where a name ends at `i`, the `(` past its `.call`, else `i`.
+fn method_call(bytes: &[u8], i: usize) -> usize {
+    match bytes.get(i..).is_some_and(|r| r.starts_with(b".call(")) {
+        true => i + ".call".len(),
+        false => i,
+    }
+}
+
+/// The role word a stripped turn header leaves glued right after a call that ended the
+/// turn (`..)assistant` before a line break: Llama's `<|start_header_id|>assistant`
+/// with its tokens stripped): the end past it, else `end`.
+fn glued_role(text: &str, end: usize) -> usize {
+    let rest = text.get(end..).unwrap_or_default();
+    match ["assistant", "ipython"]
+        .iter()
+        .find(|w| rest.starts_with(**w))
+        .map(|w| end + w.len())
+    {
+        Some(e) if rest_or_line_ends(text, e) => e,
+        _ => end,
+    }
+}
+
+/// Whether the line ends at `at` (spaces before its break, or the text's end).
+fn rest_or_line_ends(text: &str, at: usize) -> bool {
+    let r = text.get(at..).unwrap_or_default();
+    let r = r.trim_start_matches([' ', '\t', '\r']);
+    r.is_empty() || r.starts_with('\n')
 }
 
 /// Where the last line starts, when the message ends with `)` (a call may end it) and the
@@ -117,6 +148,7 @@ pub(crate) fn lines_probe(text: &str) -> bool {
             start = name;
             i = word(name);
         }
+        i = method_call(b, i);
     }
     if i > start && b.get(i) == Some(&b'(') && call_shape(b, i) {
         return true;
@@ -301,7 +333,11 @@ fn python_candidates(text: &str, ctx: &Ctx<'_>) -> Vec<Block> {
 /// `app.run(debug=True)` is a method of the code around it.
 pub(crate) fn code_call(text: &str, start: usize) -> Option<(Call, usize)> {
     let (name_at, printed) = call_prefix(text.as_bytes(), start);
-    let (call, mut end) = python::parse_call(text, name_at, PyOpts::STRICT)?;
+    let (mut call, mut end) = python::parse_call(text, name_at, PyOpts::STRICT)?;
+    if let Some(name) = call.name.strip_suffix(".call").filter(|_| !printed) {
+        call.name = name.to_string();
+        end = glued_role(text, end);
+    }
     if call.name.contains(['.', ':']) {
         return None;
     }
