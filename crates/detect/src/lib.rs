@@ -73,6 +73,7 @@ pub(crate) mod config;
 pub(crate) mod families;
 pub(crate) mod grammar;
 pub(crate) mod json5;
+mod metaspace;
 pub(crate) mod prefilter;
 mod remnant;
 mod stream;
@@ -211,6 +212,9 @@ pub fn detect_traced<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T
     if seen.is_empty() {
         return Detection::default();
     }
+    if let Some(decoded) = metaspace::decoded(text) {
+        return in_metaspace(input, config, trace, &decoded);
+    }
     let code = code::CodeRegions::find(text);
     let reasoning = code::Reasoning::find(text);
     let mut ctx = Ctx::new(config, input.enabled_tools, &code, &reasoning);
@@ -297,6 +301,33 @@ pub fn detect_traced<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T
         strip_only,
         depends_on_tools,
     }
+}
+
+/// [`detect_traced`] of a reply written in metaspace: read decoded, its spans mapped back and
+/// the reply as written cleaned.
+fn in_metaspace<T: Trace>(
+    input: &Input<'_>,
+    config: &Config,
+    trace: &mut T,
+    decoded: &metaspace::Decoded,
+) -> Detection {
+    let mut d = detect_traced(
+        &Input {
+            content: &decoded.text,
+            ..*input
+        },
+        config,
+        trace,
+    );
+    for leak in &mut d.leaks {
+        leak.span = decoded.original(&leak.span);
+    }
+    if !d.leaks.is_empty() {
+        // The metaspace at the cut's ends is whitespace, which cleaning trims.
+        let cleaned = clean::clean(input.content, &d.leaks, config);
+        d.cleaned = cleaned.map(|c| c.trim_end_matches('\u{2581}').trim_end().to_string());
+    }
+    d
 }
 
 /// What of a detector's the prefilter found in `text`: the markers that occur in it, or

@@ -15,7 +15,7 @@
 //! The stream uses `lone_word`.
 
 use crate::code::CodeRegions;
-use crate::grammar::keys::{is_call_key, is_end_key, is_param_key};
+use crate::grammar::keys::{is_call_key, is_end_key, is_param_key, is_placeholder_key};
 use crate::grammar::markup::{tag_at, Kind};
 use crate::grammar::text::skip_ws;
 use crate::types::Leak;
@@ -158,6 +158,7 @@ fn after(text: &str, code: &CodeRegions, mut end: usize, limit: usize, calls: bo
             Kind::Special => {
                 is_end_key(&key)
                     || is_call_key(&key)
+                    || is_placeholder_key(&key)
                     || matches!(key.as_str(), "eotid" | "eomid" | "eot")
             }
             Kind::Close => is_call_key(&key) || is_param_key(&key),

@@ -955,6 +955,11 @@ fn closed(spec: &Spec, call: &str) -> bool {
 
 fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
     let mut out = Vec::new();
+    // A reply written in the tokenizer's metaspace (`▁` for every space) is one only as
+    // written: a variant's prose, tokens or results add ASCII spaces it never holds.
+    if v.text.contains('\u{2581}') && !v.text.contains(' ') {
+        return out;
+    }
     let calls = v.expected_calls.clone();
     let exp = v.expected_text.clone();
     let with = |class, text: String, enabled: Vec<String>, calls, exp| Variant {

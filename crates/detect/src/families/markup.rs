@@ -31,7 +31,8 @@ use super::util::{is_schema, merge, skip_ws, typed_param, Block};
 use crate::grammar::bytes as class;
 use crate::grammar::json::{call_of, Keys};
 use crate::grammar::keys::{
-    is_args_key, is_call_key, is_end_key, is_name_key, is_param_key, rest_ends_turn, strip_edge,
+    is_args_key, is_call_key, is_end_key, is_name_key, is_param_key, is_placeholder_key,
+    rest_ends_turn, strip_edge,
 };
 use crate::grammar::markup::{fold, tag_at, tags, Kind, Tag};
 use crate::grammar::{is_ident_char, xml};
@@ -218,7 +219,9 @@ impl<'t> Reader<'_, 't> {
     fn call(&self, open: &Tag<'t>) -> Option<(usize, Call)> {
         let key = open.key();
         let own_name = self.tool(open.name);
-        let call_shaped = is_call_key(&key) && !(open.kind == Kind::Special && is_end_key(&key));
+        let placeholder = open.kind == Kind::Special && is_placeholder_key(&key);
+        let call_shaped =
+            (is_call_key(&key) || placeholder) && !(open.kind == Kind::Special && is_end_key(&key));
         if own_name.is_none() && !call_shaped {
             return None;
         }
@@ -443,7 +446,8 @@ impl<'t> Reader<'_, 't> {
         let ends = match t.kind {
             Kind::Close => k == key || is_call_key(&k),
             Kind::Special => {
-                is_end_key(&k) && (strip_edge(&k) == strip_edge(key) || is_call_key(&k))
+                (is_end_key(&k) && (strip_edge(&k) == strip_edge(key) || is_call_key(&k)))
+                    || (is_placeholder_key(&k) && is_placeholder_key(key))
             }
             _ => false,
         };

@@ -70,6 +70,15 @@ pub fn is_end_key(key: &str) -> bool {
         || key.starts_with("end")
 }
 
+/// Whether a folded key is a numbered placeholder a decoder printed for a special token it
+/// had no text for (`<|reserved_token_163597|>`, `<|reserved_special_token_3|>`,
+/// `<|extra_0|>`): opaque, so a reader takes it for whatever control token stands there
+/// (an opener, a separator, a closer), never for text.
+pub fn is_placeholder_key(key: &str) -> bool {
+    key.bytes().any(|b| b.is_ascii_digit())
+        && (key.contains("reserved") || key.starts_with("extra") || key.starts_with("unused"))
+}
+
 /// Whether nothing but whitespace and end-of-turn special tokens (`<|im_end|>`,
 /// `<|eot_id|>`, `<｜end▁of▁sentence｜>`, `</s>`) follows `pos`: the text ends there as a
 /// turn, and a call whose closer a stop sequence dropped ends with it.
@@ -133,6 +142,15 @@ mod tests {
         assert!(is_call_key("invoke"));
         assert!(!is_call_key("div"));
         assert_eq!(strip_edge("toolcallend"), "toolcall");
+    }
+
+    #[test]
+    fn placeholders() {
+        assert!(is_placeholder_key("reservedtoken163597"));
+        assert!(is_placeholder_key("reservedspecialtoken3"));
+        assert!(is_placeholder_key("extra0"));
+        assert!(!is_placeholder_key("reserved"));
+        assert!(!is_placeholder_key("toolcall"));
     }
 
     #[test]

@@ -8,7 +8,9 @@
 
 use super::{Reader, MAX_PARTS};
 use crate::grammar::json::{call_of, Keys};
-use crate::grammar::keys::{is_args_key, is_call_key, is_name_key, is_param_key};
+use crate::grammar::keys::{
+    is_args_key, is_call_key, is_name_key, is_param_key, is_placeholder_key,
+};
 use crate::grammar::markup::{fold, tag_at, Kind, Tag};
 use crate::grammar::python::{parse_call, PyOpts};
 use crate::grammar::text::{skip_ws, trim_one_newline};
@@ -238,7 +240,11 @@ impl<'t> Reader<'_, 't> {
 }
 
 /// Special tokens that separate a call's parts (`<|tool_call_argument_begin|>`,
-/// `<｜tool▁sep｜>`).
+/// `<｜tool▁sep｜>`), and placeholders printed for tokens that had no text.
 fn is_separator(key: &str) -> bool {
-    key.contains("sep") || key.contains("argument") || key.contains("args") || key == "constrain"
+    key.contains("sep")
+        || key.contains("argument")
+        || key.contains("args")
+        || key == "constrain"
+        || is_placeholder_key(key)
 }
