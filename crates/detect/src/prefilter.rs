@@ -228,12 +228,13 @@ struct Tables {
 
 /// Whether byte `next` may follow a bare `anchor` in the markup its probe confirms: a name
 /// (a letter of any script, `_`), a bar or a closer's `/` after `<` (an orphan `</invoke>`
-/// is the one mark of a call whose opener was stripped); a name or a space after `[`; an object's start
-/// (a double quote, a Gemini key, `}`, a space) after `{`.
+/// is the one mark of a call whose opener was stripped), or the one space a tokenizer put
+/// there (`< | DSML | invoke`); a name or a space after `[`; an object's start (a double
+/// quote, a Gemini key, `}`, a space) after `{`.
 fn bare_next(anchor: u8, next: u8) -> bool {
     let name = next.is_ascii_alphabetic() || next == b'_' || next >= 0xC2;
     match anchor {
-        b'<' => name || next == b'|' || next == b'/',
+        b'<' => name || matches!(next, b'|' | b'/' | b' '),
         b'[' => name || next.is_ascii_whitespace(),
         _ => name || next.is_ascii_whitespace() || matches!(next, b'"' | b'}'),
     }

@@ -112,13 +112,29 @@ fn stray_opener(text: &str, code: &CodeRegions, floor: usize, start: usize) -> u
     let at = floor + trimmed.len() - word.len();
     let stray = match element {
         true => lone_word(word),
-        false => word.eq_ignore_ascii_case("json"),
+        false => word.eq_ignore_ascii_case("json") || call_label(word),
     };
     if stray && !code.contains(at) {
         at
     } else {
         start
     }
+}
+
+/// Whether `line` (trimmed) is a label announcing the call under it and nothing else: at
+/// most three words naming an action, a tool, a function or a call, then a colon
+/// (`Action:`, `**Tool call:**`, `Function call:`), as agents' prompts have models write.
+fn call_label(line: &str) -> bool {
+    let l = line.trim_matches('*').trim_end();
+    let Some(words) = l.strip_suffix(':').map(|w| w.trim_matches('*')) else {
+        return false;
+    };
+    let key = crate::grammar::markup::fold(words);
+    words.split_whitespace().count() <= 3
+        && words.len() <= 32
+        && ["action", "tool", "function", "call"]
+            .iter()
+            .any(|w| key.contains(w))
 }
 
 /// Whether `line` (trimmed) is one lower-case word and nothing else: what a garbled wrapper

@@ -1164,16 +1164,17 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
     let ends_sentence = lead.ends_with(['.', '!', '?', ':']);
     // A lone word on the line before a bare `<invoke>` is its garbled wrapper only alone on
     // its line: glued to a sentence, or after one on the same line, it is the sentence's.
-    // So is a fence's `json` label above a JSON call whose backticks were lost.
+    // So is a fence's `json` label above a JSON call whose backticks were lost, and a label
+    // line announcing the call (`Action:`).
     let mut lines = call.trim_start().lines().map(str::trim);
     let (first, second) = (
         lines.next().unwrap_or_default(),
         lines.next().unwrap_or_default(),
     );
-    if !first.is_empty()
-        && first.bytes().all(|b| b.is_ascii_lowercase())
-        && (second.starts_with("<invoke") || (first == "json" && second.starts_with(['{', '['])))
-    {
+    let word = !first.is_empty() && first.bytes().all(|b| b.is_ascii_lowercase());
+    let label = first.ends_with(':') && first.split_whitespace().count() <= 3;
+    let json = second.starts_with(['{', '[']);
+    if (word && second.starts_with("<invoke")) || ((first == "json" || label) && json) {
         return out;
     }
     if ends_sentence && (spec.glue)(v) {

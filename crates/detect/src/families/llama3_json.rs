@@ -20,6 +20,9 @@ use crate::{Ctx, Leak};
 
 /// Literal markers one of which any leak of this family contains.
 pub(crate) const TRIGGERS: &[&str] = &[
+    // Typographic quotes around the first key (a word processor's or a model's).
+    "{\u{201C}",
+    "{ \u{201C}",
     "{\"name\"",
     "{ \"name\"",
     "{\n\"name\"",
@@ -94,7 +97,14 @@ fn skip_braces(text: &str, pos: usize) -> Option<usize> {
 /// except `:` ending prose such as "Here is the result:").
 fn is_candidate(text: &str, pos: usize) -> bool {
     let q = skip_ws(text, pos + 1);
-    let rest = text.get(q..).unwrap_or_default();
+    let mut rest = text.get(q..).unwrap_or_default();
+    // Keys in typographic quotes compare as in ASCII ones.
+    let ascii;
+    if rest.starts_with('\u{201C}') {
+        let head: String = rest.chars().take(24).collect();
+        ascii = head.replace(['\u{201C}', '\u{201D}'], "\"");
+        rest = &ascii;
+    }
     let before = text.get(..pos).unwrap_or_default().trim_end();
     // An object that opens the message may start with any key (`{"server_idx": 0,
     // "tool_name": ..}`): it is parsed once, whatever it holds.

@@ -21,8 +21,60 @@ pub fn value_at(text: &str, pos: usize) -> Option<(Value, usize)> {
         Err(e) if e.is_syntax() && e.to_string().starts_with("invalid escape") => {
             lone_backslashes(rest).map(|(v, end)| (v, pos + end))
         }
+        Err(e) if e.is_syntax() && rest.starts_with(['{', '[']) => {
+            typographic_quotes(rest).map(|(v, end)| (v, pos + end))
+        }
         Err(_) => None,
     }
+}
+
+/// A value whose strings a word processor or a model wrote in typographic double quotes
+/// (`{“name”: “x”}`): `“` opens a string and `”` closes it, and an ASCII `"` inside such a
+/// string is a character of it. `None` when it holds none or still does not parse.
+fn typographic_quotes(rest: &str) -> Option<(Value, usize)> {
+    const MAX: usize = 64 * 1024;
+    let mut n = rest.len().min(MAX);
+    while !rest.is_char_boundary(n) {
+        n -= 1;
+    }
+    let head = &rest[..n];
+    if !head.contains('\u{201C}') {
+        return None;
+    }
+    let mut fixed = String::with_capacity(head.len());
+    // The offset in `rest` each byte of `fixed` came from.
+    let mut from = Vec::with_capacity(head.len() + 1);
+    let mut curly = false;
+    for (i, c) in head.char_indices() {
+        let put: &str = match c {
+            '\u{201C}' if !curly => {
+                curly = true;
+                "\""
+            }
+            '\u{201D}' if curly => {
+                curly = false;
+                "\""
+            }
+            '"' if curly => "\\\"",
+            _ => {
+                let mut b = [0; 4];
+                let s = c.encode_utf8(&mut b);
+                from.extend(std::iter::repeat_n(i, s.len()));
+                fixed.push_str(s);
+                continue;
+            }
+        };
+        from.extend(std::iter::repeat_n(i, put.len()));
+        fixed.push_str(put);
+    }
+    from.push(head.len());
+    let mut stream = serde_json::Deserializer::from_str(&fixed).into_iter::<Value>();
+    let v = stream.next()?.ok()?;
+    let end = stream.byte_offset();
+    // Past the last byte read: the original offset after the character it came from.
+    let last = from.get(end.checked_sub(1)?)?;
+    let len = head.get(*last..)?.chars().next()?.len_utf8();
+    Some((v, last + len))
 }
 
 /// A value whose strings hold backslashes that escape nothing JSON knows (a Windows path
@@ -431,6 +483,16 @@ pub fn parse_named(text: &str, pos: usize, g: &NamedJson) -> Option<(Call, usize
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn typographic_quotes_delimit_strings() {
+        let t = "{\u{201C}name\u{201D}: \u{201C}run\u{201D}, \u{201C}code\u{201D}: \u{201C}f(a=\"x\")\u{201D}} tail";
+        let (v, end) = super::value_at(t, 0).expect("read");
+        assert_eq!(v["name"], "run");
+        assert_eq!(v["code"], "f(a=\"x\")");
+        assert_eq!(&t[end..], " tail");
+        assert!(super::value_at("{\u{201C}a\u{201D}: ", 0).is_none());
+    }
+
     #[test]
     fn a_backslash_that_escapes_nothing_is_itself() {
         let t = r#"{"code": "dir %USERPROFILE%\Pictures", "n": "a\"b"} tail"#;

@@ -114,20 +114,25 @@ pub fn tag_at(text: &str, pos: usize) -> Option<Tag<'_>> {
         chars.peek().map_or(rest.len(), |&(i, _)| i)
     };
     let mut kind = Kind::Open;
-    // `< calls>`, `< /tool_call>`: one space a tokenizer put after the `<`.
-    if chars.peek().is_some_and(|&(_, c)| c == ' ') {
-        let mut look = chars.clone();
-        look.next();
-        if look
-            .peek()
-            .is_some_and(|&(_, c)| c == '/' || c.is_alphabetic())
-        {
-            chars = look;
+    // `< calls>`, `< /tool_call>`, `</ | DSML | invoke>`: one space a tokenizer put after
+    // the `<` or the `/`.
+    let one_space = |chars: &mut std::iter::Peekable<std::str::CharIndices<'_>>| {
+        if chars.peek().is_some_and(|&(_, c)| c == ' ') {
+            let mut look = chars.clone();
+            look.next();
+            if look
+                .peek()
+                .is_some_and(|&(_, c)| c == '/' || is_bar(c) || c.is_alphabetic())
+            {
+                *chars = look;
+            }
         }
-    }
+    };
+    one_space(&mut chars);
     if chars.peek().is_some_and(|&(_, c)| c == '/') {
         chars.next();
         kind = Kind::Close;
+        one_space(&mut chars);
     }
     // Bars and spaces before the name (`<|`, `<｜`, `<| `).
     let mut barred = false;
@@ -151,11 +156,16 @@ pub fn tag_at(text: &str, pos: usize) -> Option<Tag<'_>> {
     }
     let mut name = read_name(rest, &mut chars)?;
     let mut namespaced = false;
-    // A namespace: `｜DSML｜name`, `|DSML|name`, `minimax:name`.
+    // A namespace: `｜DSML｜name`, `|DSML|name`, `minimax:name`, `| DSML | name`.
     loop {
-        match chars.peek() {
+        let mut look = chars.clone();
+        if barred {
+            while look.peek().is_some_and(|&(_, c)| c == ' ') {
+                look.next();
+            }
+        }
+        match look.peek() {
             Some(&(_, c)) if (is_bar(c) || c == ':') && !name.is_empty() => {
-                let mut look = chars.clone();
                 look.next();
                 // `<｜｜DSML｜｜ invoke`: doubled bars and a space after the namespace.
                 if is_bar(c) {
