@@ -18,14 +18,32 @@ pub fn value_at(text: &str, pos: usize) -> Option<(Value, usize)> {
     let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
     match stream.next()? {
         Ok(v) => Some((v, pos + stream.byte_offset())),
-        Err(e) if e.is_syntax() && e.to_string().starts_with("invalid escape") => {
-            lone_backslashes(rest).map(|(v, end)| (v, pos + end))
-        }
-        Err(e) if e.is_syntax() && rest.starts_with(['{', '[']) => {
-            typographic_quotes(rest).map(|(v, end)| (v, pos + end))
+        // Most failed reads are prose; only a failure right at a backslash or a
+        // typographic quote is worth a second reading.
+        Err(e) if e.is_syntax() => {
+            let near = error_near(rest, &e)?;
+            if near.contains(&b'\\') {
+                lone_backslashes(rest).map(|(v, end)| (v, pos + end))
+            } else if near.contains(&0xE2) && rest.starts_with(['{', '[']) {
+                typographic_quotes(rest).map(|(v, end)| (v, pos + end))
+            } else {
+                None
+            }
         }
         Err(_) => None,
     }
+}
+
+/// The bytes around where serde_json stopped (its line and byte column), to see what
+/// stopped it without formatting its message.
+fn error_near<'r>(rest: &'r str, e: &serde_json::Error) -> Option<&'r [u8]> {
+    let bytes = rest.as_bytes();
+    let line_start = match e.line() {
+        0 | 1 => 0,
+        n => memchr::memchr_iter(b'\n', bytes).nth(n - 2)? + 1,
+    };
+    let at = line_start + e.column().saturating_sub(1);
+    bytes.get(at.saturating_sub(3)..(at + 3).min(bytes.len()))
 }
 
 /// A value whose strings a word processor or a model wrote in typographic double quotes
@@ -501,6 +519,10 @@ mod tests {
         assert_eq!(v["n"], "a\"b");
         assert_eq!(&t[end..], " tail");
         assert!(super::value_at(r#"{"a": "x\"#, 0).is_none());
+        // On a later line too (serde_json's line and column say where it stopped).
+        let t = "{\n  \"a\": 1,\n  \"p\": \"C:\\Users\\me\"\n}";
+        let (v, _) = super::value_at(t, 0).expect("read");
+        assert_eq!(v["p"], r"C:\Users\me");
     }
 
     #[test]
