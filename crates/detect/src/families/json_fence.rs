@@ -52,6 +52,13 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             .and_then(|r| r.find('\n'))
             .map_or(text.len(), |i| from + i);
         let info = text.get(from..open_end).unwrap_or_default().trim();
+        // The whole fence on one line (```` ```json {..} ``` ````), as a chat box that sends
+        // on Enter has it written.
+        if let Some(leak) = one_line(text, ctx, p, line_start, info, ticks) {
+            from = leak.span.end;
+            out.push(leak);
+            continue;
+        }
         // Find the closing fence whatever the info string, so a fence's content is never
         // taken for an opening.
         let Some((close_start, close_end)) = closing_fence(text, open_end, ticks) else {
@@ -91,6 +98,34 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         });
         from = span_end;
     }
+}
+
+/// A ```` ```json ```` fence opened and closed on its line (`info`: what follows the
+/// opening backticks) around exactly one call of an enabled tool.
+fn one_line(
+    text: &str,
+    ctx: &Ctx<'_>,
+    p: usize,
+    line_start: usize,
+    info: &str,
+    ticks: usize,
+) -> Option<Leak> {
+    let label = info.get(..4).filter(|l| l.eq_ignore_ascii_case("json"))?;
+    let inner = info[label.len()..].strip_suffix(&"`".repeat(ticks))?.trim();
+    if !inner.starts_with('{') || (line_start > 0 && ctx.in_code(line_start - 1)) {
+        return None;
+    }
+    let calls = parse_body(inner)?;
+    if calls.is_empty() || !calls.iter().all(|c| ctx.tool_enabled(&c.name)) {
+        return None;
+    }
+    let end = p + text.get(p..)?.find(info)? + info.len();
+    Some(Leak {
+        family: Family::JsonFence,
+        span: p..end,
+        calls,
+        results: Vec::new(),
+    })
 }
 
 /// A fence holding a bare arguments object under a line that ends with the tool's name:

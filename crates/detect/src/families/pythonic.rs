@@ -170,7 +170,8 @@ const MAX_LABEL_WORDS: usize = 3;
 /// NAME({json})]`, `[Tool call: NAME(k="v")]`, `[Calling NAME with {json}]`): the bracket's
 /// content is exactly the label and one call, so the brackets and the label are the call's
 /// markup and go with it. The label is at most [`MAX_LABEL_WORDS`] words of letters, the
-/// first capitalised as software writes it (`Tool Use`, `Calling`), ending in `:`, or words before the name with `with` between the name and a JSON object. The
+/// first capitalised as software writes it (`Tool Use`, `Calling`), ending in `:`, or words before the name with `with` between the name and a JSON object
+/// (`[Calling tool: NAME with arguments: {json}]` has both). The
 /// call is a keyword call, `NAME({json})` or `NAME {json}`; whether it names an enabled
 /// tool is the caller's check, as for a list.
 fn labeled_at(text: &str, p: usize) -> Option<(Vec<Call>, usize)> {
@@ -225,6 +226,19 @@ fn json_call(text: &str, at: usize) -> Option<(Call, usize)> {
     let name_len = rest.find(|c: char| !(is_ident_char(c) || c == '-'))?;
     let name = rest.get(..name_len)?;
     let mut i = skip_ws(text, at + name_len);
+    // `NAME with arguments: {..}`, `NAME with {..}`: a connective a front end's trace line
+    // puts between the name and the object.
+    if let Some(tail) = text.get(i..).and_then(|t| t.strip_prefix("with ")) {
+        let words = tail.find('{').filter(|&e| e <= 20)?;
+        let between = &tail[..words];
+        if !between
+            .chars()
+            .all(|c| c.is_alphabetic() || c == ' ' || c == ':')
+        {
+            return None;
+        }
+        i = text.len() - tail.len() + words;
+    }
     let paren = text.as_bytes().get(i) == Some(&b'(');
     if paren {
         i = skip_ws(text, i + 1);
@@ -323,7 +337,20 @@ fn label_probe(bytes: &[u8], from: usize) -> bool {
             let name = rest.iter().skip_while(|b| **b == b' ');
             let mut after =
                 name.skip_while(|b| b.is_ascii_alphanumeric() || **b == b'_' || **b >= 0x80);
-            matches!(after.find(|b| **b != b' '), Some(b'(' | b'{'))
+            match after.find(|b| **b != b' ') {
+                Some(b'(' | b'{') => true,
+                // `NAME with arguments: {`: a connective and a word or two before the object.
+                Some(b'w') => {
+                    let tail: Vec<u8> = after.take(24).copied().collect();
+                    tail.starts_with(b"ith")
+                        && tail.iter().position(|b| *b == b'{').is_some_and(|e| {
+                            tail[..e]
+                                .iter()
+                                .all(|b| b.is_ascii_alphabetic() || matches!(b, b' ' | b':'))
+                        })
+                }
+                _ => false,
+            }
         }
         // `Calling NAME with {`: the letters and spaces run up to the brace (a one-word
         // name), or into the name's `_` or digits, and then to the brace on the same line.
