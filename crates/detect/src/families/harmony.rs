@@ -360,7 +360,7 @@ pub(crate) fn stripped(text: &str, brace: usize) -> Option<(usize, Vec<(usize, &
 }
 
 /// Whether `word` is header words run together (`commentary`, `json`, `assistantfinal`).
-fn header_words_only(word: &str) -> bool {
+pub(crate) fn header_words_only(word: &str) -> bool {
     let mut w = word;
     while !w.is_empty() {
         match HEADER_WORDS.iter().find(|h| w.starts_with(**h)) {

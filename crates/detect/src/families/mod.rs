@@ -50,6 +50,7 @@ use crate::{Ctx, Leak};
 use rows::Row;
 
 pub use format::MAX_CANDIDATES;
+pub(crate) use named::lone_recipient_possible;
 
 /// A family's own finder, for the formats the table cannot express.
 pub struct OwnFinder {

@@ -29,7 +29,7 @@
 //! `BENCHMARKS.md` §1 has the figures.
 //!
 //! May depend on: the crate root (`detect`, `might_leak`, `Input`), `code`, `config`,
-//! `types`, its own `lines` and `open`.
+//! `families` (`lone_recipient_possible`), `types`, its own `lines` and `open`.
 
 mod lines;
 mod open;
@@ -255,6 +255,11 @@ impl Stream {
         }
         let last = last_line(window);
         if !fence_next && leads_in(last, &self.tools) {
+            return false;
+        }
+        // A short reply that may be one stripped Harmony recipient header, a call as the
+        // whole message, holds no anchor byte: it waits for its end.
+        if crate::families::lone_recipient_possible(&self.text) {
             return false;
         }
         if !self.open.anchors || !might_leak(window) {

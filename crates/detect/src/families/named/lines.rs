@@ -1,12 +1,13 @@
 //! Bare Python calls, `NAME(key=..)`, which hold no anchor byte: the prefilter's look at
 //! the first and last lines ([`lines_probe`]), the calls on those lines and the lines of
-//! calls next to them, a lone `NAME()` as the whole message, and Google's
-//! ```` ```tool_code ```` fences.
+//! calls next to them, a lone `NAME()` or Harmony recipient header as the whole message,
+//! and Google's ```` ```tool_code ```` fences.
 //!
-//! May depend on: `super::apart`, `crate::families::cli`, `crate::families::util`, `crate::grammar`, `crate::types`,
-//! `crate::Ctx`.
+//! May depend on: `super::apart`, `crate::families::cli`, `crate::families::harmony`,
+//! `crate::families::util`, `crate::grammar`, `crate::types`, `crate::Ctx`.
 
 use super::apart::{stands_after, stands_before};
+use crate::families::harmony::header_words_only;
 use crate::families::util::{with_trailing, Block, END_OF_TURN, MAX_CANDIDATES};
 use crate::grammar::bytes::{self as class, SPACE, WORD};
 use crate::grammar::python::{self, PyOpts};
@@ -134,6 +135,9 @@ fn last_line(bytes: &[u8], start: usize, end: usize) -> Option<usize> {
 /// back over the last line only when the message ends with `)`.
 pub(crate) fn lines_probe(text: &str) -> bool {
     let b = text.as_bytes();
+    if lone_recipient_possible(text) {
+        return true;
+    }
     // The first line: a name, then `(` (byte classes from one table: this runs for every
     // message).
     let line = class::run(b, SPACE, usize::MAX);
@@ -267,6 +271,7 @@ pub(super) fn python_lines(text: &str, ctx: &Ctx<'_>) -> Vec<(Family, Block)> {
     let mut found = python_candidates(text, ctx);
     if found.is_empty() {
         found.extend(whole_empty_call(text, ctx));
+        found.extend(whole_recipient(text, ctx));
     }
     found
         .into_iter()
@@ -430,6 +435,48 @@ fn whole_empty_call(text: &str, ctx: &Ctx<'_>) -> Option<Block> {
         return None;
     }
     call_at(text, start, ctx)
+}
+
+/// Where invisible characters count as spaces: no-break and zero-width spaces a front end
+/// pasted around a header.
+fn invisible(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '\u{200B}' | '\u{200C}' | '\u{200D}' | '\u{FEFF}')
+}
+
+/// Longest message read as a lone Harmony recipient header.
+const HEADER_ONLY: usize = 256;
+
+/// Whether `text` may be (or, streamed, still become) a lone Harmony recipient header
+/// (`to=functions.NAME`): short messages only.
+pub(crate) fn lone_recipient_possible(text: &str) -> bool {
+    text.len() <= HEADER_ONLY && memchr::memmem::find(text.as_bytes(), b"to=functions.").is_some()
+}
+
+/// A message that is only a Harmony recipient header with its tokens stripped
+/// (`to=functions.NAME`, maybe with its role, channel and content-type words) for an
+/// enabled tool: a call with no arguments, as `NAME()` is as the whole message.
+fn whole_recipient(text: &str, ctx: &Ctx<'_>) -> Option<Block> {
+    if text.len() > HEADER_ONLY {
+        return None;
+    }
+    let core = text.trim_matches(invisible);
+    let to = core.find("to=functions.")?;
+    let rest = &core[to + "to=functions.".len()..];
+    let name_len = rest.find(invisible).unwrap_or(rest.len());
+    let name = &rest[..name_len];
+    let words_ok = |s: &str| {
+        s.split(invisible)
+            .all(|w| w.is_empty() || header_words_only(w))
+    };
+    if !words_ok(&core[..to]) || !words_ok(&rest[name_len..]) || !ctx.tool_enabled(name) {
+        return None;
+    }
+    let start = text.len() - text.trim_start_matches(invisible).len();
+    let call = Call {
+        name: name.to_string(),
+        arguments: serde_json::Value::Object(serde_json::Map::new()),
+    };
+    Some((start..text.len(), vec![call]))
 }
 
 /// The bare call opening the line at `start`: complete, a plain name (maybe in a tools'

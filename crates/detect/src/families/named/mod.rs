@@ -44,7 +44,7 @@ mod tests;
 
 // The other families read these under `named::`, where they always stood.
 pub(crate) use apart::{stands_after, stands_before};
-pub(crate) use lines::lines_probe;
+pub(crate) use lines::{lines_probe, lone_recipient_possible};
 
 use super::harmony;
 use super::util::{merge, Block, MAX_CANDIDATES};
