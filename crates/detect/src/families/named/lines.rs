@@ -449,7 +449,15 @@ const HEADER_ONLY: usize = 256;
 /// Whether `text` may be (or, streamed, still become) a lone Harmony recipient header
 /// (`to=functions.NAME`): short messages only.
 pub(crate) fn lone_recipient_possible(text: &str) -> bool {
-    text.len() <= HEADER_ONLY && memchr::memmem::find(text.as_bytes(), b"to=functions.").is_some()
+    let b = text.as_bytes();
+    // Such a reply opens with `to=`, a header word (`assistant`, `commentary`, `analysis`,
+    // `final`) or an invisible space: one byte's look for most replies, then one byte
+    // search, no substring searcher to build.
+    let first = b.iter().find(|c| !c.is_ascii_whitespace());
+    b.len() <= HEADER_ONLY
+        && matches!(first, Some(b't' | b'a' | b'c' | b'f' | 0xC2 | 0xE2 | 0xEF))
+        && memchr::memchr_iter(b'=', b)
+            .any(|i| i >= 2 && &b[i - 2..i] == b"to" && b[i + 1..].starts_with(b"functions."))
 }
 
 /// A message that is only a Harmony recipient header with its tokens stripped
