@@ -369,7 +369,7 @@ impl<'t> Reader<'_, 't> {
                 },
                 had_args: true,
                 end,
-                closed: false,
+                ..Body::default()
             },
             None => self.body(start, true)?,
         };

@@ -27,6 +27,12 @@ pub(super) struct Body {
     pub(super) end: usize,
     /// The body closed itself: a command line ended by `/>`, its element's `<` lost.
     pub(super) closed: bool,
+    /// Elements named after nothing of a call (`<city>Paris</city>`): its parameters,
+    /// unless an arguments element holds them (`<arguments>{..}</arguments>`), which makes
+    /// the others the call's routing (`<server_name>`), not its arguments.
+    pub(super) loose: Vec<(String, Value)>,
+    /// An arguments element was read.
+    pub(super) explicit: bool,
 }
 
 impl Body {
@@ -91,6 +97,7 @@ impl<'t> Reader<'_, 't> {
                                 let end = self.closer(inner.end, &k)?;
                                 body.args.extend(inner.args);
                                 body.had_args = true;
+                                body.explicit = true;
                                 pos = end;
                                 body.end = pos;
                                 continue;
@@ -101,16 +108,19 @@ impl<'t> Reader<'_, 't> {
                             _ => return None,
                         }
                         body.had_args = true;
+                        body.explicit = true;
                         pos = end;
                     }
                     Kind::SelfClose if !is_call_key(&k) => {
                         let value = t.attr("value")?;
-                        body.put(t.name, typed_param(value))?;
+                        body.loose.push((t.name.to_string(), typed_param(value)));
+                        body.had_args = true;
                         pos = t.span.end;
                     }
                     Kind::Open if !is_call_key(&k) => {
                         let (value, end) = self.element_text(&t)?;
-                        body.put(t.name, typed_param(&value))?;
+                        body.loose.push((t.name.to_string(), typed_param(&value)));
+                        body.had_args = true;
                         pos = end;
                     }
                     _ => break,
@@ -179,6 +189,11 @@ impl<'t> Reader<'_, 't> {
                 break;
             }
             body.end = pos;
+        }
+        if !body.explicit {
+            for (k, v) in std::mem::take(&mut body.loose) {
+                body.put(&k, v)?;
+            }
         }
         Some(body)
     }
