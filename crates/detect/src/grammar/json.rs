@@ -3,12 +3,17 @@
 //! (`NAME<sep>{...}`). Strict JSON via `serde_json`; the JSON5-ish reader is used only
 //! where a format asks for it.
 //!
+//! A value that fails to parse is read a second time where a model's usual slip stopped
+//! it (`second`).
+//!
 //! May depend on: `super::text`, `super` (names and values), `crate::json5`, `crate::types`.
 
 use super::text::{eat_any, skip_ws};
 use super::{is_tool_name, plausible_name};
 use crate::types::Call;
 use serde_json::Value;
+
+mod second;
 
 /// Parses one strict JSON value starting at `pos` (leading whitespace allowed). Returns
 /// the value and the byte offset just past it. Nesting is bounded by serde_json's
@@ -18,121 +23,9 @@ pub fn value_at(text: &str, pos: usize) -> Option<(Value, usize)> {
     let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
     match stream.next()? {
         Ok(v) => Some((v, pos + stream.byte_offset())),
-        // Most failed reads are prose; only a failure right at a backslash or a
-        // typographic quote is worth a second reading.
-        Err(e) if e.is_syntax() => {
-            let near = error_near(rest, &e)?;
-            if near.contains(&b'\\') {
-                lone_backslashes(rest).map(|(v, end)| (v, pos + end))
-            } else if near.contains(&0xE2) && rest.starts_with(['{', '[']) {
-                typographic_quotes(rest).map(|(v, end)| (v, pos + end))
-            } else {
-                None
-            }
-        }
+        Err(e) if e.is_syntax() => second::read(rest, &e).map(|(v, end)| (v, pos + end)),
         Err(_) => None,
     }
-}
-
-/// The bytes around where serde_json stopped (its line and byte column), to see what
-/// stopped it without formatting its message.
-fn error_near<'r>(rest: &'r str, e: &serde_json::Error) -> Option<&'r [u8]> {
-    let bytes = rest.as_bytes();
-    let line_start = match e.line() {
-        0 | 1 => 0,
-        n => memchr::memchr_iter(b'\n', bytes).nth(n - 2)? + 1,
-    };
-    let at = line_start + e.column().saturating_sub(1);
-    bytes.get(at.saturating_sub(3)..(at + 3).min(bytes.len()))
-}
-
-/// A value whose strings a word processor or a model wrote in typographic double quotes
-/// (`{“name”: “x”}`): `“` opens a string and `”` closes it, and an ASCII `"` inside such a
-/// string is a character of it. `None` when it holds none or still does not parse.
-fn typographic_quotes(rest: &str) -> Option<(Value, usize)> {
-    const MAX: usize = 64 * 1024;
-    let mut n = rest.len().min(MAX);
-    while !rest.is_char_boundary(n) {
-        n -= 1;
-    }
-    let head = &rest[..n];
-    if !head.contains('\u{201C}') {
-        return None;
-    }
-    let mut fixed = String::with_capacity(head.len());
-    // The offset in `rest` each byte of `fixed` came from.
-    let mut from = Vec::with_capacity(head.len() + 1);
-    let mut curly = false;
-    for (i, c) in head.char_indices() {
-        let put: &str = match c {
-            '\u{201C}' if !curly => {
-                curly = true;
-                "\""
-            }
-            '\u{201D}' if curly => {
-                curly = false;
-                "\""
-            }
-            '"' if curly => "\\\"",
-            _ => {
-                let mut b = [0; 4];
-                let s = c.encode_utf8(&mut b);
-                from.extend(std::iter::repeat_n(i, s.len()));
-                fixed.push_str(s);
-                continue;
-            }
-        };
-        from.extend(std::iter::repeat_n(i, put.len()));
-        fixed.push_str(put);
-    }
-    from.push(head.len());
-    let mut stream = serde_json::Deserializer::from_str(&fixed).into_iter::<Value>();
-    let v = stream.next()?.ok()?;
-    let end = stream.byte_offset();
-    // Past the last byte read: the original offset after the character it came from.
-    let last = from.get(end.checked_sub(1)?)?;
-    let len = head.get(*last..)?.chars().next()?.len_utf8();
-    Some((v, last + len))
-}
-
-/// A value whose strings hold backslashes that escape nothing JSON knows (a Windows path
-/// written as is, `"dir %USERPROFILE%\Pictures"`): read with each such backslash taken as
-/// itself, as the model meant it. `None` when there is none, or the value still does not
-/// parse.
-fn lone_backslashes(rest: &str) -> Option<(Value, usize)> {
-    // A call's arguments are short; the bound keeps many such candidates linear.
-    const MAX: usize = 64 * 1024;
-    let bytes = rest.as_bytes();
-    let bytes = &bytes[..bytes.len().min(MAX)];
-    let mut fixed = Vec::with_capacity(bytes.len() + 8);
-    // Where a backslash was doubled, in `fixed`'s offsets.
-    let mut added = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        fixed.push(b);
-        if b == b'\\' {
-            match bytes.get(i + 1) {
-                Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' | b'u') => {
-                    fixed.push(bytes[i + 1]);
-                    i += 1;
-                }
-                _ => {
-                    added.push(fixed.len());
-                    fixed.push(b'\\');
-                }
-            }
-        }
-        i += 1;
-    }
-    if added.is_empty() {
-        return None;
-    }
-    let fixed = String::from_utf8(fixed).ok()?;
-    let mut stream = serde_json::Deserializer::from_str(&fixed).into_iter::<Value>();
-    let v = stream.next()?.ok()?;
-    let end = stream.byte_offset();
-    Some((v, end - added.iter().filter(|&&a| a < end).count()))
 }
 
 /// Parses `text` as exactly one JSON value (surrounding whitespace allowed).
@@ -501,30 +394,6 @@ pub fn parse_named(text: &str, pos: usize, g: &NamedJson) -> Option<(Call, usize
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn typographic_quotes_delimit_strings() {
-        let t = "{\u{201C}name\u{201D}: \u{201C}run\u{201D}, \u{201C}code\u{201D}: \u{201C}f(a=\"x\")\u{201D}} tail";
-        let (v, end) = super::value_at(t, 0).expect("read");
-        assert_eq!(v["name"], "run");
-        assert_eq!(v["code"], "f(a=\"x\")");
-        assert_eq!(&t[end..], " tail");
-        assert!(super::value_at("{\u{201C}a\u{201D}: ", 0).is_none());
-    }
-
-    #[test]
-    fn a_backslash_that_escapes_nothing_is_itself() {
-        let t = r#"{"code": "dir %USERPROFILE%\Pictures", "n": "a\"b"} tail"#;
-        let (v, end) = super::value_at(t, 0).expect("read");
-        assert_eq!(v["code"], r"dir %USERPROFILE%\Pictures");
-        assert_eq!(v["n"], "a\"b");
-        assert_eq!(&t[end..], " tail");
-        assert!(super::value_at(r#"{"a": "x\"#, 0).is_none());
-        // On a later line too (serde_json's line and column say where it stopped).
-        let t = "{\n  \"a\": 1,\n  \"p\": \"C:\\Users\\me\"\n}";
-        let (v, _) = super::value_at(t, 0).expect("read");
-        assert_eq!(v["p"], r"C:\Users\me");
-    }
-
     #[test]
     fn a_list_cut_at_the_end_is_whole_values_up_to_the_end() {
         let t = r#"[{"a": 1}, {"b": 2} "#;

@@ -1,0 +1,151 @@
+//! Second readings of a JSON value serde_json refused, where a model's usual slip stopped
+//! it: a backslash that escapes nothing JSON knows (a Windows path written as is), strings
+//! in typographic double quotes. Asked only for a syntax error, and only where the bytes
+//! at the error show the slip, so a failed read of prose costs a look, not a copy.
+//!
+//! May depend on: `serde_json`, `memchr`. No I/O.
+
+use serde_json::Value;
+
+/// How much of the text a second reading copies at most: a call's arguments are short,
+/// and the bound keeps many failed candidates linear.
+const MAX: usize = 64 * 1024;
+
+/// The value serde_json refused with `e` at the start of `rest`, read once more where the
+/// slip it stopped at is one of the two above; the value and the offset past it in `rest`.
+pub(super) fn read(rest: &str, e: &serde_json::Error) -> Option<(Value, usize)> {
+    let near = error_near(rest, e)?;
+    if near.contains(&b'\\') {
+        lone_backslashes(head(rest))
+    } else if near.contains(&0xE2) && rest.starts_with(['{', '[']) {
+        typographic_quotes(head(rest))
+    } else {
+        None
+    }
+}
+
+/// The bytes around where serde_json stopped (its line and byte column), to see what
+/// stopped it without formatting its message.
+fn error_near<'r>(rest: &'r str, e: &serde_json::Error) -> Option<&'r [u8]> {
+    let bytes = rest.as_bytes();
+    let line_start = match e.line() {
+        0 | 1 => 0,
+        n => memchr::memchr_iter(b'\n', bytes).nth(n - 2)? + 1,
+    };
+    let at = line_start + e.column().saturating_sub(1);
+    bytes.get(at.saturating_sub(3)..(at + 3).min(bytes.len()))
+}
+
+/// At most [`MAX`] bytes of `rest`, on a character boundary.
+fn head(rest: &str) -> &str {
+    let mut n = rest.len().min(MAX);
+    while !rest.is_char_boundary(n) {
+        n -= 1;
+    }
+    &rest[..n]
+}
+
+/// One value read from the start of a mended text, and the offset past it there.
+fn first_value(fixed: &str) -> Option<(Value, usize)> {
+    let mut stream = serde_json::Deserializer::from_str(fixed).into_iter::<Value>();
+    let v = stream.next()?.ok()?;
+    Some((v, stream.byte_offset()))
+}
+
+/// A value whose strings a word processor or a model wrote in typographic double quotes
+/// (`{“name”: “x”}`): `“` opens a string and `”` closes it, and an ASCII `"` inside such a
+/// string is a character of it. `None` when it holds none or still does not parse.
+fn typographic_quotes(head: &str) -> Option<(Value, usize)> {
+    if !head.contains('\u{201C}') {
+        return None;
+    }
+    let mut fixed = String::with_capacity(head.len());
+    // The offset in `head` each byte of `fixed` came from.
+    let mut from = Vec::with_capacity(head.len() + 1);
+    let mut curly = false;
+    for (i, c) in head.char_indices() {
+        let mut b = [0; 4];
+        let put: &str = match c {
+            '\u{201C}' if !curly => {
+                curly = true;
+                "\""
+            }
+            '\u{201D}' if curly => {
+                curly = false;
+                "\""
+            }
+            '"' if curly => "\\\"",
+            _ => c.encode_utf8(&mut b),
+        };
+        from.extend(std::iter::repeat_n(i, put.len()));
+        fixed.push_str(put);
+    }
+    let (v, end) = first_value(&fixed)?;
+    // Past the last byte read: the offset after the character it came from.
+    let last = *from.get(end.checked_sub(1)?)?;
+    let len = head.get(last..)?.chars().next()?.len_utf8();
+    Some((v, last + len))
+}
+
+/// A value whose strings hold backslashes that escape nothing JSON knows (a Windows path
+/// written as is, `"dir %USERPROFILE%\Pictures"`): read with each such backslash taken as
+/// itself, as the model meant it. `None` when there is none, or the value still does not
+/// parse.
+fn lone_backslashes(head: &str) -> Option<(Value, usize)> {
+    let bytes = head.as_bytes();
+    let mut fixed = Vec::with_capacity(bytes.len() + 8);
+    // Where a backslash was doubled, in `fixed`'s offsets.
+    let mut added = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        fixed.push(b);
+        if b == b'\\' {
+            match bytes.get(i + 1) {
+                Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' | b'u') => {
+                    fixed.push(bytes[i + 1]);
+                    i += 1;
+                }
+                _ => {
+                    added.push(fixed.len());
+                    fixed.push(b'\\');
+                }
+            }
+        }
+        i += 1;
+    }
+    if added.is_empty() {
+        return None;
+    }
+    let (v, end) = first_value(&String::from_utf8(fixed).ok()?)?;
+    Some((v, end - added.iter().filter(|&&a| a < end).count()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::value_at;
+
+    #[test]
+    fn typographic_quotes_delimit_strings() {
+        let t = "{\u{201C}name\u{201D}: \u{201C}run\u{201D}, \u{201C}code\u{201D}: \u{201C}f(a=\"x\")\u{201D}} tail";
+        let (v, end) = value_at(t, 0).expect("read");
+        assert_eq!(v["name"], "run");
+        assert_eq!(v["code"], "f(a=\"x\")");
+        assert_eq!(&t[end..], " tail");
+        assert!(value_at("{\u{201C}a\u{201D}: ", 0).is_none());
+    }
+
+    #[test]
+    fn a_backslash_that_escapes_nothing_is_itself() {
+        let t = r#"{"code": "dir %USERPROFILE%\Pictures", "n": "a\"b"} tail"#;
+        let (v, end) = value_at(t, 0).expect("read");
+        assert_eq!(v["code"], r"dir %USERPROFILE%\Pictures");
+        assert_eq!(v["n"], "a\"b");
+        assert_eq!(&t[end..], " tail");
+        assert!(value_at(r#"{"a": "x\"#, 0).is_none());
+        // On a later line too (serde_json's line and column say where it stopped).
+        let t = "{\n  \"a\": 1,\n  \"p\": \"C:\\Users\\me\"\n}";
+        let (v, _) = value_at(t, 0).expect("read");
+        assert_eq!(v["p"], r"C:\Users\me");
+    }
+}
