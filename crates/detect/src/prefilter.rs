@@ -236,7 +236,7 @@ fn bare_next(anchor: u8, next: u8) -> bool {
     match anchor {
         b'<' => name || matches!(next, b'|' | b'/' | b' '),
         b'[' => name || next.is_ascii_whitespace(),
-        _ => name || next.is_ascii_whitespace() || matches!(next, b'"' | b'}'),
+        _ => name || next.is_ascii_whitespace() || matches!(next, b'"' | b'}' | b'\''),
     }
 }
 

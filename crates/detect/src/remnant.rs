@@ -103,8 +103,25 @@ fn stray_opener(text: &str, code: &CodeRegions, floor: usize, start: usize) -> u
     let json = matches!(text.as_bytes().get(start), Some(b'{' | b'['));
     let head = text.get(floor..start).unwrap_or_default();
     let trimmed = head.trim_end();
-    // The word's line ends before the call's: a line break lies between them.
-    if !(element || json) || !head[trimmed.len()..].contains('\n') {
+    if !(element || json) {
+        return start;
+    }
+    // The word's line ends before the call's: a line break lies between them. On the
+    // call's own line, a one-word label right before a JSON call after a sentence's end
+    // (`Done. function_call:{..}`) is the label of the call.
+    if !head[trimmed.len()..].contains('\n') {
+        // After a space or glued to a sentence's end (`Done.function_call:{..}`).
+        let word_at = trimmed
+            .rfind(|c: char| c.is_whitespace() || matches!(c, '.' | '!' | '?'))
+            .map_or(0, |i| i + 1);
+        let word = &trimmed[word_at..];
+        let before = trimmed[..word_at].trim_end();
+        let sentence = before.is_empty() || before.ends_with(['.', '!', '?', '\n']);
+        let at = floor + word_at;
+        let object = text.as_bytes().get(start) == Some(&b'{');
+        if object && sentence && call_label(word) && !code.contains(at) {
+            return at;
+        }
         return start;
     }
     let line_start = trimmed.rfind('\n').map_or(0, |i| i + 1);

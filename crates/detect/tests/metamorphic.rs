@@ -830,6 +830,24 @@ fn marked(v: &Vector) -> bool {
     call.starts_with(['<', '[']) && !call.starts_with("```")
 }
 
+/// Whether `call` is an object that is a call only as the whole message (see `variants`).
+fn whole_only(call: &str) -> bool {
+    let call = call.trim();
+    if !call.starts_with('{') {
+        return false;
+    }
+    match serde_json::from_str::<Value>(call) {
+        Err(_) => call.starts_with("{'"),
+        Ok(Value::Object(o)) => !o.keys().any(|k| {
+            let k = k.to_ascii_lowercase();
+            ["arg", "param", "input", "function", "call", "action"]
+                .iter()
+                .any(|w| k.contains(w))
+        }),
+        Ok(_) => false,
+    }
+}
+
 /// Whether a bare JSON call glued to a sentence still shows the marker the prefilter finds
 /// it by: its first key right after the brace, or after a line break and at most eight
 /// spaces (deeper-indented objects are found only where they open the message).
@@ -1141,6 +1159,11 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
     let Some((before, call)) = split_tail(v) else {
         return out;
     };
+    // A call object read only as the whole message (flat: a call key names the tool and no
+    // key holds the arguments; or a Python dict, not JSON): text around it makes it data.
+    if whole_only(call) {
+        return out;
+    }
     let list = call.trim();
     if JOINABLE.contains(&spec.family) && list.starts_with('[') && list.ends_with(']') {
         let mut twice = calls.clone();

@@ -321,7 +321,12 @@ pub(crate) fn stripped(text: &str, brace: usize) -> Option<(usize, Vec<(usize, &
     // script, a word glued before `json` (`付款json`), two such words at most.
     let mut other = 0;
     let header = gap.split_whitespace().all(|w| {
-        header_words_only(w) || {
+        // Punctuation a garbled constraint token left around its word (`(json`).
+        let w = match namespaced {
+            true => w.trim_matches(|c: char| c.is_ascii_punctuation()),
+            false => w,
+        };
+        w.is_empty() || header_words_only(w) || {
             other += 1;
             let plain = w.len() <= 16 && w.bytes().all(|b| b.is_ascii_lowercase());
             let garbled = w.chars().count() <= 24 && w.chars().all(char::is_alphabetic);
@@ -355,7 +360,9 @@ pub(crate) fn stripped(text: &str, brace: usize) -> Option<(usize, Vec<(usize, &
     // A header after a word of prose (`still to=functions.NAME ..`) is read only under the
     // namespace, which prose does not write; the word stays.
     let apart = start > lead.len() && namespaced;
-    let attached = start < to || lead.is_empty() || lead.ends_with('\n') || apart;
+    // Or glued to a sentence's end, as the other stripped forms are read (`Done.to=..`).
+    let glued = namespaced && lead.ends_with(['.', '!', '?', '。']);
+    let attached = start < to || lead.is_empty() || lead.ends_with('\n') || apart || glued;
     attached.then_some((start, names))
 }
 

@@ -12,7 +12,7 @@
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
 use super::util::with_trailing;
-use super::util::{calls_of, envelope, json_value_at, skip_ws, strict_call};
+use super::util::{calls_of, envelope, flat_call, is_schema, json_value_at, skip_ws, strict_call};
 use crate::grammar::json::{call_of, Keys};
 use crate::grammar::text::eat;
 use crate::types::{Call, Family};
@@ -47,6 +47,9 @@ pub(crate) const TRIGGERS: &[&str] = &[
     // `id` costs no parse) and LangChain's `{"action", "action_input"}`.
     "\"function\": {",
     "\"function\":{",
+    // A call labelled as the API's field (`function_call:{"id", "call": NAME, ..}`).
+    "function_call:{\"",
+    "function_call: {\"",
     "{\"action\"",
     "{ \"action\"",
     "{\n  \"action\"",
@@ -138,10 +141,26 @@ fn is_candidate(text: &str, pos: usize) -> bool {
 /// The calls at `pos` (a candidate `{`): the object, if it is exactly a call or an envelope
 /// of calls of enabled tools, and the offset past it.
 fn call_at(text: &str, ctx: &Ctx<'_>, pos: usize) -> Option<(Vec<Call>, usize)> {
-    let (v, end) = json_value_at(text, pos)?;
+    // The whole message: then a flat call too, and a Python dict for JSON (the reply is
+    // nothing but the object, so its spelling is all there is to read).
+    let whole = text[..pos].trim().is_empty();
+    let dict = || {
+        text.get(pos + 1..)
+            .is_some_and(|r| r.trim_start().starts_with('\''))
+    };
+    let (v, end) = match json_value_at(text, pos) {
+        Some(read) => read,
+        None if whole && dict() => crate::json5::parse_value_at(text, pos).ok()?,
+        None => return None,
+    };
+    let whole = whole && text[end..].trim().is_empty();
     let calls = match strict_call(&v) {
         Some(call) => vec![call],
-        None => envelope(&v)?,
+        None => match envelope(&v) {
+            Some(calls) => calls,
+            None if whole => vec![flat_call(&v, false).filter(|c| !is_schema(&c.arguments))?],
+            None => return None,
+        },
     };
     calls
         .iter()

@@ -393,14 +393,34 @@ impl<'t> Reader<'_, 't> {
     fn labelled_parameters(&self, close: &Tag<'t>) -> Option<(usize, usize, Call)> {
         let text = self.text;
         let mut run = text.get(..close.span.start)?.trim_end().len();
-        // Back over the lines that open with a parameter element.
+        // Back over the lines that open with a parameter element, and the lines of a value
+        // that runs over several (from its closer's line up to its opener's).
+        let mut inside = false;
+        // A line holding a parameter's closer (a value's last line).
+        let ends_value = |line: usize, end: usize| {
+            let closer = text.get(line..end).and_then(|l| l.rfind("</"));
+            closer
+                .and_then(|i| tag_at(text, line + i))
+                .is_some_and(|t| t.kind == Kind::Close && is_param_key(&t.key()))
+        };
         loop {
             let line = text.get(..run)?.rfind('\n').map_or(0, |i| i + 1);
             let t = tag_at(text, skip_ws(text, line));
-            if !t.is_some_and(|t| t.kind == Kind::Open && is_param_key(&t.key())) || line == 0 {
+            let opens = t.is_some_and(|t| t.kind == Kind::Open && is_param_key(&t.key()));
+            if opens {
+                inside = false;
+            } else if inside || ends_value(line, run) {
+                inside = true;
+            } else {
+                break;
+            }
+            if line == 0 {
                 break;
             }
             run = line - 1;
+        }
+        if inside {
+            return None;
         }
         let first = text.get(run..)?.find('\n').map(|i| run + i + 1)?;
         let mut label_start = text.get(..run)?.rfind('\n').map_or(0, |i| i + 1);

@@ -28,6 +28,7 @@ mod gemini;
 pub(crate) mod harmony;
 mod json_fence;
 mod kimi_k3;
+mod labels;
 mod lfm2;
 mod llama3_json;
 mod markup;

@@ -11,14 +11,14 @@
 //! joined by a connective (`[a(x=1)] and [b(y=2)]`) stand apart as one run: each list is a
 //! call, the connective stays as the model's text (SGLang's reading).
 //!
-//! May depend on: `crate::families::util`, `crate::grammar`, `crate::json5`, `crate::types`,
+//! May depend on: `crate::families::labels`, `crate::families::util`, `crate::grammar`, `crate::json5`, `crate::types`,
 //! `crate::Ctx`.
 
+use super::labels::{label_probe, labeled_at};
 use super::util::with_trailing;
-use super::util::{find_from, is_tool_name, json_value_at, merge, skip_ws};
+use super::util::{find_from, merge, skip_ws};
 use crate::grammar::bytes as class;
-use crate::grammar::is_ident_char;
-use crate::grammar::python::{parse_call, parse_call_list, PyOpts};
+use crate::grammar::python::{parse_call_list, PyOpts};
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
 
@@ -160,108 +160,6 @@ fn list_at(text: &str, p: usize) -> Option<(Vec<Call>, usize)> {
     parse_call_list(text, p, PyOpts::STRICT).or_else(|| parse_call_list(text, p, PyOpts::LENIENT))
 }
 
-/// The longest label a front end writes before the call in its brackets (`Tool Use:`,
-/// `Tool call:`, `Calling`): a few words, no sentence.
-const MAX_LABEL: usize = 32;
-/// At most this many words in a label.
-const MAX_LABEL_WORDS: usize = 3;
-
-/// A call a front end or proxy wrote in brackets with a short label (`[Tool Use:
-/// NAME({json})]`, `[Tool call: NAME(k="v")]`, `[Calling NAME with {json}]`): the bracket's
-/// content is exactly the label and one call, so the brackets and the label are the call's
-/// markup and go with it. The label is at most [`MAX_LABEL_WORDS`] words of letters, the
-/// first capitalised as software writes it (`Tool Use`, `Calling`), ending in `:`, or words before the name with `with` between the name and a JSON object
-/// (`[Calling tool: NAME with arguments: {json}]` has both). The
-/// call is a keyword call, `NAME({json})` or `NAME {json}`; whether it names an enabled
-/// tool is the caller's check, as for a list.
-fn labeled_at(text: &str, p: usize) -> Option<(Vec<Call>, usize)> {
-    let inner = text.get(p + 1..)?;
-    let head = inner.get(..floor_char(inner, MAX_LABEL + 1))?;
-    let words = |label: &str| {
-        let n = label.split_whitespace().count();
-        (1..=MAX_LABEL_WORDS).contains(&n)
-            && !label.trim_start().starts_with(char::is_lowercase)
-            && label
-                .chars()
-                .all(|c| c.is_alphabetic() || c == ' ' || c == '-')
-    };
-    let (call, end) = match head.find(':') {
-        Some(colon) if words(&head[..colon]) => {
-            let at = skip_ws(text, p + 1 + colon + 1);
-            match parse_call(text, at, PyOpts::STRICT) {
-                Some(c) => c,
-                None => json_call(text, at)?,
-            }
-        }
-        _ => {
-            // `Calling NAME with {..}`: the label's words, the name, `with`, the object.
-            let brace = inner.get(..floor_char(inner, MAX_LABEL * 4))?.find('{')?;
-            let before = inner.get(..brace)?.trim_end().strip_suffix(" with")?;
-            let before = before.trim_end();
-            let name_at = before.rfind(' ')?;
-            let (label, name) = (&before[..name_at], &before[name_at + 1..]);
-            if !words(label) || label.len() > MAX_LABEL {
-                return None;
-            }
-            let (arguments, e) = json_value_at(text, p + 1 + brace)?;
-            (call_named(name, arguments)?, e)
-        }
-    };
-    let close = skip_ws(text, end);
-    (text.as_bytes().get(close) == Some(&b']')).then(|| (vec![call], close + 1))
-}
-
-/// The largest char boundary of `s` at most `n`.
-fn floor_char(s: &str, n: usize) -> usize {
-    let mut n = n.min(s.len());
-    while !s.is_char_boundary(n) {
-        n -= 1;
-    }
-    n
-}
-
-/// `NAME({json})` or `NAME {json}` at `at`: the call and the offset past it.
-fn json_call(text: &str, at: usize) -> Option<(Call, usize)> {
-    let rest = text.get(at..)?;
-    let name_len = rest.find(|c: char| !(is_ident_char(c) || c == '-'))?;
-    let name = rest.get(..name_len)?;
-    let mut i = skip_ws(text, at + name_len);
-    // `NAME with arguments: {..}`, `NAME with {..}`: a connective a front end's trace line
-    // puts between the name and the object.
-    if let Some(tail) = text.get(i..).and_then(|t| t.strip_prefix("with ")) {
-        let words = tail.find('{').filter(|&e| e <= 20)?;
-        let between = &tail[..words];
-        if !between
-            .chars()
-            .all(|c| c.is_alphabetic() || c == ' ' || c == ':')
-        {
-            return None;
-        }
-        i = text.len() - tail.len() + words;
-    }
-    let paren = text.as_bytes().get(i) == Some(&b'(');
-    if paren {
-        i = skip_ws(text, i + 1);
-    }
-    let (arguments, mut end) = json_value_at(text, i)?;
-    if paren {
-        end = skip_ws(text, end);
-        if text.as_bytes().get(end) != Some(&b')') {
-            return None;
-        }
-        end += 1;
-    }
-    Some((call_named(name, arguments)?, end))
-}
-
-/// A call of `name` with an argument object.
-fn call_named(name: &str, arguments: serde_json::Value) -> Option<Call> {
-    (is_tool_name(name) && arguments.is_object()).then(|| Call {
-        name: name.to_string(),
-        arguments,
-    })
-}
-
 /// Whether the `[` at `p` opens what could be a call list: not an index (`a[f(x)]`), an
 /// identifier, `(`, then `)` or a keyword argument `name=`; or a short label and a call
 /// ([`labeled_at`]): words ending in `:` before the call's shape, or words and a name
@@ -299,7 +197,15 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
         let capital = bytes
             .get(i)
             .is_some_and(|b| b.is_ascii_uppercase() || *b >= 0xC2);
-        return capital && matches!(bytes.get(end), Some(b' ' | b':')) && label_probe(bytes, p + 1);
+        let called = || {
+            let word = &bytes[i..end];
+            [&b"tool"[..], b"call", b"function", b"invoke", b"action"]
+                .iter()
+                .any(|w| word.eq_ignore_ascii_case(w))
+        };
+        return (capital || called())
+            && matches!(bytes.get(end), Some(b' ' | b':'))
+            && label_probe(bytes, p + 1);
     }
     let arg = skip_ws(end + 1);
     if bytes.get(arg) == Some(&b')') {
@@ -309,59 +215,6 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
         Some(e) if e > arg => {
             let eq = skip_ws(e);
             bytes.get(eq) == Some(&b'=') && bytes.get(eq + 1) != Some(&b'=')
-        }
-        _ => false,
-    }
-}
-
-/// The probe's side of [`labeled_at`], on at most [`MAX_LABEL`] bytes after the `[` at
-/// `from - 1`: letters and spaces up to a `:` followed by a name and `(` or `{`, or up to
-/// ` with {`.
-fn label_probe(bytes: &[u8], from: usize) -> bool {
-    let limit = (from + MAX_LABEL + 1).min(bytes.len());
-    let Some(head) = bytes.get(from..limit) else {
-        return false;
-    };
-    let Some(stop) = head
-        .iter()
-        .position(|b| !(b.is_ascii_alphabetic() || *b == b' ' || *b == b'-' || *b >= 0x80))
-    else {
-        return false;
-    };
-    let at = |i: usize| head.get(i).copied();
-    match at(stop) {
-        Some(b':') => {
-            // A name, then `(` or `{` (after spaces): the call's shape.
-            let rest = bytes.get(from + stop + 1..).unwrap_or_default();
-            let rest = &rest[..rest.len().min(MAX_LABEL * 4)];
-            let name = rest.iter().skip_while(|b| **b == b' ');
-            let mut after =
-                name.skip_while(|b| b.is_ascii_alphanumeric() || **b == b'_' || **b >= 0x80);
-            match after.find(|b| **b != b' ') {
-                Some(b'(' | b'{') => true,
-                // `NAME with arguments: {`: a connective and a word or two before the object.
-                Some(b'w') => {
-                    let tail: Vec<u8> = after.take(24).copied().collect();
-                    tail.starts_with(b"ith")
-                        && tail.iter().position(|b| *b == b'{').is_some_and(|e| {
-                            tail[..e]
-                                .iter()
-                                .all(|b| b.is_ascii_alphabetic() || matches!(b, b' ' | b':'))
-                        })
-                }
-                _ => false,
-            }
-        }
-        // `Calling NAME with {`: the letters and spaces run up to the brace (a one-word
-        // name), or into the name's `_` or digits, and then to the brace on the same line.
-        // Anything else (`[the docs](..)`, `[1]`) stops here, at the first byte.
-        Some(b'{') => head[..stop].trim_ascii_end().ends_with(b" with"),
-        Some(b) if b == b'_' || b.is_ascii_digit() => {
-            let far = (from + MAX_LABEL * 4).min(bytes.len());
-            let rest = bytes.get(from..far).unwrap_or_default();
-            rest.iter()
-                .position(|b| matches!(b, b'{' | b']' | b'\n'))
-                .is_some_and(|e| rest[e] == b'{' && rest[..e].trim_ascii_end().ends_with(b" with"))
         }
         _ => false,
     }

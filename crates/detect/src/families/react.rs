@@ -60,14 +60,24 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
 fn step(text: &str, hit: usize, ctx: &Ctx<'_>) -> Option<(usize, usize, Call)> {
     let line = line_start(text, hit);
     let colon = hit + "nput".len();
-    if !is_label(text.get(line..colon)?, INPUT_LABELS) {
-        return None;
-    }
+    let head = text.get(line..colon)?;
     // The name label ends the line before: `Action: NAME` (`Action` a word of its own,
-    // glued to a sentence or not), or any other tool label starting its line.
-    let prev_end = line.checked_sub(1)?;
-    let prev_start = line_start(text, prev_end);
-    let prev = text.get(prev_start..prev_end)?.trim_end_matches('\r');
+    // glued to a sentence or not), or any other tool label starting its line. Or both
+    // labels share one line (`Action: NAME Action Input: {..}`).
+    let (prev_start, prev) = if is_label(head, INPUT_LABELS) {
+        let prev_end = line.checked_sub(1)?;
+        let prev_start = line_start(text, prev_end);
+        (
+            prev_start,
+            text.get(prev_start..prev_end)?.trim_end_matches('\r'),
+        )
+    } else {
+        let split = head
+            .match_indices(' ')
+            .map(|(i, _)| i)
+            .find(|&i| is_label(&head[i + 1..], INPUT_LABELS))?;
+        (line, &head[..split])
+    };
     let (label_at, name) = name_label(prev)?;
     let name = name.trim().trim_matches(['*', '`']).trim();
     if !super::util::is_tool_name(name) || !ctx.tool_enabled(name) {

@@ -160,7 +160,9 @@ impl<'t> Trailer<'t> {
                 .enumerate()
                 .find_map(|(i, (open, close))| eat(text, q, open).map(|a| (i, a, *close)));
             let Some((i, after, close)) = frame else {
-                return observation(text, end, q).unwrap_or(end);
+                return observation(text, end, q)
+                    .or_else(|| answer_object(text, q))
+                    .unwrap_or(end);
             };
             let finder = self.closers[i].get_or_insert_with(|| Finder::new(text, close));
             match finder.find(after) {
@@ -194,6 +196,34 @@ fn observation(text: &str, end: usize, q: usize) -> Option<usize> {
             .find('\n')
             .map_or(text.len(), |i| from + i),
     )
+}
+
+/// Top-level keys that make a JSON object a tool's answer.
+const ANSWER_OBJECT_KEYS: &[&str] = &[
+    "result",
+    "results",
+    "output",
+    "observation",
+    "tool_response",
+];
+
+/// The end of a tool's answer written as a JSON object at `q`, right after a call, bare or
+/// in a ```` ```json ```` fence (a fenced call answered by a fenced result): an object with
+/// one of [`ANSWER_OBJECT_KEYS`] at its top level.
+fn answer_object(text: &str, q: usize) -> Option<usize> {
+    let fence = ["```json\n", "```\n"].iter().find_map(|f| eat(text, q, f));
+    let (v, end) = crate::grammar::json::value_at(text, skip_ws(text, fence.unwrap_or(q)))?;
+    let obj = v.as_object()?;
+    if !obj
+        .keys()
+        .any(|k| ANSWER_OBJECT_KEYS.contains(&k.to_ascii_lowercase().as_str()))
+    {
+        return None;
+    }
+    match fence {
+        Some(_) => eat(text, skip_ws(text, end), "```"),
+        None => Some(end),
+    }
 }
 
 /// The end of the answer in a frame whose closer is missing, at `after`: a JSON value, or
@@ -333,13 +363,70 @@ pub fn envelope(v: &Value) -> Option<Vec<Call>> {
 /// One item of an envelope's list: a call object, or OpenAI's `{"id", "type": "function",
 /// "function": {..}}` (an `index` besides).
 fn listed_call(item: &Value) -> Option<Call> {
-    strict_call(item).or_else(|| {
-        let o = item.as_object()?;
-        let bookkeeping = o
-            .keys()
-            .all(|k| matches!(k.as_str(), "id" | "type" | "function" | "index"));
-        let typed = o.get("type").is_none_or(|t| t == "function");
-        (bookkeeping && typed).then(|| strict_call(o.get("function")?))?
+    strict_call(item)
+        .or_else(|| {
+            let o = item.as_object()?;
+            let bookkeeping = o
+                .keys()
+                .all(|k| matches!(k.as_str(), "id" | "type" | "function" | "index"));
+            let typed = o.get("type").is_none_or(|t| t == "function");
+            (bookkeeping && typed).then(|| strict_call(o.get("function")?))?
+        })
+        .or_else(|| flat_call(item, true))
+}
+
+/// Keys whose string value names the tool of a flat call object wherever it stands.
+const FLAT_CALL_KEYS: &[&str] = &["tool", "tool_name", "toolname", "function", "function_name"];
+/// Keys that name it only inside an envelope of calls: data has names and types too
+/// (`{"name": "Alice", "age": 30}` is a record, whatever tools there are).
+const FLAT_NAME_KEYS: &[&str] = &["name", "type", "action"];
+/// Keys that make an object an answer, not a call.
+const ANSWER_KEYS: &[&str] = &[
+    "result",
+    "results",
+    "output",
+    "error",
+    "status",
+    "success",
+    "observation",
+    "response",
+];
+
+/// A call written flat: one key names the tool (`{"name": NAME, "query": ..}`, an API's
+/// `{"id", "type": NAME, ..}`) and every other key but the call's bookkeeping is an
+/// argument. No key may be one of a call's arguments keys (then it is a call of another
+/// spelling or none) or an answer's. Whether `NAME` is an enabled tool is the caller's
+/// check; this shape is read only where the text is nothing else (a whole message, an
+/// envelope of calls: `in_envelope`, where `name`, `type` and `action` name the tool too).
+pub fn flat_call(v: &Value, in_envelope: bool) -> Option<Call> {
+    let obj = v.as_object()?;
+    let is = |keys: &[&str], k: &str| keys.iter().any(|w| w.eq_ignore_ascii_case(k));
+    let mut named = obj.iter().filter(|(k, v)| {
+        (is(FLAT_CALL_KEYS, k) || (in_envelope && is(FLAT_NAME_KEYS, k)))
+            && v.as_str()
+                .is_some_and(|n| n != "function" && is_tool_name(n))
+    });
+    let (name_key, name) = named.next()?;
+    if named.next().is_some() {
+        return None;
+    }
+    let mut arguments = serde_json::Map::new();
+    for (k, v) in obj {
+        let lower = k.to_ascii_lowercase();
+        if k == name_key || matches!(lower.as_str(), "id" | "call_id" | "index") {
+            continue;
+        }
+        if lower == "type" && v == "function" {
+            continue;
+        }
+        if crate::grammar::keys::is_args_key(&lower) || ANSWER_KEYS.contains(&lower.as_str()) {
+            return None;
+        }
+        arguments.insert(k.clone(), v.clone());
+    }
+    Some(Call {
+        name: name.as_str()?.to_string(),
+        arguments: Value::Object(arguments),
     })
 }
 

@@ -73,7 +73,7 @@ pub enum Keys {
 pub fn call_of(v: &Value, keys: Keys) -> Option<Call> {
     let obj = v.as_object()?;
     if matches!(keys, Keys::Strict | Keys::Loose) {
-        if let Some(inner) = api_function(obj) {
+        if let Some(inner) = api_function(obj).or_else(|| mcp_request(obj)) {
             return call_of(inner, keys);
         }
     }
@@ -143,6 +143,15 @@ fn api_function(obj: &serde_json::Map<String, Value>) -> Option<&Value> {
     (only && typed).then_some(inner)
 }
 
+/// The call inside an MCP client's request, `{"jsonrpc", "id", "method": "tools/call",
+/// "params": {"name", "arguments"}}`, written as the reply.
+fn mcp_request(obj: &serde_json::Map<String, Value>) -> Option<&Value> {
+    let only = obj
+        .keys()
+        .all(|k| matches!(k.as_str(), "jsonrpc" | "id" | "method" | "params"));
+    (only && obj.get("method")? == "tools/call").then(|| obj.get("params"))?
+}
+
 /// Cohere's call (Command R/A, its action tokens stripped): `tool_name` and `parameters`,
 /// and `tool_call_id` only besides them.
 fn is_cohere(obj: &serde_json::Map<String, Value>) -> bool {
@@ -153,14 +162,14 @@ fn is_cohere(obj: &serde_json::Map<String, Value>) -> bool {
             .all(|k| matches!(k.as_str(), "tool_name" | "parameters" | "tool_call_id"))
 }
 
-/// Whether a key names a call's tool: `name`, `tool`, `function`, or any word before
+/// Whether a key names a call's tool: `name`, `tool`, `function`, `call`, or any word before
 /// `name` (`tool_name`, `functionName`, `recipient_name`, a model's `file_name`), in any
 /// case and with or without `_`. Beside exactly one arguments key and bookkeeping, the
 /// key's role is the call's name; the formats that read bare objects still ask that it
 /// names an enabled tool.
 fn is_name_key(k: &str) -> bool {
     let k = fold_key(k);
-    matches!(k.as_str(), "tool" | "function")
+    matches!(k.as_str(), "tool" | "function" | "call")
         || k.strip_suffix("name")
             .is_some_and(|p| p.len() <= 16 && p.bytes().all(|b| b.is_ascii_lowercase()))
 }

@@ -134,7 +134,7 @@ impl<'a> Py<'a> {
                 self.i += 1;
                 return Some(Call {
                     name: name.to_string(),
-                    arguments: Value::Object(args),
+                    arguments: unwrapped(args),
                 });
             }
             let key = self.name()?;
@@ -414,6 +414,19 @@ impl<'a> Py<'a> {
 }
 
 /// A dict key as a JSON object key: strings as they are, numbers and literals as written.
+/// The arguments of a call whose one keyword is an arguments key holding an object
+/// (`f(parameters={"path": ..})`, a JSON call's key written as a keyword): that object.
+fn unwrapped(args: Map<String, Value>) -> Value {
+    let wrapped = args.len() == 1
+        && args.iter().all(|(k, v)| {
+            matches!(k.as_str(), "parameters" | "arguments" | "args") && v.is_object()
+        });
+    match wrapped {
+        true => args.into_iter().next().map_or(Value::Null, |(_, v)| v),
+        false => Value::Object(args),
+    }
+}
+
 fn key_string(v: Value) -> Option<String> {
     match v {
         Value::String(s) => Some(s),

@@ -3,7 +3,7 @@
 //! of a Harmony output whose tokens were stripped.
 //!
 //! May depend on: `families::harmony`'s channel words, `remnant::lone_word`,
-//! `grammar::markup`'s tag reader, `memchr`.
+//! `grammar::markup`'s tag reader, `grammar::keys`, `memchr`.
 
 use crate::families::harmony::CHANNELS;
 
@@ -65,9 +65,9 @@ pub(super) fn role_glued_to_channel(lines: &str) -> bool {
 pub(super) fn leads_in(line: &str, tools: &ToolNames) -> bool {
     let t = line.trim();
     // A lone lower-case word may be a garbled wrapper opener: the call after it takes it.
-    // A line opening with a parameter element may be one of a call whose opener is gone:
-    // an orphan closer on a later line takes it.
-    if announces_a_call(t) || crate::remnant::lone_word(t) || opens_with_parameter(t) {
+    // A line opening with a parameter element, or closing one (a value's last line), may
+    // be one of a call whose opener is gone: an orphan closer on a later line takes it.
+    if announces_a_call(t) || crate::remnant::lone_word(t) || parameter_line(t) {
         return true;
     }
     if tools.names.is_empty() {
@@ -118,12 +118,20 @@ pub(super) fn leads_in(line: &str, tools: &ToolNames) -> bool {
     false
 }
 
-/// Whether `line` opens with a parameter element (`<parameter name="k">`, any spelling).
-fn opens_with_parameter(line: &str) -> bool {
+/// Whether `line` opens with a parameter element (`<parameter name="k">`, any spelling),
+/// or ends with a parameter's closer.
+fn parameter_line(line: &str) -> bool {
     use crate::grammar::keys::is_param_key;
     use crate::grammar::markup::{tag_at, Kind};
-    line.starts_with('<')
-        && tag_at(line, 0).is_some_and(|t| t.kind == Kind::Open && is_param_key(&t.key()))
+    let opens = line.starts_with('<')
+        && tag_at(line, 0).is_some_and(|t| t.kind == Kind::Open && is_param_key(&t.key()));
+    opens
+        || line.ends_with('>')
+            && line.rfind("</").is_some_and(|i| {
+                tag_at(line, i).is_some_and(|t| {
+                    t.kind == Kind::Close && t.span.end == line.len() && is_param_key(&t.key())
+                })
+            })
 }
 
 /// Whether `line` is a label announcing a call on the lines after it (RWKV's
@@ -236,7 +244,7 @@ mod tests {
             })
         };
         let t = line.trim();
-        if announces_a_call(t) || crate::remnant::lone_word(t) || opens_with_parameter(t) {
+        if announces_a_call(t) || crate::remnant::lone_word(t) || parameter_line(t) {
             return true;
         }
         if tools.is_empty() {

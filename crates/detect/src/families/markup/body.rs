@@ -71,10 +71,11 @@ impl<'t> Reader<'_, 't> {
                         body.name = Some(self.tool(&v)?);
                         pos = end;
                     }
-                    Kind::Open if k == "argkey" => {
+                    // GLM's pairs, under a vendor's prefix too (`<longcat_arg_key>`).
+                    Kind::Open if k.ends_with("argkey") => {
                         let (key, end) = self.element_text(&t)?;
                         let vq = skip_ws(text, end);
-                        let vt = tag_at(text, vq).filter(|v| v.key() == "argvalue")?;
+                        let vt = tag_at(text, vq).filter(|v| v.key().ends_with("argvalue"))?;
                         let (value, end) = self.element_text(&vt)?;
                         body.put(key.trim(), typed_param(&value))?;
                         pos = end;

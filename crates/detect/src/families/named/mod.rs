@@ -7,7 +7,8 @@
 //!   `NAME<｜tool▁sep｜>{..}` with their tokens stripped (reported as `mistral`);
 //! - `functions.NAME:0{json}`: Kimi's call id with its tokens stripped (`kimi`);
 //! - `NAME` on a line of its own, then `{json}` (GLM-4-0414, Functionary) (`glm`);
-//! - `NAME({json})`, one positional object (`pythonic`);
+//! - `NAME({json})`, one positional object, or a script's object literal at a line's start
+//!   (`NAME({ key: "v" })`) (`pythonic`);
 //! - `[NAME]` on a line of its own, `{json}`, `[END_TOOL_REQUEST]`: LM Studio's request
 //!   whose opener was mangled (`lmstudio`);
 //! - `call:default_api:NAME{key:<ctrl46>v<ctrl46>}`: Gemini's own call syntax (`gemini`);
@@ -149,14 +150,55 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
         // An empty object only glued to its name (`get_time{}`): `{}` after a space is a
         // placeholder (`"{}".format`, `-exec rm {}`, `Foo {}`).
         Some(b'}') => (q == p + 1 && p > 0 && bytes[p - 1] != b' ') || kimi_id_before(bytes, p),
-        // Gemini's `default_api:NAME{key:`: the namespace right before the name.
-        Some(b) if b.is_ascii_alphabetic() || *b == b'_' => {
-            let name = class::run_back(&bytes[..p], class::WORD | class::DASH | class::DOT, 128);
-            let head = &bytes[..p - name];
-            head.ends_with(b"default_api:") || head.ends_with(GEMMA4_VERB.as_bytes())
+        // A script's object literal as a call's one argument (`NAME({ key: "v" })`,
+        // `NAME({'key': ..})`): the parenthesis says it is an argument.
+        Some(b) if (b.is_ascii_alphabetic() || matches!(b, b'_' | b'\'')) => {
+            (keyed(bytes, q) && paren_before(bytes, p)) || gemini_before(bytes, p)
         }
         _ => false,
     }
+}
+
+/// Gemini's `default_api:NAME{key:` (or Gemma 4's verb): the namespace right before the
+/// name before the `{` at `p`.
+fn gemini_before(bytes: &[u8], p: usize) -> bool {
+    let name = class::run_back(&bytes[..p], class::WORD | class::DASH | class::DOT, 128);
+    let head = &bytes[..p - name];
+    head.ends_with(b"default_api:") || head.ends_with(GEMMA4_VERB.as_bytes())
+}
+
+/// Whether an object literal's first key and its `:` start at `q` (`key:`, `'key':`).
+fn keyed(bytes: &[u8], q: usize) -> bool {
+    let rest = bytes.get(q..).unwrap_or_default();
+    let rest = rest.strip_prefix(b"'").unwrap_or(rest);
+    let key = class::run(rest, class::WORD, 64);
+    let rest = &rest[key..];
+    let rest = rest.strip_prefix(b"'").unwrap_or(rest);
+    key > 0 && rest.iter().find(|b| **b != b' ') == Some(&b':')
+}
+
+/// Whether `NAME(` stands right before the `{` at `p` (spaces between), the name opening
+/// its line: a script's call inside code (`return jsonify({'a': ..`, `new Client({ ..`)
+/// has words before it and costs no parse.
+fn paren_before(bytes: &[u8], p: usize) -> bool {
+    let head = bytes.get(..p).unwrap_or_default();
+    let spaces = class::run_back(head, class::SPACE, 4);
+    if head.len() <= spaces || head[head.len() - spaces - 1] != b'(' {
+        return false;
+    }
+    let head = &head[..head.len() - spaces - 1];
+    let name = class::run_back(head, class::WORD, 128);
+    let head = &head[..head.len() - name];
+    let indent = head
+        .iter()
+        .rev()
+        .take_while(|b| matches!(b, b' ' | b'\t'))
+        .count();
+    name > 0
+        && matches!(
+            head.len().checked_sub(indent + 1).map(|i| head[i]),
+            None | Some(b'\n')
+        )
 }
 
 /// Whether Kimi's `NAME:N` call id stands before the `{` at `p` (spaces between).

@@ -3,7 +3,8 @@
 //! every shape ends with (standing apart, an enabled tool, the tokens left around it).
 //!
 //! May depend on: `super::apart`, `crate::families::util`, `crate::families::harmony`,
-//! `crate::families::gemini`, `crate::grammar`, `crate::types`, `crate::Ctx`.
+//! `crate::families::gemini`, `crate::grammar`, `crate::json5` (a script's object
+//! literal), `crate::types`, `crate::Ctx`.
 
 use super::apart::{stands_after, stands_before};
 use crate::families::util::with_trailing;
@@ -147,6 +148,9 @@ pub(super) fn at_brace(
     }
     let (args, mut end) = match gemini {
         Some(_) => brace::parse_object(text, p, &GEMINI)?,
+        // Inside `NAME(..)` the object may be a script's literal (`{ key: "v" }`): the
+        // parentheses already say it is an argument, so the lenient reading is safe there.
+        None if join == Join::Paren => json_object(text, p).or_else(|| script_object(text, p))?,
         None => json_object(text, p)?,
     };
     match join {
@@ -318,6 +322,14 @@ fn json_object(text: &str, p: usize) -> Option<(Value, usize)> {
     let (v, end) = json::value_at(text, p)?;
     match json::decode_arguments(v) {
         v @ Value::Object(_) => Some((v, end)),
+        _ => None,
+    }
+}
+
+/// An object literal as scripts write it (unquoted keys, single quotes) at `p`.
+fn script_object(text: &str, p: usize) -> Option<(Value, usize)> {
+    match crate::json5::parse_value_at(text, p).ok()? {
+        (v @ Value::Object(_), end) => Some((v, end)),
         _ => None,
     }
 }

@@ -1,6 +1,8 @@
 //! Second readings of a JSON value serde_json refused, where a model's usual slip stopped
 //! it: a backslash that escapes nothing JSON knows (a Windows path written as is), strings
-//! in typographic double quotes. Asked only for a syntax error, and only where the bytes
+//! in typographic double quotes, a value serialized into a string whose inner quotes were
+//! never escaped (`"arguments": "{"q": "x"}"`), braces a template doubled to escape them
+//! (`{{"name": ..}}`). Asked only for a syntax error, and only where the bytes
 //! at the error show the slip, so a failed read of prose costs a look, not a copy.
 //!
 //! May depend on: `serde_json`, `memchr`. No I/O.
@@ -19,6 +21,10 @@ pub(super) fn read(rest: &str, e: &serde_json::Error) -> Option<(Value, usize)> 
         lone_backslashes(head(rest))
     } else if near.contains(&0xE2) && rest.starts_with(['{', '[']) {
         typographic_quotes(head(rest))
+    } else if rest.starts_with("{{") {
+        doubled_braces(head(rest))
+    } else if near.contains(&b'"') && rest.starts_with('{') {
+        unescaped_inner(head(rest))
     } else {
         None
     }
@@ -121,6 +127,92 @@ fn lone_backslashes(head: &str) -> Option<(Value, usize)> {
     Some((v, end - added.iter().filter(|&&a| a < end).count()))
 }
 
+/// A value whose braces a prompt template escaped by doubling them (`{{"name": "f",
+/// "arguments": {{}}}}`): outside strings each `{{` read as `{` and `}}` as `}`.
+fn doubled_braces(head: &str) -> Option<(Value, usize)> {
+    let bytes = head.as_bytes();
+    let mut fixed = Vec::with_capacity(bytes.len());
+    // Where a doubled brace was halved, in `head`'s offsets.
+    let mut halved = Vec::new();
+    let (mut i, mut in_str) = (0, false);
+    while i < bytes.len() {
+        let b = bytes[i];
+        fixed.push(b);
+        match b {
+            b'\\' if in_str => {
+                if let Some(&n) = bytes.get(i + 1) {
+                    fixed.push(n);
+                }
+                i += 1;
+            }
+            b'"' => in_str = !in_str,
+            b'{' | b'}' if !in_str && bytes.get(i + 1) == Some(&b) => {
+                halved.push(i);
+                i += 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if halved.is_empty() {
+        return None;
+    }
+    let (v, end) = first_value(&String::from_utf8(fixed).ok()?)?;
+    // Back to `head`'s offsets: each pair halved before the end was one byte longer.
+    let mut back = end;
+    for &h in &halved {
+        if h < back {
+            back += 1;
+        }
+    }
+    Some((v, back))
+}
+
+/// An object with a member whose value is an object or array serialized into a string
+/// without escaping its quotes (`{"arguments": "{"q": "x"}"}`): each such string read as the
+/// value it holds, which is what decoding the string would give. `None` when there is
+/// none, or the whole still does not parse.
+fn unescaped_inner(head: &str) -> Option<(Value, usize)> {
+    let bytes = head.as_bytes();
+    let mut fixed = String::with_capacity(head.len());
+    // Offsets in `head` of the quotes dropped, in order.
+    let mut dropped = Vec::new();
+    let mut copied = 0;
+    let mut at = 0;
+    while let Some(i) = memchr::memmem::find(&bytes[at..], b"\"{\"").map(|i| at + i) {
+        at = i + 1;
+        // A member's value: `:` and spaces before the quote.
+        let before = head[..i].trim_end_matches([' ', '\t']);
+        if !before.ends_with(':') || i < copied {
+            continue;
+        }
+        let Some((_, end)) = super::value_at(head, i + 1) else {
+            continue;
+        };
+        if bytes.get(end) != Some(&b'"') {
+            continue;
+        }
+        fixed.push_str(&head[copied..i]);
+        fixed.push_str(&head[i + 1..end]);
+        dropped.extend([i, end]);
+        copied = end + 1;
+        at = copied;
+    }
+    if dropped.is_empty() {
+        return None;
+    }
+    fixed.push_str(&head[copied..]);
+    let (v, end) = first_value(&fixed)?;
+    // Back to `head`'s offsets: every dropped quote before the end moves it by one.
+    let mut back = end;
+    for &d in &dropped {
+        if d <= back {
+            back += 1;
+        }
+    }
+    Some((v, back))
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::value_at;
@@ -133,6 +225,25 @@ mod tests {
         assert_eq!(v["code"], "f(a=\"x\")");
         assert_eq!(&t[end..], " tail");
         assert!(value_at("{\u{201C}a\u{201D}: ", 0).is_none());
+    }
+
+    #[test]
+    fn a_string_holding_unescaped_json_is_that_json() {
+        let t = r#"{"tool": "search", "arguments": "{"query": "a b"}"} tail"#;
+        let (v, end) = value_at(t, 0).expect("read");
+        assert_eq!(v["arguments"]["query"], "a b");
+        assert_eq!(&t[end..], " tail");
+        // A string that only starts like one stays refused.
+        assert!(value_at(r#"{"a": "{"b" c}"}"#, 0).is_none());
+    }
+
+    #[test]
+    fn doubled_braces_are_a_template_s_escape() {
+        let t = r#"{{"name": "f", "arguments": {{"q": "{{x}}"}}}} tail"#;
+        let (v, end) = value_at(t, 0).expect("read");
+        assert_eq!(v["arguments"]["q"], "{{x}}");
+        assert_eq!(&t[end..], " tail");
+        assert!(value_at("{{x}}", 0).is_none());
     }
 
     #[test]

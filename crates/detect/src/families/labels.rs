@@ -1,0 +1,274 @@
+//! Calls a front end or a proxy wrote in a bracketed label: the call inside the label
+//! (`[Tool Use: NAME({json})]`, `[Calling NAME with {json}]`), or the label naming the
+//! tool and the arguments right after it (`[tool:NAME] {json}`, `[Tool Call: NAME (ID:
+//! ..)] Arguments: {json}`). The bracket and its label are the call's markup and go with it.
+//! Whether the call names an enabled tool is the caller's check, as for a list.
+//!
+//! May depend on: `crate::families::util`, `crate::grammar`, `crate::types`.
+
+use super::util::{is_tool_name, json_value_at, skip_ws};
+use crate::grammar::is_ident_char;
+use crate::grammar::python::{parse_call, PyOpts};
+use crate::types::Call;
+
+/// The longest label a front end writes before the call in its brackets (`Tool Use:`,
+/// `Tool call:`, `Calling`): a few words, no sentence.
+const MAX_LABEL: usize = 32;
+/// At most this many words in a label.
+const MAX_LABEL_WORDS: usize = 3;
+
+/// A call a front end or proxy wrote in brackets with a short label (`[Tool Use:
+/// NAME({json})]`, `[Tool call: NAME(k="v")]`, `[Calling NAME with {json}]`): the bracket's
+/// content is exactly the label and one call, so the brackets and the label are the call's
+/// markup and go with it. The label is at most [`MAX_LABEL_WORDS`] words of letters, the
+/// first capitalised as software writes it (`Tool Use`, `Calling`), ending in `:`, or words before the name with `with` between the name and a JSON object
+/// (`[Calling tool: NAME with arguments: {json}]` has both). The
+/// call is a keyword call, `NAME({json})` or `NAME {json}`; whether it names an enabled
+/// tool is the caller's check, as for a list.
+pub(super) fn labeled_at(text: &str, p: usize) -> Option<(Vec<Call>, usize)> {
+    let inner = text.get(p + 1..)?;
+    let head = inner.get(..floor_char(inner, MAX_LABEL + 1))?;
+    let words = |label: &str| {
+        let n = label.split_whitespace().count();
+        (1..=MAX_LABEL_WORDS).contains(&n)
+            && (!label.trim_start().starts_with(char::is_lowercase) || has_call_word(label))
+            && label
+                .chars()
+                .all(|c| c.is_alphabetic() || c == ' ' || c == '-')
+    };
+    let (call, end) = match head.find(':') {
+        Some(colon) if words(&head[..colon]) => {
+            let at = skip_ws(text, p + 1 + colon + 1);
+            match parse_call(text, at, PyOpts::STRICT).or_else(|| json_call(text, at)) {
+                Some(c) => c,
+                None => return header_then_object(text, at).map(|(c, e)| (vec![c], e)),
+            }
+        }
+        _ => {
+            // `Calling NAME with {..}`: the label's words, the name, `with`, the object.
+            // The connective may name the object (`with args: {..}`), and the name may be
+            // quoted (`Called function "NAME" with ..`).
+            let brace = inner.get(..floor_char(inner, MAX_LABEL * 4))?.find('{')?;
+            let before = inner.get(..brace)?.trim_end();
+            let with = before.rfind(" with")?;
+            let tail = before[with + " with".len()..].trim_end_matches(':');
+            if tail.split_whitespace().count() > 1
+                || !tail.chars().all(|c| c.is_alphabetic() || c == ' ')
+            {
+                return None;
+            }
+            let before = before[..with].trim_end();
+            let name_at = before.rfind(' ')?;
+            let (label, name) = (&before[..name_at], &before[name_at + 1..]);
+            let name = name.trim_matches(['"', '\'', '`']);
+            if !words(label) || label.len() > MAX_LABEL {
+                return None;
+            }
+            let (arguments, e) = json_value_at(text, p + 1 + brace)?;
+            (call_named(name, arguments)?, e)
+        }
+    };
+    let close = skip_ws(text, end);
+    (text.as_bytes().get(close) == Some(&b']')).then(|| (vec![call], close + 1))
+}
+
+/// Words a label names a call with, in any case (`tool`, `Tool Call`, `Calling`): a
+/// label in lower case counts only with one of them (`[tool:NAME]`, not `[note: ..]`).
+const CALL_WORDS: &[&str] = &[
+    "tool", "call", "calling", "function", "invoke", "invoking", "action", "use", "using",
+];
+
+/// Whether one of `label`'s words is one of [`CALL_WORDS`].
+fn has_call_word(label: &str) -> bool {
+    label
+        .split(|c: char| !c.is_alphabetic())
+        .any(|w| CALL_WORDS.iter().any(|c| w.eq_ignore_ascii_case(c)))
+}
+
+/// The most bytes of a parenthetical after the name (`(ID: call_17)`) and of the label
+/// before the arguments (`Arguments:`).
+const MAX_ASIDE: usize = 80;
+
+/// The label names the tool and closes; the arguments follow it (`[tool:NAME] {json}`,
+/// `[Tool Call: NAME (ID: ..)]` then `Arguments: {json}` on the same line or the next):
+/// the name at `at`, maybe a parenthetical, `]`, then at most a line break and a short
+/// label of words ending in `:` before one JSON object. The call and the offset past it.
+fn header_then_object(text: &str, at: usize) -> Option<(Call, usize)> {
+    let rest = text.get(at..)?;
+    let name_len = rest.find(|c: char| !(is_ident_char(c) || c == '-' || c == '.'))?;
+    let name = rest.get(..name_len)?;
+    let mut i = skip_spaces(text, at + name_len);
+    if text.as_bytes().get(i) == Some(&b'(') {
+        let aside = text.get(i + 1..)?;
+        let close = aside.get(..floor_char(aside, MAX_ASIDE))?.find(')')?;
+        if aside[..close].contains(['(', '[', '{', '\n']) {
+            return None;
+        }
+        i = skip_spaces(text, i + 1 + close + 1);
+    }
+    i = skip_spaces(text, eat_byte(text, i, b']')?);
+    if let Some(j) = eat_byte(text, i, b'\n') {
+        i = skip_spaces(text, j);
+    }
+    let tail = text.get(i..)?;
+    if let Some(colon) = tail
+        .get(..floor_char(tail, MAX_ASIDE))
+        .and_then(|h| h.find(':'))
+    {
+        let label = &tail[..colon];
+        if !label.is_empty()
+            && label.split_whitespace().count() <= 2
+            && label.chars().all(|c| c.is_alphabetic() || c == ' ')
+        {
+            i = skip_spaces(text, i + colon + 1);
+        }
+    }
+    if text.as_bytes().get(i) != Some(&b'{') {
+        return None;
+    }
+    let (arguments, end) = json_value_at(text, i)?;
+    Some((call_named(name, arguments)?, end))
+}
+
+/// `i` past spaces and tabs (a line break stops it).
+fn skip_spaces(text: &str, mut i: usize) -> usize {
+    while matches!(text.as_bytes().get(i), Some(b' ' | b'\t' | b'\r')) {
+        i += 1;
+    }
+    i
+}
+
+/// The offset past `b` when it stands at `i`.
+fn eat_byte(text: &str, i: usize, b: u8) -> Option<usize> {
+    (text.as_bytes().get(i) == Some(&b)).then_some(i + 1)
+}
+
+/// The largest char boundary of `s` at most `n`.
+fn floor_char(s: &str, n: usize) -> usize {
+    let mut n = n.min(s.len());
+    while !s.is_char_boundary(n) {
+        n -= 1;
+    }
+    n
+}
+
+/// `NAME({json})` or `NAME {json}` at `at`: the call and the offset past it.
+fn json_call(text: &str, at: usize) -> Option<(Call, usize)> {
+    let rest = text.get(at..)?;
+    let name_len = rest.find(|c: char| !(is_ident_char(c) || c == '-'))?;
+    let name = rest.get(..name_len)?;
+    let mut i = skip_ws(text, at + name_len);
+    // `NAME with arguments: {..}`, `NAME with {..}`: a connective a front end's trace line
+    // puts between the name and the object.
+    if let Some(tail) = text.get(i..).and_then(|t| t.strip_prefix("with ")) {
+        let words = tail.find('{').filter(|&e| e <= 20)?;
+        let between = &tail[..words];
+        if !between
+            .chars()
+            .all(|c| c.is_alphabetic() || c == ' ' || c == ':')
+        {
+            return None;
+        }
+        i = text.len() - tail.len() + words;
+    }
+    let paren = text.as_bytes().get(i) == Some(&b'(');
+    if paren {
+        i = skip_ws(text, i + 1);
+    }
+    let (arguments, mut end) = json_value_at(text, i)?;
+    if paren {
+        end = skip_ws(text, end);
+        if text.as_bytes().get(end) != Some(&b')') {
+            return None;
+        }
+        end += 1;
+    }
+    Some((call_named(name, arguments)?, end))
+}
+
+/// A call of `name` with an argument object.
+fn call_named(name: &str, arguments: serde_json::Value) -> Option<Call> {
+    (is_tool_name(name) && arguments.is_object()).then(|| Call {
+        name: name.to_string(),
+        arguments,
+    })
+}
+
+/// The probe's side of [`labeled_at`], on at most [`MAX_LABEL`] bytes after the `[` at
+/// `from - 1`: letters and spaces up to a `:` followed by a name and `(` or `{`, or up to
+/// ` with {`.
+#[inline]
+pub(super) fn label_probe(bytes: &[u8], from: usize) -> bool {
+    let limit = (from + MAX_LABEL + 1).min(bytes.len());
+    let Some(head) = bytes.get(from..limit) else {
+        return false;
+    };
+    let Some(stop) = head
+        .iter()
+        .position(|b| !(b.is_ascii_alphabetic() || *b == b' ' || *b == b'-' || *b >= 0x80))
+    else {
+        return false;
+    };
+    let at = |i: usize| head.get(i).copied();
+    match at(stop) {
+        Some(b':') => {
+            // A name, then `(` or `{` (after spaces): the call's shape.
+            let rest = bytes.get(from + stop + 1..).unwrap_or_default();
+            let rest = &rest[..rest.len().min(MAX_LABEL * 4)];
+            let name = rest.iter().skip_while(|b| **b == b' ');
+            let mut after =
+                name.skip_while(|b| b.is_ascii_alphanumeric() || **b == b'_' || **b >= 0x80);
+            match after.find(|b| **b != b' ') {
+                Some(b'(' | b'{') => true,
+                // `[tool:NAME] {`, `[Tool Call: NAME]` then `Arguments: {` below it.
+                Some(b']') => {
+                    let tail: Vec<u8> = after.take(MAX_ASIDE).copied().collect();
+                    tail.iter().position(|b| *b == b'{').is_some_and(|e| {
+                        tail[..e].iter().all(|b| {
+                            b.is_ascii_alphabetic()
+                                || matches!(b, b' ' | b'\t' | b'\r' | b'\n' | b':')
+                        })
+                    })
+                }
+                // `NAME with arguments: {`: a connective and a word or two before the object.
+                Some(b'w') => {
+                    let tail: Vec<u8> = after.take(24).copied().collect();
+                    tail.starts_with(b"ith")
+                        && tail.iter().position(|b| *b == b'{').is_some_and(|e| {
+                            tail[..e]
+                                .iter()
+                                .all(|b| b.is_ascii_alphabetic() || matches!(b, b' ' | b':'))
+                        })
+                }
+                _ => false,
+            }
+        }
+        // `Calling NAME with {`: the letters and spaces run up to the brace (a one-word
+        // name), or into the name's `_` or digits, and then to the brace on the same line.
+        // Anything else (`[the docs](..)`, `[1]`) stops here, at the first byte.
+        Some(b'{') => with_before(&head[..stop]),
+        // The name runs on (`_`, digits) or is quoted (`Called function "NAME" with`).
+        Some(b) if matches!(b, b'_' | b'"' | b'\'' | b'`') || b.is_ascii_digit() => {
+            let far = (from + MAX_LABEL * 4).min(bytes.len());
+            let rest = bytes.get(from..far).unwrap_or_default();
+            rest.iter()
+                .position(|b| matches!(b, b'{' | b']' | b'\n'))
+                .is_some_and(|e| rest[e] == b'{' && with_before(&rest[..e]))
+        }
+        _ => false,
+    }
+}
+
+/// Whether `head` (what stands before an object) ends with the connective ` with`, maybe
+/// followed by one word naming the object and a colon (`with args:`).
+fn with_before(head: &[u8]) -> bool {
+    let head = head.trim_ascii_end();
+    let head = head.strip_suffix(b":").unwrap_or(head);
+    let word = head
+        .iter()
+        .rev()
+        .take_while(|b| b.is_ascii_alphabetic())
+        .count();
+    let named = head[..head.len() - word].trim_ascii_end();
+    head.ends_with(b" with") || (word > 0 && named.ends_with(b" with"))
+}
