@@ -4,9 +4,9 @@
 //!
 //! Each detector (a table row or a family's own finder) names literal markers and the bytes
 //! a leak may start the message with. Every marker contains one of the anchor bytes `<`, `[`, `{`
-//! (checked by a test; `json_fence`'s ```` ```json ```` and `react`'s `Action Input` are the
-//! exceptions: both leaks always hold an object, so they are looked for where a `{` is), so
-//! the scan is a SIMD `memchr3` over those three bytes, and only at a hit are the markers
+//! (checked by a test: `json_fence`'s ```` ```json ```` and `react`'s `Action Input` are
+//! confirmed by their probes at the brace of the object their leaks always hold), so the
+//! scan is a SIMD `memchr3` over those three bytes, and only at a hit are the markers
 //! anchored at that byte compared. A message of plain prose costs that one scan.
 //!
 //! May depend on: `crate::families` (the registry), `crate::types`. Nothing else.
@@ -126,74 +126,6 @@ fn word(b: &[u8]) -> u64 {
     }
 }
 
-/// Markers with no anchor byte that share their first bytes (`` ```json ``, `` ```JSON ``):
-/// one search for the shared `prefix`, then the rest compared at each of its places.
-struct Unanchored {
-    prefix: memchr::memmem::Finder<'static>,
-    /// What must follow the prefix, and whose marker that is.
-    rests: Vec<(&'static [u8], DetectorSet)>,
-    /// Every detector of the group.
-    detectors: DetectorSet,
-}
-
-impl Unanchored {
-    /// The group's detectors whose marker occurs in `bytes`. Every place of the prefix is
-    /// looked at, overlapping ones too (`` ````json `` holds `` ```json `` at its second byte).
-    fn scan(&self, bytes: &[u8], seen: DetectorSet) -> DetectorSet {
-        let mut found = DetectorSet::default();
-        if seen.0 & self.detectors.0 == self.detectors.0 {
-            return found;
-        }
-        let mut from = 0;
-        let len = self.prefix.needle().len();
-        while let Some(i) = bytes.get(from..).and_then(|h| self.prefix.find(h)) {
-            let after = bytes.get(from + i + len..).unwrap_or_default();
-            for (rest, fams) in &self.rests {
-                if after.starts_with(rest) {
-                    found.0 |= fams.0;
-                }
-            }
-            if (found.0 | seen.0) & self.detectors.0 == self.detectors.0 {
-                break;
-            }
-            from += i + 1;
-        }
-        found
-    }
-}
-
-/// The unanchored markers grouped by their first three bytes, each group searched once for
-/// what its markers share: `json_fence`'s three spellings cost one search, not three.
-fn group_unanchored(markers: &[(&'static [u8], DetectorSet)]) -> Vec<Unanchored> {
-    let mut groups: Vec<Vec<(&'static [u8], DetectorSet)>> = Vec::new();
-    for &(m, fams) in markers {
-        let key = &m[..m.len().min(3)];
-        match groups.iter_mut().find(|g| g[0].0.starts_with(key)) {
-            Some(g) => g.push((m, fams)),
-            None => groups.push(vec![(m, fams)]),
-        }
-    }
-    groups
-        .into_iter()
-        .map(|g| {
-            let first = g[0].0;
-            let shared = g.iter().fold(first.len(), |n, (m, _)| {
-                first
-                    .iter()
-                    .zip(m.iter())
-                    .take(n)
-                    .take_while(|(a, b)| a == b)
-                    .count()
-            });
-            Unanchored {
-                prefix: memchr::memmem::Finder::new(&first[..shared]),
-                rests: g.iter().map(|&(m, fams)| (&m[shared..], fams)).collect(),
-                detectors: DetectorSet(g.iter().fold(0, |acc, (_, f)| acc | f.0)),
-            }
-        })
-        .collect()
-}
-
 /// A hit's next byte may go on a bare anchor's markup: its probes are asked.
 const NEXT_PROBES: u8 = 1;
 /// Some marker has the hit's next byte after its anchor: the markers are compared.
@@ -216,9 +148,6 @@ struct Tables {
     /// UTF-8 lead byte), `_`, quotes, `}` and whitespace pass (see [`bare_next`]); markers
     /// are compared only for a byte that some marker has after the anchor.
     next: [[u8; 256]; 3],
-    /// Markers with no anchor byte (```` ```json ````, `Action Input`): searched whole, and
-    /// only in a text that holds a `{`, since those leaks need an object.
-    unanchored: Vec<Unanchored>,
     /// Detectors per first non-whitespace byte.
     at_start: [DetectorSet; 256],
     /// The checks for markup with no anchor byte, each run once per message (few
@@ -258,41 +187,39 @@ fn tables() -> &'static Tables {
             bare: Default::default(),
             ending: Default::default(),
             next: [[0; 256]; 3],
-            unanchored: Vec::new(),
             at_start: [DetectorSet::default(); 256],
             lines: Vec::new(),
         };
-        let mut unanchored = Vec::new();
         for (index, det) in detectors().iter().enumerate() {
             let fam = DetectorSet(1u64 << index);
             for &trigger in det.triggers() {
                 let bytes = trigger.as_bytes();
-                match bytes.iter().position(|b| ANCHORS.contains(b)) {
-                    Some(i) => {
-                        let slot = ANCHORS.iter().position(|&a| a == bytes[i]).unwrap_or(0);
-                        let m = Anchored {
-                            probe: (bytes.len() == 1).then(|| det.probe()).flatten(),
-                            ..Anchored::new(&bytes[..i], &bytes[i..], fam)
-                        };
-                        match bytes.get(i + 1) {
-                            Some(&next) => {
-                                t.next[slot][usize::from(next)] |= NEXT_MARKERS;
-                                add(&mut t.by_next[slot][usize::from(next)], m);
-                            }
-                            None if i > 0 => add(&mut t.ending[slot], m),
-                            None => {
-                                for b in 0..=255u8 {
-                                    if bare_next(bytes[i], b) {
-                                        t.next[slot][usize::from(b)] |= NEXT_PROBES;
-                                    }
-                                }
-                                if let Some(p) = m.probe {
-                                    t.bare[slot].push((p, m.detectors));
-                                }
+                // Every marker holds an anchor byte (a test checks it): one without would
+                // need a search of the whole text of its own.
+                let Some(i) = bytes.iter().position(|b| ANCHORS.contains(b)) else {
+                    continue;
+                };
+                let slot = ANCHORS.iter().position(|&a| a == bytes[i]).unwrap_or(0);
+                let m = Anchored {
+                    probe: (bytes.len() == 1).then(|| det.probe()).flatten(),
+                    ..Anchored::new(&bytes[..i], &bytes[i..], fam)
+                };
+                match bytes.get(i + 1) {
+                    Some(&next) => {
+                        t.next[slot][usize::from(next)] |= NEXT_MARKERS;
+                        add(&mut t.by_next[slot][usize::from(next)], m);
+                    }
+                    None if i > 0 => add(&mut t.ending[slot], m),
+                    None => {
+                        for b in 0..=255u8 {
+                            if bare_next(bytes[i], b) {
+                                t.next[slot][usize::from(b)] |= NEXT_PROBES;
                             }
                         }
+                        if let Some(p) = m.probe {
+                            t.bare[slot].push((p, m.detectors));
+                        }
                     }
-                    None => unanchored.push((bytes, fam)),
                 }
             }
             for &b in det.at_start() {
@@ -302,8 +229,6 @@ fn tables() -> &'static Tables {
                 t.lines.push((check, fam));
             }
         }
-        // Built once: a finder built per search cost a tenth of the scan.
-        t.unanchored = group_unanchored(&unanchored);
         t
     })
 }
@@ -335,15 +260,11 @@ pub fn scan_detectors(text: &str) -> DetectorSet {
     if let Some(first) = first {
         seen.0 |= t.at_start[usize::from(first)].0;
     }
-    let mut saw_brace = false;
     for pos in memchr::memchr3_iter(ANCHORS[0], ANCHORS[1], ANCHORS[2], bytes) {
         let slot = match bytes[pos] {
             b'<' => 0,
             b'[' => 1,
-            _ => {
-                saw_brace = true;
-                2
-            }
+            _ => 2,
         };
         for m in &t.ending[slot] {
             // The byte before the anchor first: a slice compare is a call.
@@ -382,11 +303,6 @@ pub fn scan_detectors(text: &str) -> DetectorSet {
             }
         }
     }
-    if saw_brace {
-        for group in &t.unanchored {
-            seen.0 |= group.scan(bytes, seen).0;
-        }
-    }
     // Markup with no anchor byte is looked for at the ends of the text, after the scan:
     // it has just brought them into the cache.
     for &(check, fams) in &t.lines {
@@ -408,17 +324,13 @@ mod tests {
     }
 
     #[test]
-    fn only_families_whose_leaks_hold_an_object_have_unanchored_markers() {
-        // The `{` shortcut for unanchored markers is sound only for a family whose leaks
-        // always contain an object.
+    fn every_marker_holds_an_anchor_byte() {
+        // The scan looks only where an anchor byte is: a marker without one would never be
+        // found (and searching the text for it cost a tenth of the clean path).
         for det in detectors() {
             for t in det.triggers() {
                 let anchored = t.bytes().any(|b| ANCHORS.contains(&b));
-                assert!(
-                    anchored || matches!(det.family(), Family::JsonFence | Family::React),
-                    "{:?}: {t}",
-                    det.family()
-                );
+                assert!(anchored, "{:?}: {t}", det.family());
             }
         }
     }

@@ -19,8 +19,27 @@ use crate::types::{Call, Family};
 use crate::{json5, Ctx, Leak};
 use serde_json::Value;
 
-/// Literal markers one of which any leak of this family contains.
-pub(crate) const TRIGGERS: &[&str] = &["```json", "```JSON", "```Json"];
+/// The first brace of the fence's value: a bare `{`, confirmed by [`probe`] (the fence's
+/// opening line right before it). Searching the whole text for the fence cost as much as
+/// the rest of the prefilter's work on texts with an object in them.
+pub(crate) const TRIGGERS: &[&str] = &["{"];
+
+/// The opening lines the fence may have.
+const OPENERS: &[&[u8]] = &[b"```json", b"```JSON", b"```Json"];
+
+/// The prefilter's look at a `{`: a fence's opening line ends right before it, past the
+/// line break, spaces and a list's `[` between them (`` ```json\n[\n  {``).
+pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
+    let head = &bytes[..p];
+    let gap = head
+        .iter()
+        .rev()
+        .take(64)
+        .take_while(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n' | b'['))
+        .count();
+    let head = &head[..head.len() - gap];
+    gap > 0 && OPENERS.iter().any(|o| head.ends_with(o))
+}
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = &[];
 

@@ -2,9 +2,12 @@
 //! (`[Tool Use: NAME({json})]`, `[Calling NAME with {json}]`), or the label naming the
 //! tool and the arguments right after it (`[tool:NAME] {json}`, `[Tool Call: NAME (ID:
 //! ..)] Arguments: {json}`). The bracket and its label are the call's markup and go with it.
+//! The same trace written as a line of its own, without brackets (`Calling NAME with
+//! input: {json}`), is [`trace_line`]. (LangChain's ``Invoking: `NAME` with `{..}` ``
+//! puts the object in inline code, which is an example here.)
 //! Whether the call names an enabled tool is the caller's check, as for a list.
 //!
-//! May depend on: `crate::families::util`, `crate::grammar`, `crate::types`.
+//! May depend on: `crate::families::util`, `crate::grammar`, `crate::json5`, `crate::types`.
 
 use super::util::{is_tool_name, json_value_at, skip_ws};
 use crate::grammar::is_ident_char;
@@ -184,6 +187,73 @@ fn json_call(text: &str, at: usize) -> Option<(Call, usize)> {
         end += 1;
     }
     Some((call_named(name, arguments)?, end))
+}
+
+/// A trace line standing as a line of its own, its object at the `{` at `p`: a label of
+/// at most [`MAX_LABEL_WORDS`] words (capitalised as software writes it, or holding a call
+/// word), the tool's name (maybe quoted or in backticks), ` with`, maybe one word naming the
+/// object and a colon, then the object (JSON, or a Python dict) ending the line. Where the line starts (past its indent), where the call ends, and the
+/// call.
+pub(crate) fn trace_line(text: &str, p: usize) -> Option<(usize, usize, Call)> {
+    let line = text.get(..p)?.rfind('\n').map_or(0, |i| i + 1);
+    let head = text.get(line..p)?.trim_end();
+    let head = head.strip_suffix(':').unwrap_or(head).trim_end();
+    let head = match head.strip_suffix(" with") {
+        Some(h) => h,
+        None => {
+            let (h, word) = head.rsplit_once(' ')?;
+            if word.is_empty() || !word.chars().all(char::is_alphabetic) {
+                return None;
+            }
+            h.strip_suffix(" with")?
+        }
+    };
+    let (label, name) = head.trim_end().rsplit_once(' ')?;
+    let name = name.trim_matches(['"', '\'', '`']);
+    let label = label.trim_end().strip_suffix(':').unwrap_or(label).trim();
+    let words = label.split_whitespace().count();
+    let labelled = (1..=MAX_LABEL_WORDS).contains(&words)
+        && label.len() <= MAX_LABEL
+        && label.chars().all(|c| c.is_alphabetic() || c == ' ')
+        && (label.starts_with(|c: char| c.is_uppercase()) || has_call_word(label));
+    let start = line + (text.get(line..p)?.len() - text.get(line..p)?.trim_start().len());
+    if !labelled || !text.get(start..)?.starts_with(label) {
+        return None;
+    }
+    // A Python framework prints the object as a dict (`{'k': 'v', 'n': 0}`).
+    let (arguments, end) = match json_value_at(text, p) {
+        Some(read) => read,
+        None if text.get(p + 1..)?.starts_with('\'') => {
+            crate::json5::parse_value_at(text, p).ok()?
+        }
+        None => return None,
+    };
+    let rest = text.get(end..)?;
+    let line_end = rest.find('\n').unwrap_or(rest.len());
+    if !rest[..line_end].trim().is_empty() {
+        return None;
+    }
+    Some((start, end, call_named(name, arguments)?))
+}
+
+/// Whether what stands before the `{` at `p` may end a trace line's connective (`with`,
+/// `with input:`): the prefilter's side of [`trace_line`], a few bytes back.
+#[inline]
+pub(crate) fn trace_probe(bytes: &[u8], p: usize) -> bool {
+    let head = bytes[..p].trim_ascii_end();
+    let head = head.strip_suffix(b":").unwrap_or(head);
+    // JSON's `"key": {` stops at its quote.
+    if !head.last().is_some_and(u8::is_ascii_alphabetic) {
+        return false;
+    }
+    let word = head
+        .iter()
+        .rev()
+        .take(16)
+        .take_while(|b| b.is_ascii_alphabetic())
+        .count();
+    let named = head[..head.len() - word].trim_ascii_end();
+    head.ends_with(b" with") || (word > 0 && named.ends_with(b" with"))
 }
 
 /// A call of `name` with an argument object.

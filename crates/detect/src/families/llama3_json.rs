@@ -12,7 +12,9 @@
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
 use super::util::with_trailing;
-use super::util::{calls_of, envelope, flat_call, is_schema, json_value_at, skip_ws, strict_call};
+use super::util::{
+    calls_of, envelope, flat_call, is_schema, json_value_at, keyed_call, skip_ws, strict_call,
+};
 use crate::grammar::json::{call_of, Keys};
 use crate::grammar::text::eat;
 use crate::types::{Call, Family};
@@ -158,7 +160,10 @@ fn call_at(text: &str, ctx: &Ctx<'_>, pos: usize) -> Option<(Vec<Call>, usize)> 
         Some(call) => vec![call],
         None => match envelope(&v) {
             Some(calls) => calls,
-            None if whole => vec![flat_call(&v, false).filter(|c| !is_schema(&c.arguments))?],
+            None if whole => {
+                let call = flat_call(&v, false).or_else(|| keyed_call(&v));
+                vec![call.filter(|c| !is_schema(&c.arguments))?]
+            }
             None => return None,
         },
     };

@@ -120,6 +120,11 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         if tag.span.start < after {
             continue;
         }
+        if let Some((end, calls)) = reader.list(tag) {
+            blocks.push((tag.span.start..end, calls));
+            after = end;
+            continue;
+        }
         let found = match tag.kind {
             Kind::Close | Kind::Special if closes_a_call(tag) => reader.before_closer(tag),
             _ => reader
@@ -385,6 +390,25 @@ impl<'t> Reader<'_, 't> {
                 arguments: Value::Object(body.args),
             },
         ))
+    }
+
+    /// A list of JSON call objects between a call opener and its closer
+    /// (`<|FunctionCallBegin|>[{"name", "parameters"}, ..]<|FunctionCallEnd|>`), every call
+    /// of an enabled tool: where the closer ends, and the calls.
+    fn list(&self, open: &Tag<'t>) -> Option<(usize, Vec<Call>)> {
+        if !matches!(open.kind, Kind::Open | Kind::Special) || !is_call_key(&open.key()) {
+            return None;
+        }
+        let q = skip_ws(self.text, open.span.end);
+        if self.text.as_bytes().get(q) != Some(&b'[') {
+            return None;
+        }
+        let (v, end) = crate::grammar::json::value_at(self.text, q)?;
+        let calls = super::util::calls_of(&v, false)?;
+        if !calls.iter().all(|c| self.enabled(&c.name)) {
+            return None;
+        }
+        Some((self.closer(end, &open.key())?, calls))
     }
 
     /// Parameter elements, one per line, whose call's opener is gone and whose closer

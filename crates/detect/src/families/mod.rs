@@ -170,7 +170,7 @@ own! {
     Minimax => minimax,
     XmlInvoke => xml_invoke,
     Mistral => mistral,
-    JsonFence => json_fence,
+    JsonFence => json_fence probe (json_fence::probe),
     Llama3Json => llama3_json,
     Pythonic => pythonic probe (pythonic::probe),
     Xlam => xlam,
@@ -181,7 +181,7 @@ own! {
     Lmstudio => named probe (named::probe) lines (named::lines_probe),
     ClineXml => xml_tool probe (xml_tool::probe),
     Gemini => gemini,
-    React => react,
+    React => react probe (react::probe),
     Markup => markup probe (markup::probe),
 }
 

@@ -197,11 +197,13 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
         let capital = bytes
             .get(i)
             .is_some_and(|b| b.is_ascii_uppercase() || *b >= 0xC2);
+        // Or a lower-case label whose word is about a call (`[tool:NAME]`).
         let called = || {
             let word = &bytes[i..end];
-            [&b"tool"[..], b"call", b"function", b"invoke", b"action"]
-                .iter()
-                .any(|w| word.eq_ignore_ascii_case(w))
+            (4..=8).contains(&word.len())
+                && [&b"tool"[..], b"call", b"function", b"invoke", b"action"]
+                    .iter()
+                    .any(|w| word.eq_ignore_ascii_case(w))
         };
         return (capital || called())
             && matches!(bytes.get(end), Some(b' ' | b':'))

@@ -26,10 +26,24 @@ use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
 use serde_json::Value;
 
-/// Literal markers one of which any leak of this family contains: one needle for `Action Input:`, `Action input:` and a numbered step's `Action 1 Input:`:
-/// it has no anchor byte, so the prefilter searches the whole text for it (where a `{` is),
-/// and one search costs less than three.
-pub(crate) const TRIGGERS: &[&str] = &["nput:"];
+/// The object an input label holds: a bare `{`, confirmed by [`probe`] (the label's
+/// `nput:` right before it), or a serialized one's `"{\"`. Searching the whole text for `nput:` cost a tenth of the
+/// clean path; the label always stands right before the object's brace.
+pub(crate) const TRIGGERS: &[&str] = &["{", "\"{\\\""];
+
+/// The prefilter's look at a `{`: an input label's `nput:` ends right before it, past the
+/// spaces, markdown stars and the quote of a serialized object between them
+/// (`Action Input: {`, `**Action Input:** {`, `Action Input: "{\"q\": ..}"`).
+pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
+    let head = &bytes[..p];
+    let gap = head
+        .iter()
+        .rev()
+        .take(12)
+        .take_while(|b| matches!(b, b' ' | b'\t' | b'*' | b'"'))
+        .count();
+    head[..head.len() - gap].ends_with(b"nput:")
+}
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = &[];
 
@@ -72,9 +86,12 @@ fn step(text: &str, hit: usize, ctx: &Ctx<'_>) -> Option<(usize, usize, Call)> {
             text.get(prev_start..prev_end)?.trim_end_matches('\r'),
         )
     } else {
+        // The input label is a few words right before its colon: only spaces near it, the
+        // first that starts one (`Action Input`, not its last word alone).
         let split = head
             .match_indices(' ')
             .map(|(i, _)| i)
+            .filter(|&i| head.len() - i <= 32)
             .find(|&i| is_label(&head[i + 1..], INPUT_LABELS))?;
         (line, &head[..split])
     };

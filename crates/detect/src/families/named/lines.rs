@@ -174,6 +174,10 @@ pub(crate) fn lines_probe(text: &str) -> bool {
     if e > line && matches!(b[e - 1], b'"' | b'\'') {
         return super::super::cli::last_line_opens(b, line, e);
     }
+    // Arguments alone after the short prose that names their tool (`after`).
+    if e > line && b[e - 1] == b'}' {
+        return super::after::object_line(&b[..e]).is_some();
+    }
     // Most messages end with neither `)`, a token's `>` nor a fence: nothing more to look at.
     if e == line || !matches!(b[e - 1], b')' | b'>' | b'`') {
         return false;
@@ -448,14 +452,17 @@ const HEADER_ONLY: usize = 256;
 
 /// Whether `text` may be (or, streamed, still become) a lone Harmony recipient header
 /// (`to=functions.NAME`): short messages only.
+#[inline]
 pub(crate) fn lone_recipient_possible(text: &str) -> bool {
     let b = text.as_bytes();
-    // Such a reply opens with `to=`, a header word (`assistant`, `commentary`, `analysis`,
-    // `final`) or an invisible space: one byte's look for most replies, then one byte
-    // search, no substring searcher to build.
+    // Such a reply is short and opens with `to=`, a header word (`assistant`,
+    // `commentary`, `analysis`, `final`) or an invisible space: its length and one byte's
+    // look for most replies, then one byte search, no substring searcher to build.
+    if b.len() > HEADER_ONLY {
+        return false;
+    }
     let first = b.iter().find(|c| !c.is_ascii_whitespace());
-    b.len() <= HEADER_ONLY
-        && matches!(first, Some(b't' | b'a' | b'c' | b'f' | 0xC2 | 0xE2 | 0xEF))
+    matches!(first, Some(b't' | b'a' | b'c' | b'f' | 0xC2 | 0xE2 | 0xEF))
         && memchr::memchr_iter(b'=', b)
             .any(|i| i >= 2 && &b[i - 2..i] == b"to" && b[i + 1..].starts_with(b"functions."))
 }

@@ -31,12 +31,14 @@
 //! worker fetch them.
 //!
 //! Here: the finder that gathers the shapes and the prefilter's probe; `shapes` reads the
-//! shapes around a `{`, `lines` the bare Python lines, `apart` says where markup stands
-//! apart from prose.
+//! shapes around a `{`, `lines` the bare Python lines, `after` an arguments object after the
+//! prose that names its tool, `apart` says where markup stands apart from prose.
 //!
-//! May depend on: its own `apart`, `shapes`, `lines`; `super::util`, `super::harmony`, `super::cli`,
+//! May depend on: its own `after`, `apart`, `shapes`, `lines`; `super::util`, `super::harmony`, `super::cli`,
+//! `super::labels` (trace lines),
 //! `crate::grammar`, `crate::types`, `crate::Ctx`.
 
+mod after;
 mod apart;
 mod lines;
 mod shapes;
@@ -48,7 +50,7 @@ pub(crate) use apart::{stands_after, stands_before};
 pub(crate) use lines::{lines_probe, lone_recipient_possible};
 
 use super::harmony;
-use super::util::{merge, Block, MAX_CANDIDATES};
+use super::util::{merge, with_trailing, Block, MAX_CANDIDATES};
 use crate::grammar::bytes as class;
 use crate::types::Family;
 use crate::{Ctx, Leak};
@@ -80,6 +82,17 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         if seen > MAX_CANDIDATES {
             break;
         }
+        let trace = super::labels::trace_probe(bytes, p);
+        if let Some((start, end, call)) =
+            trace.then(|| super::labels::trace_line(text, p)).flatten()
+        {
+            if ctx.tool_enabled(&call.name) {
+                from = end;
+                let end = with_trailing(text, end, &[]);
+                by_family.push((Family::Pythonic, (start..end, vec![call])));
+                continue;
+            }
+        }
         let prev_end = by_family.last().map_or(usize::MAX, |(_, (s, _))| s.end);
         match at_brace(text, p, prev_end, ctx) {
             Some((family, span, call)) => {
@@ -94,6 +107,14 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     }
     for (family, block) in python_lines(text, ctx) {
         by_family.push((family, block));
+    }
+    if let Some((span, call)) = after::args_after_prose(text, ctx) {
+        let taken = by_family
+            .iter()
+            .any(|(_, (s, _))| s.start < span.end && span.start < s.end);
+        if !taken && !ctx.quoted(span.start) {
+            by_family.push((Family::Llama3Json, (span, vec![call])));
+        }
     }
     for block in tool_code_fences(text, ctx) {
         by_family.push((Family::JsonFence, block));
@@ -114,6 +135,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         }
     }
     for family in [
+        Family::Llama3Json,
         Family::JsonFence,
         Family::Mistral,
         Family::Kimi,
@@ -150,11 +172,13 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
         // An empty object only glued to its name (`get_time{}`): `{}` after a space is a
         // placeholder (`"{}".format`, `-exec rm {}`, `Foo {}`).
         Some(b'}') => (q == p + 1 && p > 0 && bytes[p - 1] != b' ') || kimi_id_before(bytes, p),
-        // A script's object literal as a call's one argument (`NAME({ key: "v" })`,
-        // `NAME({'key': ..})`): the parenthesis says it is an argument.
-        Some(b) if (b.is_ascii_alphabetic() || matches!(b, b'_' | b'\'')) => {
-            (keyed(bytes, q) && paren_before(bytes, p)) || gemini_before(bytes, p)
+        // A script's object literal as a call's one argument (`NAME({ key: "v" })`): the
+        // parenthesis says it is an argument.
+        Some(b) if b.is_ascii_alphabetic() || *b == b'_' => {
+            (paren_before(bytes, p) && keyed(bytes, q)) || gemini_before(bytes, p)
         }
+        // A trace line's object printed as a Python dict (`.. with arguments: {'k': ..}`).
+        Some(b'\'') => super::labels::trace_probe(bytes, p),
         _ => false,
     }
 }
@@ -266,6 +290,8 @@ fn name_before(bytes: &[u8], p: usize) -> bool {
             start < i - 1 && before != Some(&b'.')
         }
         Some(b']') => newlines > 0,
+        // A trace line's connective (`Calling NAME with input: {`).
+        Some(b':') if newlines == 0 => super::labels::trace_probe(bytes, p),
         _ => false,
     }
 }
