@@ -70,6 +70,7 @@ use std::cell::Cell;
 mod clean;
 pub(crate) mod code;
 pub(crate) mod config;
+mod dangling;
 pub(crate) mod families;
 pub(crate) mod grammar;
 pub(crate) mod json5;
@@ -271,6 +272,7 @@ pub fn detect_traced<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T
     take_wrappers(text, &code, &mut leaks);
     remnant::take(text, &code, &mut leaks);
     take_trailing_tokens(text, &mut leaks);
+    dangling::take(text, &code, &reasoning, &mut leaks);
     if T::ENABLED {
         for l in &leaks {
             let note = match config.family_enabled(l.family) {
@@ -361,7 +363,8 @@ fn matched_markers(text: &str, det: families::Detector) -> Vec<String> {
 /// table and the own finders: the formats' own grammars decide the calls. Where an exact
 /// reading found the same calls inside a net leak (a call object inside a tag the format
 /// does not know), the net's span says how far the markup goes and the exact calls stay;
-/// any other overlap drops the net's leak.
+/// where the exact readings found only some of the net's calls, each equal to the net's,
+/// the net's calls stand; any other overlap drops the net's leak.
 fn shadow_the_net(leaks: &mut Vec<Leak>) {
     if leaks.iter().all(|l| l.family != Family::Markup) {
         return;
@@ -374,7 +377,10 @@ fn shadow_the_net(leaks: &mut Vec<Leak>) {
             leaks.push(n);
             continue;
         }
-        let inside: Vec<&Leak> = exact.iter().filter(|e| overlaps(e)).collect();
+        // Two rows of one format may read the same call: it is one call.
+        let mut inside: Vec<&Leak> = exact.iter().filter(|e| overlaps(e)).collect();
+        inside.sort_by_key(|e| (e.span.start, e.span.end));
+        inside.dedup_by(|a, b| a.span == b.span && a.calls == b.calls);
         let contained = inside
             .iter()
             .all(|e| n.span.start <= e.span.start && e.span.end <= n.span.end);
@@ -383,17 +389,32 @@ fn shadow_the_net(leaks: &mut Vec<Leak>) {
         };
         let same =
             names(&mut inside.iter().flat_map(|e| e.calls.iter())) == names(&mut n.calls.iter());
-        if contained && same && inside.iter().all(|e| e.results.is_empty()) {
-            n.calls = inside
-                .iter()
-                .flat_map(|e| e.calls.iter().cloned())
-                .collect();
+        // The exact readings took only some of the net's calls, each as the net read it
+        // (a bare call read after its broken section's first calls were declined): the net
+        // read the whole wrapper, and its calls stand.
+        let part = (!same).then(|| net_with_exact(&n.calls, &inside)).flatten();
+        if contained && (same || part.is_some()) && inside.iter().all(|e| e.results.is_empty()) {
+            n.calls = match part {
+                Some(calls) => calls,
+                None => inside
+                    .iter()
+                    .flat_map(|e| e.calls.iter().cloned())
+                    .collect(),
+            };
             n.family = inside.first().map_or(n.family, |e| e.family);
             exact.retain(|e| !(n.span.start <= e.span.start && e.span.end <= n.span.end));
             leaks.push(n);
         }
     }
     leaks.append(&mut exact);
+}
+
+/// The net's calls, when the exact readings' calls are some of them, in order, each equal
+/// to the net's.
+fn net_with_exact(net: &[Call], inside: &[&Leak]) -> Option<Vec<Call>> {
+    let mut rest = net.iter();
+    let mut exact = inside.iter().flat_map(|e| e.calls.iter());
+    exact.all(|c| rest.any(|m| m == c)).then(|| net.to_vec())
 }
 
 /// Why the driver drops a leak a detector read, if it does: it lies in reasoning or (for

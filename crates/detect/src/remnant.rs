@@ -277,7 +277,7 @@ fn bracket_token(s: &str) -> Option<bool> {
 }
 
 /// The bracketed token that ends `head`: its start in `head` and whether it closes.
-fn bracket_token_ending(head: &str) -> Option<(usize, bool)> {
+pub(crate) fn bracket_token_ending(head: &str) -> Option<(usize, bool)> {
     let open = head.rfind('[')?;
     bracket_token(head.get(open..)?).map(|closing| (open, closing))
 }

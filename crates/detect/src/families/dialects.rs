@@ -374,8 +374,9 @@ fn python_tag_pythonic(text: &str, at: usize, ctx: &Ctx<'_>) -> Option<(Vec<Call
 }
 
 /// `{tool => "NAME", args => {--key "value" ...}}`: a hash in Perl's spelling (MiniMax models
-/// write it in `[TOOL_CALL]`). Values are JSON strings or bare scalars; extra closing braces
-/// before the call's closer are tolerated (models write `}}}`).
+/// write it in `[TOOL_CALL]`). Values are JSON strings (in typographic quotes too) or bare
+/// scalars, keys may follow a typographic dash; extra closing braces before the call's
+/// closer are tolerated (models write `}}}`).
 pub(super) fn hash_call(
     text: &str,
     pos: usize,
@@ -387,7 +388,7 @@ pub(super) fn hash_call(
     let mut i = eat(scope, skip_ws(scope, pos), "{")?;
     i = eat(scope, skip_ws(scope, i), "tool")?;
     i = eat(scope, skip_ws(scope, i), "=>")?;
-    let (name, after) = match json::value_at(scope, skip_ws(scope, i))? {
+    let (name, after) = match quoted_at(scope, skip_ws(scope, i))? {
         (Value::String(n), e) => (n, e),
         _ => return None,
     };
@@ -405,7 +406,8 @@ pub(super) fn hash_call(
             i = after;
             break;
         }
-        i = eat(scope, i, "--")?;
+        // A word processor's dash for `--` (`–key`, `—key`).
+        i = ["--", "–", "—"].iter().find_map(|d| eat(scope, i, d))?;
         let key_len = scope
             .get(i..)?
             .bytes()
@@ -416,8 +418,8 @@ pub(super) fn hash_call(
             return None;
         }
         let v = skip_ws(scope, i + key_len);
-        let (value, end) = match scope.as_bytes().get(v)? {
-            b'"' => json::value_at(scope, v)?,
+        let (value, end) = match scope.get(v..)?.chars().next()? {
+            '"' | '“' | '”' => quoted_at(scope, v)?,
             _ => {
                 let len = scope
                     .get(v..)?
@@ -443,6 +445,22 @@ pub(super) fn hash_call(
         arguments: Value::Object(args),
     };
     Some((vec![call], l))
+}
+
+/// A JSON value at `pos`, or a string in typographic quotes (`“v”`), as a word processor
+/// or a model's "smart quotes" spell a JSON string: its text as written.
+fn quoted_at(text: &str, pos: usize) -> Option<(Value, usize)> {
+    let rest = text.get(pos..)?;
+    let Some(open) = rest.chars().next().filter(|c| matches!(c, '“' | '”')) else {
+        return json::value_at(text, pos);
+    };
+    let body = &rest[open.len_utf8()..];
+    let close = body.find(['”', '“', '\n'])?;
+    let closer = body[close..].chars().next()?;
+    (closer != '\n').then(|| {
+        let end = pos + open.len_utf8() + close + closer.len_utf8();
+        (Value::String(body[..close].to_string()), end)
+    })
 }
 
 /// Gemini CLI's `[tool_call: NAME for PARAM 'value' and PARAM2 'value2']`. The form without a

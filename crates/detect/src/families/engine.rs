@@ -273,7 +273,13 @@ fn block(
         return Outcome::Skip;
     }
     let q = skip_ws(text, end);
-    match eat_any(text, q, &r.section_close) {
+    // A reporter's elision (`...`, `…`) standing alone between the last call and the
+    // section's closer: the calls it stands for are gone, the wrapper is still whole.
+    let closer = eat_any(text, q, &r.section_close).or_else(|| {
+        let past = skip_ws(text, skip_elision(text, q)?);
+        in_section.then(|| eat_any(text, past, &r.section_close))?
+    });
+    match closer {
         Some(after) if in_section || f.section_open_optional => end = after,
         _ if in_section => {
             let ok = match f.section_close_missing {
@@ -291,6 +297,20 @@ fn block(
         _ => {}
     }
     Outcome::Block(start..with_trailing(text, end, &r.trailing), calls)
+}
+
+/// Past an elision at `pos` (`...` or `…`, alone on its line), if one stands there.
+fn skip_elision(text: &str, pos: usize) -> Option<usize> {
+    let rest = text.get(pos..)?;
+    let dots = rest.len() - rest.trim_start_matches(['.', '…']).len();
+    let after = pos + dots;
+    let line_ends = text
+        .get(after..)?
+        .trim_start_matches([' ', '\t'])
+        .starts_with(['\n', '\r']);
+    (rest.starts_with("...") || rest.starts_with('…'))
+        .then_some(after)
+        .filter(|_| line_ends)
 }
 
 /// Skips plain text (no special token) between a section's opener and its first call.

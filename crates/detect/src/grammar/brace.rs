@@ -93,7 +93,8 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// `{key:value, key:value}` (commas optional); at the top, `(..)` when `paren`.
+    /// `{key:value, key:value}` (commas optional, `=` for `:` too); at the top, `(..)` when
+    /// `paren`.
     fn object(&mut self, depth: usize) -> Option<Value> {
         let (open, close) = match depth == 0 && self.paren {
             true => ("(", ")"),
@@ -110,7 +111,8 @@ impl<'a> Parser<'a> {
             }
             let key = self.key()?;
             self.ws();
-            if !self.eat(":") {
+            // `key=value` as a tag's attributes are written, which models mix in.
+            if !self.eat(":") && !self.eat("=") {
                 return None;
             }
             self.ws();
@@ -203,7 +205,12 @@ impl<'a> Parser<'a> {
         };
         let len = rest.find(stops).unwrap_or(rest.len());
         let raw = rest.get(..len)?.trim();
-        if raw.is_empty() || raw.contains('<') || raw.contains(':') {
+        // A `:` in a bare value is a key's where members may run together (`a:b c:d`);
+        // in one word it is the value's own (`D:\\dir`, `https://..`), but where the
+        // value's end is read strictly, it stays ambiguous.
+        let colon =
+            raw.contains(':') && (self.spec.bare_strict || raw.contains(char::is_whitespace));
+        if raw.is_empty() || raw.contains('<') || colon {
             return None;
         }
         if self.spec.bare_strict

@@ -11,7 +11,7 @@
 use super::text::{eat_any, skip_ws};
 use super::{is_tool_name, plausible_name};
 use crate::types::Call;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 mod second;
 
@@ -122,7 +122,12 @@ pub fn call_of(v: &Value, keys: Keys) -> Option<Call> {
     if !ok_name {
         return None;
     }
-    let arguments = decode_arguments(args.clone());
+    // A call without arguments, written as `null` or `""` (`"action_input": null`).
+    let arguments = match decode_arguments(args.clone()) {
+        Value::Null => Value::Object(Map::new()),
+        Value::String(s) if s.trim().is_empty() => Value::Object(Map::new()),
+        v => v,
+    };
     if keys != Keys::Loose && !arguments.is_object() {
         return None;
     }

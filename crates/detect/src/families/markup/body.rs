@@ -86,7 +86,12 @@ impl<'t> Reader<'_, 't> {
                             Kind::SelfClose => (t.attr("value")?.to_string(), t.span.end),
                             _ => self.element_text(&t)?,
                         };
-                        body.put(key, typed_param(&value))?;
+                        // DSML and GCML say a value is the raw text (`string="true"`).
+                        let value = match t.attr("string") {
+                            Some("true") => Value::String(value),
+                            _ => typed_param(&value),
+                        };
+                        body.put(key, value)?;
                         pos = end;
                     }
                     Kind::Open if is_args_key(&k) => {

@@ -377,17 +377,25 @@ pub(super) fn tool_code_fences(text: &str, ctx: &Ctx<'_>) -> Vec<Block> {
         let Some(rest) = fence[indent..].strip_prefix(TOOL_CODE) else {
             continue;
         };
-        let Some(nl) = rest.find('\n') else {
-            continue;
-        };
-        if !rest[..nl].trim().is_empty() || ctx.in_reasoning(r.start) {
+        if ctx.in_reasoning(r.start) {
             continue;
         }
-        let from = r.start + indent + TOOL_CODE.len() + nl + 1;
-        let to = text
-            .get(..r.end)
-            .and_then(|h| h.rfind('\n'))
-            .unwrap_or(from);
+        // The code on the opener's line when the model glued it to the info string
+        // (```` ```tool_codeprint(..)``` ````), else on the lines below it; up to the
+        // closing fence's line, or its backticks on the same line.
+        let opened = r.start + indent + TOOL_CODE.len();
+        let from = match rest.find('\n') {
+            Some(nl) if rest[..nl].trim().is_empty() => opened + nl + 1,
+            _ => opened,
+        };
+        let closing = text
+            .get(from..r.end)
+            .and_then(|b| b.rfind('\n'))
+            .map(|i| from + i);
+        let to = match closing {
+            Some(i) => i,
+            None => r.end - usize::from(fence.ends_with("```")) * 3,
+        };
         let Some(calls) = code_lines(text, from, to) else {
             continue;
         };

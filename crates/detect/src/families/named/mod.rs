@@ -9,9 +9,11 @@
 //! - `NAME` on a line of its own, then `{json}` (GLM-4-0414, Functionary) (`glm`);
 //! - `NAME({json})`, one positional object, or a script's object literal at a line's start
 //!   (`NAME({ key: "v" })`) (`pythonic`);
-//! - `[NAME]` on a line of its own, `{json}`, `[END_TOOL_REQUEST]`: LM Studio's request
-//!   whose opener was mangled (`lmstudio`);
+//! - `[NAME]` on a line of its own, `{json}`, `[END_TOOL_REQUEST]` (or `[/NAME]`, the
+//!   bracket tag's own closer): LM Studio's request whose opener was mangled (`lmstudio`);
 //! - `call:default_api:NAME{key:<ctrl46>v<ctrl46>}`: Gemini's own call syntax (`gemini`);
+//! - `<function=NAME{key="v",..}`: an element opener whose name runs into its arguments,
+//!   written in JSON or as members (`xml_invoke`);
 //! - `commentary to=functions.NAME json{..}`: Harmony with its tokens stripped (read by
 //!   `harmony::stripped`, reported as `harmony`);
 //! - `NAME(key="value", ...)`: a Python call without list brackets (Granite, Llama 3.2)
@@ -145,6 +147,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         Family::Gemini,
         Family::Gemma4,
         Family::Harmony,
+        Family::XmlInvoke,
     ] {
         let blocks: Vec<Block> = by_family
             .iter()
@@ -175,7 +178,9 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
         // A script's object literal as a call's one argument (`NAME({ key: "v" })`): the
         // parenthesis says it is an argument.
         Some(b) if b.is_ascii_alphabetic() || *b == b'_' => {
-            (paren_before(bytes, p) && keyed(bytes, q)) || gemini_before(bytes, p)
+            (paren_before(bytes, p) && keyed(bytes, q))
+                || gemini_before(bytes, p)
+                || tag_eq_before(bytes, p)
         }
         // A trace line's object printed as a Python dict (`.. with arguments: {'k': ..}`).
         Some(b'\'') => super::labels::trace_probe(bytes, p),
@@ -189,6 +194,17 @@ fn gemini_before(bytes: &[u8], p: usize) -> bool {
     let name = class::run_back(&bytes[..p], class::WORD | class::DASH | class::DOT, 128);
     let head = &bytes[..p - name];
     head.ends_with(b"default_api:") || head.ends_with(GEMMA4_VERB.as_bytes())
+}
+
+/// Whether a tag's `=NAME` stands right before the `{` at `p` (`<function=NAME{key=..`):
+/// an element opener whose name runs into its arguments.
+fn tag_eq_before(bytes: &[u8], p: usize) -> bool {
+    let name = class::run_back(&bytes[..p], class::WORD | class::DASH, 128);
+    let Some(head) = bytes[..p - name].strip_suffix(b"=") else {
+        return false;
+    };
+    let tag = class::run_back(head, class::WORD, 32);
+    name > 0 && tag > 0 && head[..head.len() - tag].ends_with(b"<")
 }
 
 /// Whether an object literal's first key and its `:` start at `q` (`key:`, `'key':`).

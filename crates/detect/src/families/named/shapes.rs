@@ -11,6 +11,7 @@ use crate::families::util::with_trailing;
 use crate::families::{gemini, harmony};
 use crate::grammar::brace::{self, BraceSyntax};
 use crate::grammar::json;
+use crate::grammar::keys::is_call_key;
 use crate::grammar::text::{eat, skip_ws};
 use crate::grammar::{is_ident_char, is_tool_name};
 use crate::types::{Call, Family};
@@ -50,7 +51,7 @@ enum Join {
     Line,
     /// `NAME(`, closed by `)` after the object.
     Paren,
-    /// `[NAME]` on a line of its own, closed by `[END_TOOL_REQUEST]`.
+    /// `[NAME]` on a line of its own, closed by `[END_TOOL_REQUEST]` or `[/NAME]`.
     Bracketed,
 }
 
@@ -91,6 +92,11 @@ pub(super) fn at_brace(
     // Before `(` a name is a plain one: `db.find({..})`, `x.sort({..})` are methods.
     if join == Join::Paren && (word.contains(['.', ':']) || text.get(..run.start)?.ends_with('.')) {
         return None;
+    }
+    if join == Join::Glued {
+        if let Some(lt) = tag_eq_open(text, run.start) {
+            return tag_glued(&found, lt, word, p);
+        }
     }
     let gemini = word.rfind("default_api:");
     if gemini.is_none() && join == Join::Glued {
@@ -155,7 +161,14 @@ pub(super) fn at_brace(
     };
     match join {
         Join::Paren => end = eat(text, skip_ws(text, end), ")")?,
-        Join::Bracketed => end = eat(text, skip_ws(text, end), "[END_TOOL_REQUEST]")?,
+        // LM Studio's closer, or the bracket tag's own (`[NAME]` .. `[/NAME]`).
+        Join::Bracketed => {
+            let q = skip_ws(text, end);
+            end = eat(text, q, "[END_TOOL_REQUEST]").or_else(|| {
+                let after = eat(text, eat(text, q, "[/")?, word)?;
+                eat(text, after, "]")
+            })?;
+        }
         Join::Glued | Join::Line => {}
     }
     if join == Join::Bracketed {
@@ -224,6 +237,46 @@ fn gemma4_stripped(
     let names = [(run_start + verb, name)];
     Some(found.finish(Family::Gemma4, 0, end, &names, args, true))
 }
+
+/// Where the element opener of call markup whose `=NAME` ends at `run_start` starts
+/// (`<function=NAME`).
+fn tag_eq_open(text: &str, run_start: usize) -> Option<usize> {
+    let head = text.get(..run_start)?.strip_suffix('=')?;
+    let tag = head.len()
+        - head
+            .bytes()
+            .rev()
+            .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+            .count();
+    let lt = tag.checked_sub(1)?;
+    let key = crate::grammar::markup::fold(head.get(tag..)?);
+    (head.as_bytes().get(lt) == Some(&b'<') && is_call_key(&key)).then_some(lt)
+}
+
+/// `<function=NAME{..}`: an element opener whose name runs into its arguments, written in
+/// JSON or as members (`key="v"`, `key:v`), with the tag's `>` or a stray `}` after them.
+/// The tags and tokens left around it are the remnant rule's.
+fn tag_glued(
+    found: &Found<'_, '_>,
+    lt: usize,
+    word: &str,
+    p: usize,
+) -> Option<(Family, Range<usize>, Call)> {
+    let text = found.text;
+    let (args, mut end) =
+        json_object(text, p).or_else(|| brace::parse_object(text, p, &TAG_BODY))?;
+    for closer in ["}", ">"] {
+        end = eat(text, end, closer).unwrap_or(end);
+    }
+    found.finish(Family::XmlInvoke, 0, end, &[(lt, word)], args, true)
+}
+
+/// The members of a tag-glued object: JSON strings, Gemma's delimiter, bare values.
+const TAG_BODY: BraceSyntax = BraceSyntax {
+    quote: "<|\"|>",
+    type_quoted: false,
+    bare_strict: false,
+};
 
 /// What every shape ends with: the text, the tools and where the previous call ended.
 struct Found<'a, 't> {
