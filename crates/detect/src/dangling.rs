@@ -21,6 +21,9 @@ use crate::grammar::keys::{is_call_key, is_end_key, is_param_key};
 use crate::grammar::markup::{tag_at, Kind};
 use crate::types::{Family, Leak};
 
+/// The longest token read back from the end, in bytes.
+const MAX_TOKEN: usize = 96;
+
 /// Tokens read back from the end at most.
 const MAX_TOKENS: usize = 8;
 
@@ -91,21 +94,30 @@ fn run_before(text: &str, end: usize) -> Option<usize> {
     // a message of nothing but markup is left as a parser leaves it.
     let head = text.get(..start)?;
     let own_line = head.trim_end_matches([' ', '\t']).ends_with('\n');
-    let prose = head
-        .trim_end()
-        .chars()
-        .next_back()
-        .is_some_and(|c| !matches!(c, '>' | ']' | '}' | '|' | '｜'));
+    // The prose ends a sentence or announces what follows: a sentence cut before the
+    // markup (`Wrap each call in\n<tool_call>`) is writing about it.
+    let prose = head.trim_end().chars().next_back().is_some_and(|c| {
+        matches!(
+            c,
+            '.' | '!' | '?' | ':' | '…' | '。' | '！' | '？' | '：' | ')'
+        )
+    });
     (tokens > 0 && !after_body && call && own_line && prose).then_some(start)
 }
 
 /// The markup-only token that ends `head` (a prefix of `text`): where it starts, and
 /// whether it is call markup (else it ends a turn).
 fn token_ending(text: &str, head: &str) -> Option<(usize, bool)> {
-    if let Some((open, _)) = crate::remnant::bracket_token_ending(head) {
-        return Some((open, true));
+    // A token is short: only the head's last bytes are looked at, whatever its length.
+    let mut floor = head.len().saturating_sub(MAX_TOKEN);
+    while !head.is_char_boundary(floor) {
+        floor += 1;
     }
-    let lt = head.rfind('<')?;
+    let tail = &head[floor..];
+    if let Some((open, _)) = crate::remnant::bracket_token_ending(tail) {
+        return Some((floor + open, true));
+    }
+    let lt = floor + tail.rfind('<')?;
     let t = tag_at(text, lt).filter(|t| t.span.end == head.len())?;
     let key = t.key();
     let call = match t.kind {
@@ -121,27 +133,24 @@ fn token_ending(text: &str, head: &str) -> Option<(usize, bool)> {
     (call || t.kind == Kind::Special).then_some((lt, call))
 }
 
-/// Whether the element `name` closed at `pos` opened before it with text in it (not only
-/// an empty body).
+/// Whether the element `name` closed at `pos` opened before it (any spelling, a
+/// namespace too) with text in it, not only an empty body.
 fn holds_text(text: &str, pos: usize, name: &str) -> bool {
     let head = text.get(..pos).unwrap_or_default();
-    let opener = memchr::memmem::rfind_iter(head.as_bytes(), name.as_bytes()).find_map(|i| {
-        let lt = head
-            .get(..i)?
-            .trim_end_matches(['|', '｜', ' '])
-            .len()
-            .checked_sub(1)?;
-        (head.as_bytes().get(lt) == Some(&b'<')).then_some(lt)
-    });
-    let Some(lt) = opener else {
+    let key = crate::grammar::markup::fold(name);
+    let opener = memchr::memrchr_iter(b'<', head.as_bytes())
+        .take(MAX_LOOK)
+        .filter_map(|lt| tag_at(text, lt))
+        .find(|t| t.kind == Kind::Open && t.key() == key && t.span.end <= pos);
+    let Some(open) = opener else {
         return false;
     };
-    let Some(inner) = tag_at(text, lt).map(|t| head.get(t.span.end..)) else {
-        return true;
-    };
-    let inner = inner.unwrap_or_default().trim();
+    let inner = head.get(open.span.end..).unwrap_or_default().trim();
     !(inner.is_empty() || EMPTY_BODIES.contains(&inner))
 }
+
+/// Tags looked at before a closer for its opener.
+const MAX_LOOK: usize = 64;
 
 #[cfg(test)]
 mod tests {
@@ -180,6 +189,7 @@ mod tests {
     fn markup_named_in_prose_or_code_stays() {
         for t in [
             "Wrap the call in <tool_call>",
+            "Wrap each call in\n<tool_call>",
             "The parser emits `<tool_call>`",
             "```\n<tool_call>\n```",
             "Use an empty list: []",

@@ -273,13 +273,18 @@ fn block(
         return Outcome::Skip;
     }
     let q = skip_ws(text, end);
-    // A reporter's elision (`...`, `…`) standing alone between the last call and the
-    // section's closer: the calls it stands for are gone, the wrapper is still whole.
-    let closer = eat_any(text, q, &r.section_close).or_else(|| {
-        let past = skip_ws(text, skip_elision(text, q)?);
-        in_section.then(|| eat_any(text, past, &r.section_close))?
-    });
-    match closer {
+    // A reporter's elision (`...`, `…`) on its own line after the last call stands for
+    // calls that are gone: it is the section's, whatever follows it (its closer, the end,
+    // prose after a lost closer), and a bare run's where the section's closer follows it.
+    let elided = (in_section || f.section_open_optional)
+        .then(|| skip_elision(text, q))
+        .flatten()
+        .filter(|&e| in_section || eat_any(text, skip_ws(text, e), &r.section_close).is_some());
+    if let Some(e) = elided {
+        end = e;
+    }
+    let q = skip_ws(text, end);
+    match eat_any(text, q, &r.section_close) {
         Some(after) if in_section || f.section_open_optional => end = after,
         _ if in_section => {
             let ok = match f.section_close_missing {
@@ -304,10 +309,8 @@ fn skip_elision(text: &str, pos: usize) -> Option<usize> {
     let rest = text.get(pos..)?;
     let dots = rest.len() - rest.trim_start_matches(['.', '…']).len();
     let after = pos + dots;
-    let line_ends = text
-        .get(after..)?
-        .trim_start_matches([' ', '\t'])
-        .starts_with(['\n', '\r']);
+    let tail = text.get(after..)?.trim_start_matches([' ', '\t']);
+    let line_ends = tail.is_empty() || tail.starts_with(['\n', '\r']);
     (rest.starts_with("...") || rest.starts_with('…'))
         .then_some(after)
         .filter(|_| line_ends)

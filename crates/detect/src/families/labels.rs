@@ -44,7 +44,7 @@ pub(super) fn labeled_at(text: &str, p: usize) -> Option<(Vec<Call>, usize)> {
             let at = skip_ws(text, p + 1 + colon + 1);
             match parse_call(text, at, PyOpts::STRICT).or_else(|| json_call(text, at)) {
                 Some(c) => c,
-                None => return header_then_object(text, at).map(|(c, e)| (vec![c], e)),
+                None => return header_then_object(text, at),
             }
         }
         _ => {
@@ -95,12 +95,20 @@ const MAX_ASIDE: usize = 80;
 /// The label names the tool and closes; the arguments follow it (`[tool:NAME] {json}`,
 /// `[Tool Call: NAME (ID: ..)]` then `Arguments: {json}` on the same line or the next):
 /// the name at `at`, maybe a parenthetical, `]`, then at most a line break and a short
-/// label of words ending in `:` before one JSON object. The call and the offset past it.
-fn header_then_object(text: &str, at: usize) -> Option<(Call, usize)> {
+/// label of words ending in `:` before one JSON object; each further object on a line of
+/// its own right below is another call of the same tool. The name may be quoted. The
+/// calls and the offset past them.
+fn header_then_object(text: &str, at: usize) -> Option<(Vec<Call>, usize)> {
+    // The name may be quoted, or keep a stray quote (`[Used tools: browser"]`).
+    let at = at + usize::from(matches!(text.as_bytes().get(at), Some(b'"' | b'\'')));
     let rest = text.get(at..)?;
     let name_len = rest.find(|c: char| !(is_ident_char(c) || c == '-' || c == '.'))?;
     let name = rest.get(..name_len)?;
-    let mut i = skip_spaces(text, at + name_len);
+    let mut i = at + name_len;
+    i = skip_spaces(
+        text,
+        i + usize::from(matches!(text.as_bytes().get(i), Some(b'"' | b'\''))),
+    );
     if text.as_bytes().get(i) == Some(&b'(') {
         let aside = text.get(i + 1..)?;
         let close = aside.get(..floor_char(aside, MAX_ASIDE))?.find(')')?;
@@ -129,9 +137,33 @@ fn header_then_object(text: &str, at: usize) -> Option<(Call, usize)> {
     if text.as_bytes().get(i) != Some(&b'{') {
         return None;
     }
-    let (arguments, end) = json_value_at(text, i)?;
-    Some((call_named(name, arguments)?, end))
+    let (arguments, mut end) = json_value_at(text, i)?;
+    let mut calls = vec![call_named(name, arguments)?];
+    // More objects, each on a line of its own right below: more calls of the same tool
+    // (`[Used tools: browser]` then one object per call).
+    while calls.len() < MAX_CALLS {
+        let next = skip_spaces(text, end);
+        let Some(line) = eat_byte(text, next, b'\n') else {
+            break;
+        };
+        let q = skip_spaces(text, line);
+        let Some((arguments, e)) = (text.as_bytes().get(q) == Some(&b'{'))
+            .then(|| json_value_at(text, q))
+            .flatten()
+        else {
+            break;
+        };
+        let Some(call) = call_named(name, arguments) else {
+            break;
+        };
+        calls.push(call);
+        end = e;
+    }
+    Some((calls, end))
 }
+
+/// The most calls one label heads.
+const MAX_CALLS: usize = 16;
 
 /// `i` past spaces and tabs (a line break stops it).
 fn skip_spaces(text: &str, mut i: usize) -> usize {
@@ -286,8 +318,10 @@ pub(super) fn label_probe(bytes: &[u8], from: usize) -> bool {
             let rest = bytes.get(from + stop + 1..).unwrap_or_default();
             let rest = &rest[..rest.len().min(MAX_LABEL * 4)];
             let name = rest.iter().skip_while(|b| **b == b' ');
-            let mut after =
-                name.skip_while(|b| b.is_ascii_alphanumeric() || **b == b'_' || **b >= 0x80);
+            // The name may be quoted, or keep a stray quote.
+            let mut after = name.skip_while(|b| {
+                b.is_ascii_alphanumeric() || matches!(b, b'_' | b'"' | b'\'') || **b >= 0x80
+            });
             match after.find(|b| **b != b' ') {
                 Some(b'(' | b'{') => true,
                 // `[tool:NAME] {`, `[Tool Call: NAME]` then `Arguments: {` below it.

@@ -175,6 +175,7 @@ fn call_shaped(text: &str, t: &Tag<'_>) -> bool {
         Kind::Open => {
             valued
                 || t.json.is_some()
+                || t.eq.is_some()
                 || tag_at(text, skip_ws(text, t.span.end))
                     .is_some_and(|c| c.kind == Kind::Open && c.closed)
         }
@@ -227,7 +228,12 @@ impl<'t> Reader<'_, 't> {
         let placeholder = open.kind == Kind::Special && is_placeholder_key(&key);
         let call_shaped =
             (is_call_key(&key) || placeholder) && !(open.kind == Kind::Special && is_end_key(&key));
-        if own_name.is_none() && !call_shaped {
+        // An element whose `=NAME` names an enabled tool, whatever its word (a model that
+        // wrote `<parameter=NAME>` where `<function=NAME>` belongs): a call only where a
+        // closer of call markup ends it.
+        let eq_tool = open.kind == Kind::Open && open.eq.and_then(|v| self.tool(v)).is_some();
+        let renamed = eq_tool && !call_shaped && own_name.is_none();
+        if own_name.is_none() && !call_shaped && !renamed {
             return None;
         }
         if own_name.is_some() && super::tag_names::not_a_tool(open.name) {
@@ -286,10 +292,21 @@ impl<'t> Reader<'_, 't> {
         let name = name?;
         args.extend(body.args);
         had_args |= body.had_args;
-        // Where the call's markup ends: its closer, when one follows.
+        // Where the call's markup ends: its closer, when one follows; a closer of call
+        // markup for an `=NAME` element (`<function=NAME></function>`, `<parameter=NAME>`
+        // then `</function>`).
+        let call_closer = || {
+            tag_at(self.text, skip_ws(self.text, body.end))
+                .filter(|c| c.kind == Kind::Close && closes_a_call(c))
+                .map(|c| c.span.end)
+        };
         let end = match open.kind {
             Kind::SelfClose => open.span.end,
-            _ => self.closer(body.end, &key).unwrap_or(body.end),
+            _ if renamed => call_closer()?,
+            _ => self
+                .closer(body.end, &key)
+                .or_else(|| eq_tool.then(call_closer).flatten())
+                .unwrap_or(body.end),
         };
         // A control token's call that is whole (every value closed, the arguments read)
         // where the turn ends lost its closer to a stop sequence, as the rows'
@@ -312,7 +329,10 @@ impl<'t> Reader<'_, 't> {
         // A call with nothing in it: a call-shaped element holding only a name is a word
         // in markup; an element named after a tool (`<list_memories></list_memories>`) is
         // a call where the turn ends.
-        if !had_args && (own_name.is_none() || !crate::grammar::text::rest_is_blank(self.text, end))
+        let named_and_closed = eq_tool && end > body.end;
+        if !had_args
+            && !named_and_closed
+            && (own_name.is_none() || !crate::grammar::text::rest_is_blank(self.text, end))
         {
             self.ctx.declined(open.span.start..end, || {
                 "a call with no arguments, not an element named after the tool that ends the \

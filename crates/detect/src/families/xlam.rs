@@ -5,7 +5,8 @@
 //!
 //! A bare JSON array is a weak marker (a user may ask for a list of objects), so it counts
 //! only when it is the whole rest of the message, every element is exactly a call object
-//! and every call names a tool the agent has enabled.
+//! and every call names a tool the agent has enabled. A Python agent's print of its calls
+//! (`Calling tools:` above a list of dicts) is read the same way.
 //!
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
@@ -14,8 +15,9 @@ use super::util::{find_from, json_value_at, skip_ws};
 use crate::types::Family;
 use crate::{Ctx, Leak};
 
-/// Literal markers one of which any leak of this family contains.
-pub(crate) const TRIGGERS: &[&str] = &["</think>"];
+/// Literal markers one of which any leak of this family contains: after reasoning, or
+/// under a label line (`Calling tools:`).
+pub(crate) const TRIGGERS: &[&str] = &["</think>", ":\n["];
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = b"[";
 
@@ -30,10 +32,26 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         };
         start = skip_ws(text, e + THINK_END.len());
     }
+    // A label line above the list (`Calling tools:`) is the call's markup: the remnant
+    // rule takes it with the list.
+    if let Some(below) = label_line(text, start) {
+        start = below;
+    }
     if text.as_bytes().get(start) != Some(&b'[') || ctx.in_code(start) {
         return;
     }
-    let Some((v, end)) = json_value_at(text, start) else {
+    // The list is all there is to read: a Python list of dicts (`[{'name': ..}]`, as a
+    // Python agent prints its calls) too.
+    let python = || {
+        text.get(start + 1..)
+            .is_some_and(|r| r.trim_start().starts_with("{'"))
+    };
+    let read = json_value_at(text, start).or_else(|| {
+        python()
+            .then(|| crate::json5::parse_value_at(text, start).ok())
+            .flatten()
+    });
+    let Some((v, end)) = read else {
         return;
     };
     if skip_ws(text, end) != text.len() {
@@ -52,6 +70,29 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     }
 }
 
+/// The start of the line below a label line at `start` (`Calling tools:`): at most three
+/// words, one of them naming a call or a tool, and a colon ending the line.
+fn label_line(text: &str, start: usize) -> Option<usize> {
+    let rest = text.get(start..)?;
+    let nl = rest.get(..rest.len().min(40))?.find('\n')?;
+    let words = rest[..nl].trim_end().strip_suffix(':')?;
+    let named = words.split_whitespace().any(|w| {
+        let w = w.to_ascii_lowercase();
+        [
+            "tool",
+            "tools",
+            "call",
+            "calls",
+            "calling",
+            "function",
+            "functions",
+        ]
+        .contains(&w.as_str())
+    });
+    let plain = words.chars().all(|c| c.is_alphabetic() || c == ' ');
+    (named && plain && words.split_whitespace().count() <= 3).then(|| skip_ws(text, start + nl + 1))
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -66,6 +107,22 @@ mod tests {
         let d = run(t, &["f", "g"]);
         assert_eq!(d.leaks[0].calls.len(), 2);
         assert_eq!(d.cleaned.as_deref(), Some("<think>ok</think>"));
+    }
+
+    #[test]
+    fn a_list_under_a_call_label_as_a_python_agent_prints_it() {
+        let t = "Calling tools:\n[{'id': 'c1', 'type': 'function', 'function': {'name': 'f', 'arguments': {}}}]";
+        let d = run(t, &["f"]);
+        assert_eq!(d.leaks[0].calls.len(), 1);
+        assert_eq!(d.cleaned.as_deref(), Some(""));
+        // A data list under a label, or a call of a tool not enabled, stays.
+        assert!(run("Tools:\n[{'name': 'Alice', 'age': 30}]", &["f"]).is_clean());
+        assert!(run(t, &["g"]).is_clean());
+        assert!(run(
+            "My notes on tool calls:\n[{'name': 'f', 'arguments': {}}]",
+            &["f"]
+        )
+        .is_clean());
     }
 
     #[test]

@@ -197,9 +197,41 @@ pub fn trim_one_newline(s: &str) -> &str {
         .unwrap_or(s)
 }
 
+/// A value written on lines of its own inside indented markup (`<p>\n  v\n  </p>`): the
+/// indent its first line shares with the closer's line is the markup's, not the value's.
+/// (A first line indented deeper than the closer is the value's own: code.)
+fn indent_trimmed(raw: &str) -> &str {
+    let Some(rest) = raw.strip_prefix('\n').or_else(|| raw.strip_prefix("\r\n")) else {
+        return raw;
+    };
+    let lead = &rest[..rest.len() - rest.trim_start_matches([' ', '\t']).len()];
+    let body = rest.trim_end_matches([' ', '\t']);
+    let tail = &rest[body.len()..];
+    match !lead.is_empty() && lead == tail && body.ends_with('\n') {
+        true => body[lead.len()..].trim_end_matches(['\n', '\r']),
+        false => raw,
+    }
+}
+
+/// A parameter's value as written between its tags: one line break after the opener and
+/// one before the closer are the markup's ([`trim_one_newline`]), and so is the indent
+/// of indented markup.
+pub fn value_lines(raw: &str) -> &str {
+    trim_one_newline(indent_trimmed(raw))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_indent_a_value_shares_with_its_closer_is_the_markups() {
+        assert_eq!(value_lines("\n  a.txt\n  "), "a.txt");
+        assert_eq!(value_lines("\nplain\n"), "plain");
+        // Code indented deeper than the closer keeps its indent.
+        assert_eq!(value_lines("\n    return x\n"), "    return x");
+        assert_eq!(value_lines(" ls -la "), " ls -la ");
+    }
 
     #[test]
     fn attr_reads_quoted_values() {

@@ -357,7 +357,7 @@ pub fn parse_function_eq(
             if raw.contains("<function=") || raw.contains("<parameter") {
                 return None;
             }
-            let raw = super::text::trim_one_newline(raw);
+            let raw = super::text::value_lines(raw);
             args.insert(key, typed_param(&unescape(raw)));
             i = vend + "</parameter>".len();
             continue;
@@ -388,7 +388,7 @@ pub fn parse_function_eq(
         {
             return None;
         }
-        let raw = super::text::trim_one_newline(raw);
+        let raw = super::text::value_lines(raw);
         args.insert(key.to_string(), typed_param(&unescape(raw)));
         i = next;
     }

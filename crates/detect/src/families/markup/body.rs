@@ -13,7 +13,7 @@ use crate::grammar::keys::{
 };
 use crate::grammar::markup::{fold, tag_at, Kind, Tag};
 use crate::grammar::python::{parse_call, PyOpts};
-use crate::grammar::text::{skip_ws, trim_one_newline};
+use crate::grammar::text::{skip_ws, value_lines};
 use crate::grammar::{is_ident_char, typed_param, xml};
 use serde_json::{Map, Value};
 
@@ -254,7 +254,7 @@ impl<'t> Reader<'_, 't> {
                     continue;
                 }
             };
-            let value = trim_one_newline(raw);
+            let value = value_lines(raw);
             return Some((xml::unescape(value).into_owned(), end));
         }
     }

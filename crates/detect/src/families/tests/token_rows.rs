@@ -85,6 +85,23 @@ mod deepseek {
     }
 
     #[test]
+    fn a_broken_dsml_section_reports_each_of_its_calls_once() {
+        // Two rows of the format read the second invoke alike; the net reads both (for an
+        // enabled tool). Each call is reported once, in order, whatever spoilt the section.
+        let inv = |a: &str| {
+            format!("<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" string=\"true\">{a}</｜DSML｜parameter>\n</｜DSML｜invoke>\n")
+        };
+        let t = format!(
+            "<｜DSML｜tool_calls>\n{}{}!!\n</｜DSML｜tool_calls>",
+            inv("1"),
+            inv("2")
+        );
+        let d = crate::families::testing::detect_with(&t, &["f"]);
+        let calls: Vec<_> = d.calls_to_run().map(|(_, c)| c.arguments.clone()).collect();
+        assert_eq!(calls, vec![json!({"a": "1"}), json!({"a": "2"})]);
+    }
+
+    #[test]
     fn dsml_unclosed_invoke_is_not_a_leak() {
         let t = "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" string=\"true\">x";
         assert!(run(t).is_clean());

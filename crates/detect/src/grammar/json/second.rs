@@ -2,7 +2,8 @@
 //! it: a backslash that escapes nothing JSON knows (a Windows path written as is), strings
 //! in typographic double quotes, a value serialized into a string whose inner quotes were
 //! never escaped (`"arguments": "{"q": "x"}"`), braces a template doubled to escape them
-//! (`{{"name": ..}}`). Asked only for a syntax error, and only where the bytes
+//! (`{{"name": ..}}`), strings holding unescaped quotes or raw line breaks (a file's text
+//! written into a string as is). Asked only for a syntax error, and only where the bytes
 //! at the error show the slip, so a failed read of prose costs a look, not a copy.
 //!
 //! May depend on: `serde_json`, `memchr`. No I/O.
@@ -24,7 +25,13 @@ pub(super) fn read(rest: &str, e: &serde_json::Error) -> Option<(Value, usize)> 
     } else if rest.starts_with("{{") {
         doubled_braces(head(rest))
     } else if near.contains(&b'"') && rest.starts_with('{') {
-        unescaped_inner(head(rest))
+        unescaped_inner(head(rest)).or_else(|| {
+            quote_slip(rest, e)
+                .then(|| loose_strings(head(rest)))
+                .flatten()
+        })
+    } else if rest.starts_with('{') && control_slip(rest, e) {
+        loose_strings(head(rest))
     } else {
         None
     }
@@ -40,6 +47,41 @@ fn error_near<'r>(rest: &'r str, e: &serde_json::Error) -> Option<&'r [u8]> {
     };
     let at = line_start + e.column().saturating_sub(1);
     bytes.get(at.saturating_sub(3)..(at + 3).min(bytes.len()))
+}
+
+/// Whether serde_json stopped at a raw control character in a string: a tab or carriage
+/// return at its column, or a line break, after which it counts column 0 of the next line.
+fn control_slip(rest: &str, e: &serde_json::Error) -> bool {
+    if e.line() > 1 && e.column() == 0 {
+        return true;
+    }
+    let bytes = rest.as_bytes();
+    let line_start = match e.line() {
+        0 | 1 => Some(0),
+        n => memchr::memchr_iter(b'\n', bytes).nth(n - 2).map(|i| i + 1),
+    };
+    line_start
+        .and_then(|l| bytes.get(l + e.column().checked_sub(1)?))
+        .is_some_and(|&b| b < b' ')
+}
+
+/// Whether serde_json stopped right after a string that a quote inside it closed too
+/// early: the quote, then a byte that cannot follow a string (`lang="en"` read as `"lang="`
+/// then `en`).
+fn quote_slip(rest: &str, e: &serde_json::Error) -> bool {
+    let bytes = rest.as_bytes();
+    let line_start = match e.line() {
+        0 | 1 => Some(0),
+        n => memchr::memchr_iter(b'\n', bytes).nth(n - 2).map(|i| i + 1),
+    };
+    let Some(at) = line_start.map(|l| l + e.column().saturating_sub(1)) else {
+        return false;
+    };
+    let before = bytes[..at.min(bytes.len())].trim_ascii_end();
+    before.ends_with(b"\"")
+        && bytes
+            .get(at)
+            .is_some_and(|b| !matches!(b, b',' | b':' | b'}' | b']'))
 }
 
 /// At most [`MAX`] bytes of `rest`, on a character boundary.
@@ -213,6 +255,73 @@ fn unescaped_inner(head: &str) -> Option<(Value, usize)> {
     Some((v, back))
 }
 
+/// An object whose strings hold quotes never escaped (`"content": "<html lang="en">"`)
+/// or raw line breaks and tabs: a model that wrote a file's text into a string as is. A
+/// quote inside a string closes it only where what follows (spaces and line breaks
+/// aside) can follow a string: `,` `:` `}` `]` or the end; any other is a character of the
+/// string, and so is every raw control character. `None` when nothing was mended, or the
+/// whole still does not parse.
+fn loose_strings(head: &str) -> Option<(Value, usize)> {
+    // A serialized object in a string is `unescaped_inner`'s: where that reading failed,
+    // the object is broken, not a text.
+    if head.contains("\"{\"") {
+        return None;
+    }
+    let mut fixed = String::with_capacity(head.len() + 16);
+    // The offset in `head` each byte of `fixed` came from.
+    let mut from = Vec::with_capacity(head.len() + 17);
+    let (mut in_string, mut escaped, mut mended) = (false, false, false);
+    for (i, c) in head.char_indices() {
+        let mut b = [0; 4];
+        let put: &str = match c {
+            _ if escaped => {
+                escaped = false;
+                c.encode_utf8(&mut b)
+            }
+            '\\' if in_string => {
+                escaped = true;
+                "\\"
+            }
+            '"' if !in_string => {
+                in_string = true;
+                "\""
+            }
+            '"' => {
+                let next = head[i + 1..].trim_start().chars().next();
+                if next.is_none_or(|n| matches!(n, ',' | ':' | '}' | ']')) {
+                    in_string = false;
+                    "\""
+                } else {
+                    mended = true;
+                    "\\\""
+                }
+            }
+            '\n' if in_string => {
+                mended = true;
+                "\\n"
+            }
+            '\r' if in_string => {
+                mended = true;
+                "\\r"
+            }
+            '\t' if in_string => {
+                mended = true;
+                "\\t"
+            }
+            _ => c.encode_utf8(&mut b),
+        };
+        from.extend(std::iter::repeat_n(i, put.len()));
+        fixed.push_str(put);
+    }
+    if !mended {
+        return None;
+    }
+    let (v, end) = first_value(&fixed)?;
+    let last = *from.get(end.checked_sub(1)?)?;
+    let len = head.get(last..)?.chars().next()?.len_utf8();
+    Some((v, last + len))
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::value_at;
@@ -225,6 +334,18 @@ mod tests {
         assert_eq!(v["code"], "f(a=\"x\")");
         assert_eq!(&t[end..], " tail");
         assert!(value_at("{\u{201C}a\u{201D}: ", 0).is_none());
+    }
+
+    #[test]
+    fn a_string_holding_unescaped_quotes_and_line_breaks_is_read_as_written() {
+        let t = "{\"path\": \"a.html\", \"content\": \"<p class=\"x\">\n hi</p>\"} tail";
+        let (v, end) = value_at(t, 0).expect("read");
+        assert_eq!(v["content"], "<p class=\"x\">\n hi</p>");
+        assert_eq!(&t[end..], " tail");
+        // A quote before a word that cannot follow a string is no closer; where every
+        // reading fails, nothing is read.
+        assert!(value_at("{\"a\": \"b\" c", 0).is_none());
+        assert!(value_at("{\"a\": \"line\nbreak", 0).is_none());
     }
 
     #[test]
