@@ -20,47 +20,52 @@ use crate::grammar::text::eat;
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
 
-/// Literal markers one of which any leak of this family contains.
+/// Markers one of which any leak of this family contains: an object's brace, confirmed by
+/// [`probe`] (a call's first key after it, whatever whitespace a model or a pretty-printer
+/// put between); and the keys that make an object part of a call wherever they stand.
 pub(crate) const TRIGGERS: &[&str] = &[
-    // Typographic quotes around the first key (a word processor's or a model's).
-    "{\u{201C}",
-    "{ \u{201C}",
-    "{\"name\"",
-    "{ \"name\"",
-    "{\n\"name\"",
-    "{\n  \"name\"",
-    "{\n    \"name\"",
-    "{\n      \"name\"",
-    "{\n        \"name\"",
-    "{\"arguments\"",
-    "{\"parameters\"",
-    // The flat `{"type": "function", "name": .., "parameters": ..}` Llama 3.x writes.
-    "{\"type\"",
-    "{ \"type\"",
-    // Envelopes: OpenAI's `{"tool_calls": [..]}` and `{"function_call": {..}}`.
-    "{\"tool_calls\"",
-    "{ \"tool_calls\"",
-    "{\n  \"tool_calls\"",
-    "{\"function_call\"",
-    "{ \"function_call\"",
-    "{\n  \"function_call\"",
+    "{",
     // One element of the API's `tool_calls` (`{"id", "type", "function": {..}}`, in any
     // order; its `"function": {` is the marker, so that JSON that merely starts with an
-    // `id` costs no parse) and LangChain's `{"action", "action_input"}`.
+    // `id` costs no parse).
     "\"function\": {",
     "\"function\":{",
     // A call labelled as the API's field (`function_call:{"id", "call": NAME, ..}`).
     "function_call:{\"",
     "function_call: {\"",
-    "{\"action\"",
-    "{ \"action\"",
-    "{\n  \"action\"",
-    // `{"tool", "tool_input"}` (LangChain's AgentAction), `{"tool", "args"}`, and every
-    // key that starts with the word (`tool_name`, `toolName`, `tool_uses`).
-    "{\"tool",
-    "{ \"tool",
-    "{\n  \"tool",
 ];
+
+/// The first keys a call object opens with (`{"name"`, `{"arguments"`, the flat
+/// `{"type": "function", ..}` Llama 3.x writes, OpenAI's `{"tool_calls"` and
+/// `{"function_call"` envelopes, LangChain's `{"action"`, and every key that starts with
+/// `tool`: `{"tool", "tool_input"}`, `tool_name`, `toolName`, `tool_uses`).
+const FIRST_KEYS: &[&[u8]] = &[
+    b"name\"",
+    b"arguments\"",
+    b"parameters\"",
+    b"type\"",
+    b"function_call\"",
+    b"action\"",
+    b"tool",
+];
+
+/// The prefilter's look at a `{`: one of [`FIRST_KEYS`] in double quotes after it, past
+/// at most 16 bytes of whitespace, or any key in typographic quotes (a word processor's or
+/// a model's).
+pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
+    let rest = bytes.get(p + 1..).unwrap_or_default();
+    let ws = rest
+        .iter()
+        .take(16)
+        .take_while(|b| b.is_ascii_whitespace())
+        .count();
+    let rest = &rest[ws..];
+    if rest.starts_with("\u{201C}".as_bytes()) {
+        return true;
+    }
+    rest.strip_prefix(b"\"")
+        .is_some_and(|r| FIRST_KEYS.iter().any(|k| r.starts_with(k)))
+}
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = b"{";
 

@@ -171,7 +171,7 @@ own! {
     XmlInvoke => xml_invoke,
     Mistral => mistral,
     JsonFence => json_fence probe (json_fence::probe),
-    Llama3Json => llama3_json,
+    Llama3Json => llama3_json probe (llama3_json::probe),
     Pythonic => pythonic probe (pythonic::probe),
     Xlam => xlam,
     Apertus => apertus,
