@@ -31,7 +31,7 @@ use serde_json::Value;
 /// clean path; the label always stands right before the object's brace.
 pub(crate) const TRIGGERS: &[&str] = &["{", "\"{\\\""];
 
-/// The prefilter's look at a `{`: an input label's `nput:` ends right before it, past the
+/// The prefilter's look at a `{`: an input label's `nput:` (any case) ends right before it, past the
 /// spaces, markdown stars and the quote of a serialized object between them
 /// (`Action Input: {`, `**Action Input:** {`, `Action Input: "{\"q\": ..}"`).
 pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
@@ -42,7 +42,8 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
         .take(12)
         .take_while(|b| matches!(b, b' ' | b'\t' | b'*' | b'"'))
         .count();
-    head[..head.len() - gap].ends_with(b"nput:")
+    let head = &head[..head.len() - gap];
+    head.len() >= 5 && head[head.len() - 5..].eq_ignore_ascii_case(b"nput:")
 }
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = &[];
@@ -52,7 +53,15 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     let mut blocks = Vec::new();
     let mut from = 0;
     for _ in 0..MAX_CANDIDATES {
-        let Some(hit) = find_from(text, "nput:", from) else {
+        // The label in capitals too (`ACTION INPUT:`, `INPUT:`), as some prompts write it.
+        let hit = [
+            find_from(text, "nput:", from),
+            find_from(text, "NPUT:", from),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let Some(hit) = hit else {
             break;
         };
         from = hit + "nput:".len();
@@ -226,6 +235,13 @@ mod tests {
             d.cleaned.as_deref(),
             Some("Thought: I should remember this.\n\nDone, I will remember.")
         );
+    }
+
+    #[test]
+    fn labels_in_capitals_count() {
+        let d = run("ACTION: save_memory\nINPUT: {\"content\": \"x\"}");
+        assert_eq!(d.leaks[0].calls[0].arguments, json!({"content": "x"}));
+        assert_eq!(d.cleaned.as_deref(), Some(""));
     }
 
     #[test]
