@@ -49,7 +49,8 @@ const FIRST_KEYS: &[&[u8]] = &[
     b"tool",
 ];
 
-/// The prefilter's look at a `{`: one of [`FIRST_KEYS`] in double quotes after it, past
+/// The prefilter's look at a `{`: one of [`FIRST_KEYS`] in double (or Python's single)
+/// quotes after it, past
 /// at most 16 bytes of whitespace, or any key in typographic quotes (a word processor's or
 /// a model's).
 pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
@@ -63,8 +64,14 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
     if rest.starts_with("\u{201C}".as_bytes()) {
         return true;
     }
-    rest.strip_prefix(b"\"")
-        .is_some_and(|r| FIRST_KEYS.iter().any(|k| r.starts_with(k)))
+    // Python's spelling too (`{'name': ..}`): the same keys in single quotes.
+    match rest.first() {
+        Some(b'"') => FIRST_KEYS.iter().any(|k| rest[1..].starts_with(k)),
+        Some(b'\'') => FIRST_KEYS
+            .iter()
+            .any(|k| rest[1..].starts_with(&k[..k.len() - usize::from(k.ends_with(b"\""))])),
+        _ => false,
+    }
 }
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = b"{";
@@ -114,6 +121,19 @@ fn is_candidate(text: &str, pos: usize) -> bool {
         let head: String = rest.chars().take(24).collect();
         ascii = head.replace(['\u{201C}', '\u{201D}'], "\"");
         rest = &ascii;
+    }
+    // Keys in Python's single quotes compare as in double ones, for an object that opens
+    // its line (in a sentence a Python dict is an example of data, not JSON).
+    let single;
+    if rest.starts_with('\'') {
+        let line = text.get(..pos).unwrap_or_default();
+        let line = &line[line.rfind('\n').map_or(0, |i| i + 1)..];
+        if !line.trim().is_empty() {
+            return false;
+        }
+        let head: String = rest.chars().take(24).collect();
+        single = head.replace('\'', "\"");
+        rest = &single;
     }
     let before = text.get(..pos).unwrap_or_default().trim_end();
     // An object that opens the message may start with any key (`{"server_idx": 0,

@@ -8,13 +8,16 @@
 /// the text or a line, or after the end of a sentence, a colon or a tag (glued to it or
 /// not), in any script: full-width punctuation ends a clause too (`执行：NAME{..}`), and in
 /// a script written without spaces a change to a Latin name is a word's edge
-/// (`我来执行search{..}`). A name inside a sentence (`use search {..}`) is prose about the
+/// (`我来执行search{..}`); or after a bracketed token of call markup (`[TOOL_CALLS] NAME{..}`).
+/// A name inside a sentence (`use search {..}`) is prose about the
 /// tool, and one after code (`map[string]string{..}`) is code.
 pub(crate) fn stands_before(text: &str, start: usize) -> bool {
     let head = text.get(..start).unwrap_or_default();
     let next = text.get(start..).and_then(|r| r.chars().next());
-    match head.trim_end_matches([' ', '\t']).chars().next_back() {
+    let head = head.trim_end_matches([' ', '\t']);
+    match head.chars().next_back() {
         None => true,
+        Some(']') => call_token_ends(head),
         Some(c) => {
             matches!(
                 c,
@@ -22,6 +25,24 @@ pub(crate) fn stands_before(text: &str, start: usize) -> bool {
             ) || (unspaced_script(c) && next.is_some_and(|n| n.is_ascii_alphabetic()))
         }
     }
+}
+
+/// Whether `head` ends with a bracketed token of call markup (`[TOOL_CALLS]`,
+/// `[FUNCTION_CALL]`): capitals naming a call, as the markup after it is a call's.
+fn call_token_ends(head: &str) -> bool {
+    let Some(inner) = head
+        .strip_suffix(']')
+        .and_then(|h| h.rfind('[').map(|i| &h[i + 1..]))
+    else {
+        return false;
+    };
+    inner.len() <= 32
+        && inner
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b == b'_' || b == b' ')
+        && ["TOOL", "CALL", "FUNCTION"]
+            .iter()
+            .any(|w| inner.contains(w))
 }
 
 /// Whether `c` belongs to a script written without spaces between words (Chinese,

@@ -3,10 +3,11 @@
 //! in typographic double quotes, a value serialized into a string whose inner quotes were
 //! never escaped (`"arguments": "{"q": "x"}"`), braces a template doubled to escape them
 //! (`{{"name": ..}}`), strings holding unescaped quotes or raw line breaks (a file's text
-//! written into a string as is). Asked only for a syntax error, and only where the bytes
+//! written into a string as is), a dict or list in Python's spelling, a trailing comma. Asked only for a syntax error, and only where the bytes
 //! at the error show the slip, so a failed read of prose costs a look, not a copy.
 //!
-//! May depend on: `serde_json`, `memchr`. No I/O.
+//! May depend on: `serde_json`, `memchr`, `crate::json5` (the lenient reader, for Python's
+//! spelling and trailing commas). No I/O.
 
 use serde_json::Value;
 
@@ -32,9 +33,25 @@ pub(super) fn read(rest: &str, e: &serde_json::Error) -> Option<(Value, usize)> 
         })
     } else if rest.starts_with('{') && control_slip(rest, e) {
         loose_strings(head(rest))
+    } else if python_or_trailing_comma(rest, near) {
+        crate::json5::parse_value_at(head(rest), 0).ok()
     } else {
         None
     }
+}
+
+/// Whether a value serde_json refused was written as Python writes a dict or a list
+/// (`{'name': 'f'}`, `[{'a': 1}]`), or with a trailing comma before its closer (`{"a": 1,}`):
+/// the lenient reader reads both as the model meant them.
+fn python_or_trailing_comma(rest: &str, near: &[u8]) -> bool {
+    let python = rest.starts_with("{'") || rest.starts_with("[{'") || rest.starts_with("{ '");
+    let trailing = near
+        .windows(2)
+        .any(|w| w[0] == b',' && matches!(w[1], b'}' | b']'))
+        || near
+            .windows(3)
+            .any(|w| w[0] == b',' && w[1] == b' ' && matches!(w[2], b'}' | b']'));
+    (python || trailing) && rest.starts_with(['{', '['])
 }
 
 /// The bytes around where serde_json stopped (its line and byte column), to see what
@@ -346,6 +363,16 @@ mod tests {
         // reading fails, nothing is read.
         assert!(value_at("{\"a\": \"b\" c", 0).is_none());
         assert!(value_at("{\"a\": \"line\nbreak", 0).is_none());
+    }
+
+    #[test]
+    fn pythons_spelling_and_trailing_commas_are_read() {
+        let (v, end) = value_at("{'name': 'f', 'arguments': {'q': True}} tail", 0).expect("read");
+        assert_eq!(v["arguments"]["q"], true);
+        assert_eq!(end, "{'name': 'f', 'arguments': {'q': True}}".len());
+        let (v, _) = value_at("{\"a\": 1,}", 0).expect("read");
+        assert_eq!(v["a"], 1);
+        assert!(value_at("{'a': ", 0).is_none());
     }
 
     #[test]
