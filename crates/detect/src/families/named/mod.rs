@@ -6,7 +6,8 @@
 //! - `NAME{json}`, `NAME {json}`: Mistral's `[TOOL_CALLS]NAME[ARGS]{..}` and DeepSeek V3.1's
 //!   `NAME<｜tool▁sep｜>{..}` with their tokens stripped (reported as `mistral`);
 //! - `functions.NAME:0{json}`: Kimi's call id with its tokens stripped (`kimi`);
-//! - `NAME` on a line of its own, then `{json}` (GLM-4-0414, Functionary) (`glm`);
+//! - `NAME` on a line of its own (or after Functionary's `>>>`), then `{json}` (GLM-4-0414,
+//!   Functionary) (`glm`);
 //! - `NAME({json})`, one positional object, or a script's object literal at a line's start
 //!   (`NAME({ key: "v" })`) (`pythonic`);
 //! - `[NAME]` on a line of its own, `{json}`, `[END_TOOL_REQUEST]` (or `[/NAME]`, the
@@ -291,6 +292,11 @@ fn name_before(bytes: &[u8], p: usize) -> bool {
                 .iter()
                 .rposition(|&b| b == b'\n')
                 .map_or(0, |n| n + 1);
+            // Functionary's `>>>` before the name.
+            let k = match bytes[..k].ends_with(b">>>") {
+                true => k - 3,
+                false => k,
+            };
             k == 0
                 || bytes[k - 1] == b'\n'
                 || memchr::memmem::find(

@@ -176,6 +176,16 @@ pub(super) fn at_brace(
         let open = text.get(..run.start)?.strip_suffix('[')?.len();
         names = vec![(open, word)];
     }
+    // Functionary's recipient marker before the name (`>>>NAME` above the object) is the
+    // call's markup.
+    if join == Join::Line {
+        if let Some(first) = names.first_mut() {
+            let head = text.get(..first.0).unwrap_or_default();
+            if head.ends_with(">>>") && line_start(text, first.0 - 3) {
+                first.0 -= 3;
+            }
+        }
+    }
     if join == Join::Line && !names.first().is_some_and(|n| line_start(text, n.0)) {
         return None;
     }
