@@ -11,7 +11,8 @@
 //! - in a call-shaped element (`<tool_call>`, `<invoke>`, `<function>`, `<|tool_call_begin|>`,
 //!   any spelling) by a `name` attribute, `=NAME`, a JSON object in attribute position, a
 //!   `<name>` child, the text right after the opener (`functions.NAME:0`,
-//!   `function<sep>NAME`), or a JSON call object as its body.
+//!   `function<sep>NAME`), or a JSON call object as its body;
+//! - as a name element's text, an arguments element right after it (`pair.rs`).
 //!
 //! The arguments are what the element holds and nothing else: parameter elements in any
 //! dialect (`<parameter name=k>`, `<parameter=k>`, `<k>v</k>`, `<k value="v"/>`,
@@ -22,7 +23,7 @@
 //! this reader finds where a row found a leak), so this is where a new spelling is read
 //! without a new row.
 //!
-//! May depend on: `super::util`, `super::tag_names` (tag names that are no tools),
+//! May depend on: its own `body`, `pair`; `super::util`, `super::tag_names` (tag names that are no tools),
 //! `super::named` (what stands apart), `crate::grammar`,
 //! `crate::types`, `crate::Ctx`.
 
@@ -41,6 +42,7 @@ use crate::{Ctx, Leak};
 use serde_json::{Map, Value};
 
 mod body;
+mod pair;
 
 use body::Body;
 
@@ -127,6 +129,11 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         }
         let found = match tag.kind {
             Kind::Close | Kind::Special if closes_a_call(tag) => reader.before_closer(tag),
+            Kind::Open if is_name_key(&tag.key()) => reader.name_then_args(tag).or_else(|| {
+                reader
+                    .call(tag)
+                    .map(|(end, call)| (tag.span.start, end, call))
+            }),
             _ => reader
                 .call(tag)
                 .map(|(end, call)| (tag.span.start, end, call)),
@@ -168,6 +175,8 @@ fn call_shaped(text: &str, t: &Tag<'_>) -> bool {
         Kind::Close => false,
         Kind::Special => !is_end_key(&key),
         _ if is_call_key(&key) || t.namespaced => true,
+        // A name element, the first of a pair whose second holds the arguments.
+        Kind::Open if is_name_key(&key) && t.closed => true,
         // Beyond call markup only a whole tag counts: generics (`Vec<T>`, `<typename T>`)
         // and comparisons lose their `>` or carry bare words, HTML is the answer's own.
         _ if !t.closed || is_html(t.name) => false,
