@@ -379,6 +379,17 @@ fn one_call(
     if r.call_close.is_empty() {
         return Some((calls, body_end));
     }
+    // One stray quote a model left right after the body (`{..}"</function>`, or at the
+    // end of its line when the closer is gone) is the call's.
+    let q = skip_ws(text, body_end);
+    let past = q + 1;
+    let stray = matches!(text.as_bytes().get(q), Some(b'"' | b'\'' | b'`'))
+        && (close.is_some_and(|(c, _)| c == skip_ws(text, past))
+            || text.get(past..).is_some_and(|r| {
+                r.trim_start_matches([' ', '\t']).is_empty()
+                    || r.trim_start_matches([' ', '\t']).starts_with(['\n', '\r'])
+            }));
+    let body_end = if stray { past } else { body_end };
     let after = skip_ws(text, body_end);
     match close {
         Some((c, len)) if c == after => Some((calls, c + len)),

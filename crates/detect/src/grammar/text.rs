@@ -215,8 +215,14 @@ fn indent_trimmed(raw: &str) -> &str {
 
 /// A parameter's value as written between its tags: one line break after the opener and
 /// one before the closer are the markup's ([`trim_one_newline`]), and so is the indent
-/// of indented markup.
+/// of indented markup, and the spaces around a value padded on both sides on one line.
 pub fn value_lines(raw: &str) -> &str {
+    // All on one line between its tags (`<parameter=k> v </parameter>`): the spaces on
+    // both sides stand where the line breaks do in the usual layout.
+    let padded = |c: Option<char>| matches!(c, Some(' ' | '\t'));
+    if !raw.contains('\n') && padded(raw.chars().next()) && padded(raw.chars().next_back()) {
+        return raw.trim_matches([' ', '\t']);
+    }
     trim_one_newline(indent_trimmed(raw))
 }
 
@@ -230,7 +236,8 @@ mod tests {
         assert_eq!(value_lines("\nplain\n"), "plain");
         // Code indented deeper than the closer keeps its indent.
         assert_eq!(value_lines("\n    return x\n"), "    return x");
-        assert_eq!(value_lines(" ls -la "), " ls -la ");
+        assert_eq!(value_lines(" ls -la "), "ls -la");
+        assert_eq!(value_lines(" leading only"), " leading only");
     }
 
     #[test]

@@ -194,10 +194,17 @@ pub(super) fn at_brace(
         // verb before the namespace is its markup; what the run holds before the verb is the
         // sentence it was glued to.
         let head = text.get(run.start..run.start + g).unwrap_or_default();
+        // A word glued to the namespace by a colon is that verb as a model garbled it
+        // (`Lie:default_api:NAME{..}`, `Done.Lie:default_api:..`): nothing of a sentence is
+        // glued to a namespace.
+        let word_at = head.rfind('.').map_or(0, |i| i + 1);
+        let garbled = head[word_at..].strip_suffix(':').is_some_and(|w| {
+            (1..=16).contains(&w.len()) && w.bytes().all(|b| b.is_ascii_alphabetic())
+        });
         let verb = ["startcall:", "declaration:", "call:"]
             .iter()
             .find_map(|v| head.rfind(v))
-            .unwrap_or(g);
+            .unwrap_or(if garbled { word_at } else { g });
         first.0 = run.start + verb;
     }
     found.finish(family, 0, end, &names, args, true)
