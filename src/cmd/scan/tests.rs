@@ -20,7 +20,16 @@ fn args(files: Vec<PathBuf>, jsonl: bool) -> ScanArgs {
     }
 }
 
-fn temp_file(name: &str, body: &[u8]) -> PathBuf {
+/// A scratch directory removed when the test that made it ends, pass or fail.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn temp_file(name: &str, body: &[u8]) -> (Scratch, PathBuf) {
     let dir = std::env::temp_dir().join(format!("tcr-scan-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
@@ -28,7 +37,7 @@ fn temp_file(name: &str, body: &[u8]) -> PathBuf {
         .unwrap()
         .write_all(body)
         .unwrap();
-    path
+    (Scratch(dir), path)
 }
 
 fn lines(out: &[u8]) -> Vec<Value> {
@@ -41,7 +50,7 @@ fn lines(out: &[u8]) -> Vec<Value> {
 
 #[test]
 fn plain_file_is_one_message() {
-    let f = temp_file(
+    let (_dir, f) = temp_file(
         "leak.txt",
         b"{success: true, memory_type: 'fact', content: 'tea'}Noted.",
     );
@@ -65,7 +74,7 @@ fn jsonl_lines_carry_their_own_tools_and_ids() {
         r#"{"id": 8, "content": "Just prose."}"#,
         "\n"
     );
-    let f = temp_file("m.jsonl", body.as_bytes());
+    let (_dir, f) = temp_file("m.jsonl", body.as_bytes());
     let mut out = Vec::new();
     let s = run(&args(vec![f], true), &mut out).unwrap();
     assert_eq!((s.messages, s.with_leaks), (2, 1));
@@ -77,8 +86,8 @@ fn jsonl_lines_carry_their_own_tools_and_ids() {
 
 #[test]
 fn unreadable_inputs_are_counted_not_fatal() {
-    let bad_utf8 = temp_file("bad.txt", b"\xff\xfe oops");
-    let bad_line = temp_file(
+    let (_dir1, bad_utf8) = temp_file("bad.txt", b"\xff\xfe oops");
+    let (_dir2, bad_line) = temp_file(
         "bad.jsonl",
         b"{\"content\": 5}\nnot json\n{\"content\": \"ok\"}\n",
     );
@@ -99,7 +108,7 @@ fn other_roles_are_never_leaks_and_text_is_read_as_content() {
          {{\"id\": 2, \"role\": \"tool\", \"content\": \"{leak}\"}}\n\
          {{\"id\": 3, \"role\": \"assistant\", \"text\": \"{leak}\"}}\n"
     );
-    let f = temp_file("roles.jsonl", body.as_bytes());
+    let (_dir, f) = temp_file("roles.jsonl", body.as_bytes());
     let mut out = Vec::new();
     let s = run(&args(vec![f], true), &mut out).unwrap();
     assert_eq!((s.messages, s.with_leaks, s.not_assistant), (3, 1, 2));
@@ -119,7 +128,7 @@ fn explain_says_why_a_leak_was_missed() {
         r#"{"id": 3, "content": "<tool_call>{\"name\": \"search\", \"arguments\": {}}</tool_call>"}"#,
         "\n",
     );
-    let f = temp_file("explain.jsonl", body.as_bytes());
+    let (_dir, f) = temp_file("explain.jsonl", body.as_bytes());
     let mut a = args(vec![f], true);
     a.explain = true;
     let mut out = Vec::new();
@@ -158,7 +167,7 @@ fn stats_count_leaks_by_family_and_what_recovery_would_do() {
         r#"{"role": "user", "content": "{success: true}"}"#,
         "\n",
     );
-    let f = temp_file("stats.jsonl", body.as_bytes());
+    let (_dir, f) = temp_file("stats.jsonl", body.as_bytes());
     let mut a = args(vec![f], true);
     a.stats = true;
     let mut out = Vec::new();
@@ -187,7 +196,7 @@ fn explain_names_the_matched_marker_and_every_detector_that_ran_says_why() {
         r#"{"id": 2, "content": "{\"tool\": \"search\", \"note\": 1} ok", "enabled_tools": ["search"]}"#,
         "\n",
     );
-    let f = temp_file("explain-declines.jsonl", body.as_bytes());
+    let (_dir, f) = temp_file("explain-declines.jsonl", body.as_bytes());
     let mut a = args(vec![f], true);
     a.explain = true;
     let mut out = Vec::new();
