@@ -12,7 +12,7 @@ mod real;
 mod streamed;
 
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use toolcall_detect::{detect, Config, Input, Stream};
+use toolcall_detect::{detect, Config, Input, Stream, StreamPolicy};
 
 fn benches(c: &mut Criterion) {
     let msgs = real::contents("real_assistant_messages.jsonl");
@@ -42,11 +42,12 @@ fn benches(c: &mut Criterion) {
                 .sum::<usize>()
         })
     });
-    // A stream per reply is made outside the timing: the caller owns its tools and policy,
-    // as the one-shot call borrows them.
+    // A stream per reply is made outside the timing, under one policy as a caller streaming
+    // an agent's replies keeps it: the one-shot call borrows tools and policy too.
+    let policy = StreamPolicy::new(config.clone(), tools.clone());
     let streams = || -> Vec<Stream> {
         (0..msgs.len())
-            .map(|_| Stream::new(config.clone(), tools.clone()))
+            .map(|_| Stream::with_policy(&policy))
             .collect()
     };
     g.bench_function("deltas_1_16", |b| {

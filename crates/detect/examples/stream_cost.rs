@@ -8,7 +8,7 @@ mod real;
 #[path = "../tests/support/streamed.rs"]
 mod streamed;
 
-use toolcall_detect::{detect, Config, Input, Stream};
+use toolcall_detect::{detect, Config, Input, Stream, StreamPolicy};
 
 #[inline(never)]
 fn measured(
@@ -71,14 +71,13 @@ fn main() {
         .map(|(i, m)| streamed::deltas(m, 16, i as u64))
         .collect();
     let tools = real::agent_tools();
-    // Streams are made outside the measured part: the caller owns tools and policy, as the
-    // one-shot call borrows them.
+    // Streams are made outside the measured part, under one policy as a caller streaming
+    // an agent's replies keeps it: the one-shot call borrows tools and policy too.
     let n = match mode.as_str() {
         "one_shot" | "floor" => 0,
         _ => msgs.len(),
     };
-    let streams: Vec<Stream> = (0..n)
-        .map(|_| Stream::new(Config::default(), tools.clone()))
-        .collect();
+    let policy = StreamPolicy::new(Config::default(), tools.clone());
+    let streams: Vec<Stream> = (0..n).map(|_| Stream::with_policy(&policy)).collect();
     println!("{}", measured(&mode, &msgs, &cut, &tools, streams));
 }

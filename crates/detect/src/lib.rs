@@ -82,7 +82,7 @@ pub(crate) mod trace;
 pub(crate) mod types;
 
 pub use config::Config;
-pub use stream::{Finished, Stream};
+pub use stream::{Finished, Stream, StreamPolicy};
 pub use trace::{NoTrace, Note, Trace, Verdict};
 pub use types::{Call, Detection, Family, Leak, ResultKind, ResultObject};
 

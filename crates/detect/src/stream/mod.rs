@@ -38,6 +38,7 @@ use crate::code;
 use crate::{detect, might_leak, Config, Detection, Input};
 use lines::{harmony_frame, last_line, leads_in, role_glued_to_channel, ToolNames};
 use open::Open;
+use std::sync::Arc;
 
 /// One reply read as it arrives: [`Stream::push`] each delta and show what it returns,
 /// then [`Stream::finish`] and show its `rest`.
@@ -59,8 +60,7 @@ use open::Open;
 /// ```
 #[derive(Debug, Clone)]
 pub struct Stream {
-    config: Config,
-    tools: ToolNames,
+    policy: StreamPolicy,
     text: String,
     /// Bytes of `text` returned by pushes so far.
     shown: usize,
@@ -89,12 +89,50 @@ pub struct Finished {
     pub detection: Detection,
 }
 
+/// The policy and the enabled tools that the streams of one agent share: made once,
+/// then each [`Stream::with_policy`] costs no copy of them (and dropping a stream frees
+/// none), where [`Stream::new`] makes one of its own.
+///
+/// ```
+/// use toolcall_detect::{Config, Stream, StreamPolicy};
+///
+/// let policy = StreamPolicy::new(Config::default(), vec!["save_memory".into()]);
+/// for reply in ["Hello.\n", "Noted.\n"] {
+///     let mut stream = Stream::with_policy(&policy);
+///     let mut shown = stream.push(reply).to_string();
+///     shown.push_str(&stream.finish().rest);
+///     assert_eq!(shown, reply);
+/// }
+/// ```
+#[derive(Debug, Clone)]
+pub struct StreamPolicy(Arc<Policy>);
+
+#[derive(Debug)]
+struct Policy {
+    config: Config,
+    tools: ToolNames,
+}
+
+impl StreamPolicy {
+    /// The policy for the replies of an agent with these tools enabled.
+    pub fn new(config: Config, enabled_tools: Vec<String>) -> StreamPolicy {
+        StreamPolicy(Arc::new(Policy {
+            config,
+            tools: ToolNames::new(enabled_tools),
+        }))
+    }
+}
+
 impl Stream {
     /// A stream for one reply of an agent with these tools enabled.
     pub fn new(config: Config, enabled_tools: Vec<String>) -> Stream {
+        Stream::with_policy(&StreamPolicy::new(config, enabled_tools))
+    }
+
+    /// A stream for one reply under a policy shared with other streams.
+    pub fn with_policy(policy: &StreamPolicy) -> Stream {
         Stream {
-            config,
-            tools: ToolNames::new(enabled_tools),
+            policy: policy.clone(),
             text: String::with_capacity(1024),
             shown: 0,
             settled: 0,
@@ -178,9 +216,9 @@ impl Stream {
             &Input {
                 content: &self.text,
                 tools_used: &[],
-                enabled_tools: &self.tools.names,
+                enabled_tools: &self.policy.0.tools.names,
             },
-            &self.config,
+            &self.policy.0.config,
         );
         let whole = detection.cleaned.as_deref().unwrap_or(&self.text);
         // What was shown is a prefix of `whole` (the module docs say why; the tests check
@@ -209,7 +247,8 @@ impl Stream {
             return false;
         }
         let in_code = self.open.code.is_some();
-        self.open.read_line(line.as_bytes(), &self.tools.names);
+        self.open
+            .read_line(line.as_bytes(), &self.policy.0.tools.names);
         if in_code {
             // A line of a fenced block no leak can start in (or its closing line).
             self.cut(end);
@@ -235,7 +274,7 @@ impl Stream {
         if from < self.line_start {
             let lines = &self.text.as_bytes()[from..self.line_start];
             for line in lines.split_inclusive(|&b| b == b'\n') {
-                self.open.read_line(line, &self.tools.names);
+                self.open.read_line(line, &self.policy.0.tools.names);
             }
         }
     }
@@ -254,7 +293,7 @@ impl Stream {
             return false;
         }
         let last = last_line(window);
-        if !fence_next && leads_in(last, &self.tools) {
+        if !fence_next && leads_in(last, &self.policy.0.tools) {
             return false;
         }
         // A short reply that may be one stripped Harmony recipient header, a call as the
@@ -272,9 +311,9 @@ impl Stream {
             &Input {
                 content: window,
                 tools_used: &[],
-                enabled_tools: &self.tools.names,
+                enabled_tools: &self.policy.0.tools.names,
             },
-            &self.config,
+            &self.policy.0.config,
         );
         if !d.is_clean() {
             self.waiting = true;
