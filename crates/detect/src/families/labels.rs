@@ -3,7 +3,9 @@
 //! tool and the arguments right after it (`[tool:NAME] {json}`, `[Tool Call: NAME (ID:
 //! ..)] Arguments: {json}`). The bracket and its label are the call's markup and go with it.
 //! The same trace written as a line of its own, without brackets (`Calling NAME with
-//! input: {json}`), is [`trace_line`]. (LangChain's ``Invoking: `NAME` with `{..}` ``
+//! input: {json}`), is [`trace_line`]; among the sentences of a bracketed note a framework
+//! wrote into the history (`[Historical context: .. called tool "NAME" with arguments:
+//! {json}. ..]`), the note is the call's markup. (LangChain's ``Invoking: `NAME` with `{..}` ``
 //! puts the object in inline code, which is an example here.)
 //! Whether the call names an enabled tool is the caller's check, as for a list.
 //!
@@ -29,6 +31,10 @@ const MAX_LABEL_WORDS: usize = 3;
 /// call is a keyword call, `NAME({json})` or `NAME {json}`; whether it names an enabled
 /// tool is the caller's check, as for a list.
 pub(super) fn labeled_at(text: &str, p: usize) -> Option<(Vec<Call>, usize)> {
+    label_call(text, p).or_else(|| traced_note(text, p))
+}
+
+fn label_call(text: &str, p: usize) -> Option<(Vec<Call>, usize)> {
     let inner = text.get(p + 1..)?;
     let head = inner.get(..floor_char(inner, MAX_LABEL + 1))?;
     let words = |label: &str| {
@@ -73,6 +79,45 @@ pub(super) fn labeled_at(text: &str, p: usize) -> Option<(Vec<Call>, usize)> {
     };
     let close = skip_ws(text, end);
     (text.as_bytes().get(close) == Some(&b']')).then(|| (vec![call], close + 1))
+}
+
+/// The most bytes of a bracketed note (`[Historical context: ..]`) read for a trace.
+const MAX_NOTE: usize = 2048;
+
+/// A bracketed note on lines of its own holding a trace of a call among its sentences
+/// (`[Historical context: a model called tool "NAME" with arguments: {json}. Do not mimic
+/// this.]`): a history line a framework wrote that the model copied. The trace is a call
+/// word, the name (maybe quoted), ` with`, maybe one word and a colon, the object; the note
+/// is the call's markup, prose and all. It holds no other bracket or object; where it
+/// stands is the caller's check, as for every label.
+fn traced_note(text: &str, p: usize) -> Option<(Vec<Call>, usize)> {
+    let inner = text.get(p + 1..)?;
+    let inner = inner.get(..floor_char(inner, MAX_NOTE))?;
+    let brace = inner.find('{')?;
+    let before = inner[..brace].trim_end();
+    if before.contains(['[', ']', '\n']) || !with_before(before.as_bytes()) {
+        return None;
+    }
+    // The words before ` with`: the name last, a call word right before it.
+    let head = before.strip_suffix(':').unwrap_or(before).trim_end();
+    let head = match head.strip_suffix(" with") {
+        Some(h) => h,
+        None => head.rsplit_once(' ')?.0.strip_suffix(" with")?,
+    };
+    let (lead, name) = head.trim_end().rsplit_once(' ')?;
+    let name = name.trim_matches(['"', '\'', '`']);
+    let word = lead.trim_end().rsplit(' ').next()?;
+    if !has_call_word(word) {
+        return None;
+    }
+    let (arguments, end) = json_value_at(text, p + 1 + brace)?;
+    let rest = text.get(end..)?;
+    let close = rest.get(..floor_char(rest, MAX_NOTE))?.find(']')?;
+    let tail = &rest[..close];
+    if tail.contains(['[', '{', '\n']) {
+        return None;
+    }
+    Some((vec![call_named(name, arguments)?], end + close + 1))
 }
 
 /// Words a label names a call with, in any case (`tool`, `Tool Call`, `Calling`): a
@@ -344,7 +389,16 @@ pub(super) fn label_probe(bytes: &[u8], from: usize) -> bool {
                                 .all(|b| b.is_ascii_alphabetic() || matches!(b, b' ' | b':'))
                         })
                 }
-                _ => false,
+                // A note holding a trace among its words (`[Historical context: .. called
+                // tool "NAME" with arguments: {`): ` with` and a word or two before a brace
+                // on the same line.
+                _ => {
+                    let far = (from + MAX_LABEL * 6).min(bytes.len());
+                    let rest = bytes.get(from..far).unwrap_or_default();
+                    rest.iter()
+                        .position(|b| matches!(b, b'{' | b']' | b'\n'))
+                        .is_some_and(|e| rest[e] == b'{' && with_before(&rest[..e]))
+                }
             }
         }
         // `Calling NAME with {`: the letters and spaces run up to the brace (a one-word
