@@ -23,11 +23,10 @@
 //! this reader finds where a row found a leak), so this is where a new spelling is read
 //! without a new row.
 //!
-//! May depend on: its own `body`, `pair`; `super::util`, `super::tag_names` (tag names that are no tools),
+//! May depend on: its own `body`, `pair`, `shape`; `super::util`, `super::tag_names` (tag names that are no tools),
 //! `super::named` (what stands apart), `crate::grammar`,
 //! `crate::types`, `crate::Ctx`.
 
-use super::tag_names::is_html;
 use super::util::{is_schema, merge, skip_ws, typed_param, Block};
 use crate::grammar::bytes as class;
 use crate::grammar::json::{call_of, Keys};
@@ -43,8 +42,10 @@ use serde_json::{Map, Value};
 
 mod body;
 mod pair;
+mod shape;
 
 use body::Body;
+use shape::{call_shaped, closes_a_call};
 
 /// A bare `<`, confirmed by [`probe`].
 pub(crate) const TRIGGERS: &[&str] = &["<"];
@@ -162,44 +163,6 @@ pub(crate) fn tool_element(text: &str, p: usize, ctx: &Ctx<'_>) -> Option<(usize
     };
     let (end, call) = reader.call(&open)?;
     ctx.tool_enabled(&call.name).then_some((end, call))
-}
-
-/// Whether a tag could open a call before any tool name is known: a special token, a tag
-/// of call markup (any spelling), a namespaced tag, or an element that is not HTML and
-/// holds elements or attributes.
-fn call_shaped(text: &str, t: &Tag<'_>) -> bool {
-    let key = t.key();
-    let valued = !t.attrs.is_empty() && t.attrs.iter().all(|(_, v)| !v.is_empty());
-    match t.kind {
-        _ if closes_a_call(t) => true,
-        Kind::Close => false,
-        Kind::Special => !is_end_key(&key),
-        _ if is_call_key(&key) || t.namespaced => true,
-        // A name element, the first of a pair whose second holds the arguments.
-        Kind::Open if is_name_key(&key) && t.closed => true,
-        // Beyond call markup only a whole tag counts: generics (`Vec<T>`, `<typename T>`)
-        // and comparisons lose their `>` or carry bare words, HTML is the answer's own.
-        _ if !t.closed || is_html(t.name) => false,
-        Kind::SelfClose => valued,
-        Kind::Open => {
-            valued
-                || t.json.is_some()
-                || t.eq.is_some()
-                || tag_at(text, skip_ws(text, t.span.end))
-                    .is_some_and(|c| c.kind == Kind::Open && c.closed)
-        }
-    }
-}
-
-/// Whether a tag closes call markup (`</tool_call>`, `<|tool_call_end|>`): left after a
-/// call whose opener a server stripped, it says where that call ends.
-fn closes_a_call(t: &Tag<'_>) -> bool {
-    let key = t.key();
-    match t.kind {
-        Kind::Close => is_call_key(&key),
-        Kind::Special => is_end_key(&key) && is_call_key(&key),
-        _ => false,
-    }
 }
 
 struct Reader<'a, 't> {
