@@ -98,14 +98,8 @@ fn traced_note(text: &str, p: usize) -> Option<(Vec<Call>, usize)> {
     if before.contains(['[', ']', '\n']) || !with_before(before.as_bytes()) {
         return None;
     }
-    // The words before ` with`: the name last, a call word right before it.
-    let head = before.strip_suffix(':').unwrap_or(before).trim_end();
-    let head = match head.strip_suffix(" with") {
-        Some(h) => h,
-        None => head.rsplit_once(' ')?.0.strip_suffix(" with")?,
-    };
-    let (lead, name) = head.trim_end().rsplit_once(' ')?;
-    let name = name.trim_matches(['"', '\'', '`']);
+    // The name last before ` with`, a call word right before it.
+    let (lead, name) = name_before_with(before)?;
     let word = lead.trim_end().rsplit(' ').next()?;
     if !has_call_word(word) {
         return None;
@@ -266,14 +260,11 @@ fn json_call(text: &str, at: usize) -> Option<(Call, usize)> {
     Some((call_named(name, arguments)?, end))
 }
 
-/// A trace line standing as a line of its own, its object at the `{` at `p`: a label of
-/// at most [`MAX_LABEL_WORDS`] words (capitalised as software writes it, or holding a call
-/// word), the tool's name (maybe quoted or in backticks), ` with`, maybe one word naming the
-/// object and a colon, then the object (JSON, or a Python dict) ending the line. Where the line starts (past its indent), where the call ends, and the
-/// call.
-pub(crate) fn trace_line(text: &str, p: usize) -> Option<(usize, usize, Call)> {
-    let line = text.get(..p)?.rfind('\n').map_or(0, |i| i + 1);
-    let head = text.get(line..p)?.trim_end();
+/// What stands before a trace's object (`Calling NAME with`, `.. tool "NAME" with
+/// arguments:`): the words before the name, and the name, its quotes taken off. ` with`
+/// ends it, maybe followed by one word naming the object and a colon.
+fn name_before_with(head: &str) -> Option<(&str, &str)> {
+    let head = head.trim_end();
     let head = head.strip_suffix(':').unwrap_or(head).trim_end();
     let head = match head.strip_suffix(" with") {
         Some(h) => h,
@@ -285,8 +276,18 @@ pub(crate) fn trace_line(text: &str, p: usize) -> Option<(usize, usize, Call)> {
             h.strip_suffix(" with")?
         }
     };
-    let (label, name) = head.trim_end().rsplit_once(' ')?;
-    let name = name.trim_matches(['"', '\'', '`']);
+    let (lead, name) = head.trim_end().rsplit_once(' ')?;
+    Some((lead, name.trim_matches(['"', '\'', '`'])))
+}
+
+/// A trace line standing as a line of its own, its object at the `{` at `p`: a label of
+/// at most [`MAX_LABEL_WORDS`] words (capitalised as software writes it, or holding a call
+/// word), the tool's name (maybe quoted or in backticks), ` with`, maybe one word naming the
+/// object and a colon, then the object (JSON, or a Python dict) ending the line. Where the line starts (past its indent), where the call ends, and the
+/// call.
+pub(crate) fn trace_line(text: &str, p: usize) -> Option<(usize, usize, Call)> {
+    let line = text.get(..p)?.rfind('\n').map_or(0, |i| i + 1);
+    let (label, name) = name_before_with(text.get(line..p)?)?;
     let label = label.trim_end().strip_suffix(':').unwrap_or(label).trim();
     let words = label.split_whitespace().count();
     let labelled = (1..=MAX_LABEL_WORDS).contains(&words)

@@ -138,19 +138,15 @@ fn is_candidate(text: &str, pos: usize) -> bool {
     let before = text.get(..pos).unwrap_or_default().trim_end();
     // An object that opens the message may start with any key (`{"server_idx": 0,
     // "tool_name": ..}`): it is parsed once, whatever it holds.
-    if !before.is_empty()
-        && !(rest.starts_with("\"name\"")
-            || rest.starts_with("\"arguments\"")
-            || rest.starts_with("\"parameters\"")
-            || rest.starts_with("\"type\"")
-            || rest.starts_with("\"tool_calls\"")
-            || rest.starts_with("\"function_call\"")
-            || rest.starts_with("\"id\"")
-            || rest.starts_with("\"function\"")
-            || rest.starts_with("\"action\"")
-            || rest.starts_with("\"tool")
-            || rest.starts_with("\"function_name\""))
-    {
+    // Elsewhere it opens with a call's first key, or with one an element of the API's
+    // `tool_calls` may open with (its `"function": {` was the marker).
+    let keyed = rest.strip_prefix('"').is_some_and(|r| {
+        FIRST_KEYS
+            .iter()
+            .chain(&[b"id\"".as_slice(), b"function\"", b"function_name\""])
+            .any(|k| r.as_bytes().starts_with(k))
+    });
+    if !before.is_empty() && !keyed {
         return false;
     }
     match before.as_bytes().last() {

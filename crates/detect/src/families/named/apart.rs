@@ -2,7 +2,8 @@
 //! name mentioned in a sentence, shared by the bare shapes here and by the families that
 //! read wrapped markup (`xml_tool`, `json_fence`, `markup`).
 //!
-//! May depend on: nothing of the crate (it reads the text only).
+//! May depend on: `crate::remnant` (what a bracketed call token is); otherwise it reads
+//! the text only.
 
 /// Whether markup starting at `start` stands apart from the text before it: at the start of
 /// the text or a line, or after the end of a sentence, a colon or a tag (glued to it or
@@ -17,7 +18,8 @@ pub(crate) fn stands_before(text: &str, start: usize) -> bool {
     let head = head.trim_end_matches([' ', '\t']);
     match head.chars().next_back() {
         None => true,
-        Some(']') => call_token_ends(head),
+        // A bracketed opener of call markup (`[TOOL_CALLS]`), as the remnant rule reads it.
+        Some(']') => crate::remnant::bracket_token_ending(head).is_some_and(|(_, closes)| !closes),
         Some(c) => {
             matches!(
                 c,
@@ -25,24 +27,6 @@ pub(crate) fn stands_before(text: &str, start: usize) -> bool {
             ) || (unspaced_script(c) && next.is_some_and(|n| n.is_ascii_alphabetic()))
         }
     }
-}
-
-/// Whether `head` ends with a bracketed token of call markup (`[TOOL_CALLS]`,
-/// `[FUNCTION_CALL]`): capitals naming a call, as the markup after it is a call's.
-fn call_token_ends(head: &str) -> bool {
-    let Some(inner) = head
-        .strip_suffix(']')
-        .and_then(|h| h.rfind('[').map(|i| &h[i + 1..]))
-    else {
-        return false;
-    };
-    inner.len() <= 32
-        && inner
-            .bytes()
-            .all(|b| b.is_ascii_uppercase() || b == b'_' || b == b' ')
-        && ["TOOL", "CALL", "FUNCTION"]
-            .iter()
-            .any(|w| inner.contains(w))
 }
 
 /// Whether `c` belongs to a script written without spaces between words (Chinese,

@@ -16,9 +16,11 @@ use serde_json::Value;
 const MAX: usize = 64 * 1024;
 
 /// The value serde_json refused with `e` at the start of `rest`, read once more where the
-/// slip it stopped at is one of the two above; the value and the offset past it in `rest`.
+/// slip it stopped at is one of those above; the value and the offset past it in `rest`.
 pub(super) fn read(rest: &str, e: &serde_json::Error) -> Option<(Value, usize)> {
-    let near = error_near(rest, e)?;
+    let bytes = rest.as_bytes();
+    let at = stopped_at(bytes, e)?;
+    let near = bytes.get(at.saturating_sub(3)..(at + 3).min(bytes.len()))?;
     if near.contains(&b'\\') {
         lone_backslashes(head(rest))
     } else if near.contains(&0xE2) && rest.starts_with(['{', '[']) {
@@ -27,11 +29,11 @@ pub(super) fn read(rest: &str, e: &serde_json::Error) -> Option<(Value, usize)> 
         doubled_braces(head(rest))
     } else if near.contains(&b'"') && rest.starts_with('{') {
         unescaped_inner(head(rest)).or_else(|| {
-            quote_slip(rest, e)
+            quote_slip(bytes, at)
                 .then(|| loose_strings(head(rest)))
                 .flatten()
         })
-    } else if rest.starts_with('{') && control_slip(rest, e) {
+    } else if rest.starts_with('{') && control_slip(bytes, at, e) {
         loose_strings(head(rest))
     } else if python_or_trailing_comma(rest, near) {
         crate::json5::parse_value_at(head(rest), 0).ok()
@@ -54,46 +56,27 @@ fn python_or_trailing_comma(rest: &str, near: &[u8]) -> bool {
     (python || trailing) && rest.starts_with(['{', '['])
 }
 
-/// The bytes around where serde_json stopped (its line and byte column), to see what
-/// stopped it without formatting its message.
-fn error_near<'r>(rest: &'r str, e: &serde_json::Error) -> Option<&'r [u8]> {
-    let bytes = rest.as_bytes();
+/// The offset where serde_json stopped (its line and byte column), to see what stopped it
+/// without formatting its message.
+fn stopped_at(bytes: &[u8], e: &serde_json::Error) -> Option<usize> {
     let line_start = match e.line() {
         0 | 1 => 0,
         n => memchr::memchr_iter(b'\n', bytes).nth(n - 2)? + 1,
     };
-    let at = line_start + e.column().saturating_sub(1);
-    bytes.get(at.saturating_sub(3)..(at + 3).min(bytes.len()))
+    Some(line_start + e.column().saturating_sub(1))
 }
 
 /// Whether serde_json stopped at a raw control character in a string: a tab or carriage
-/// return at its column, or a line break, after which it counts column 0 of the next line.
-fn control_slip(rest: &str, e: &serde_json::Error) -> bool {
-    if e.line() > 1 && e.column() == 0 {
-        return true;
-    }
-    let bytes = rest.as_bytes();
-    let line_start = match e.line() {
-        0 | 1 => Some(0),
-        n => memchr::memchr_iter(b'\n', bytes).nth(n - 2).map(|i| i + 1),
-    };
-    line_start
-        .and_then(|l| bytes.get(l + e.column().checked_sub(1)?))
-        .is_some_and(|&b| b < b' ')
+/// return at its column (`at`), or a line break, after which it counts column 0 of the
+/// next line.
+fn control_slip(bytes: &[u8], at: usize, e: &serde_json::Error) -> bool {
+    (e.line() > 1 && e.column() == 0) || bytes.get(at).is_some_and(|&b| b < b' ')
 }
 
-/// Whether serde_json stopped right after a string that a quote inside it closed too
-/// early: the quote, then a byte that cannot follow a string (`lang="en"` read as `"lang="`
-/// then `en`).
-fn quote_slip(rest: &str, e: &serde_json::Error) -> bool {
-    let bytes = rest.as_bytes();
-    let line_start = match e.line() {
-        0 | 1 => Some(0),
-        n => memchr::memchr_iter(b'\n', bytes).nth(n - 2).map(|i| i + 1),
-    };
-    let Some(at) = line_start.map(|l| l + e.column().saturating_sub(1)) else {
-        return false;
-    };
+/// Whether serde_json stopped (at `at`) right after a string that a quote inside it closed
+/// too early: the quote, then a byte that cannot follow a string (`lang="en"` read as
+/// `"lang="` then `en`).
+fn quote_slip(bytes: &[u8], at: usize) -> bool {
     let before = bytes[..at.min(bytes.len())].trim_ascii_end();
     before.ends_with(b"\"")
         && bytes
