@@ -10,9 +10,10 @@
 //! after an opener an empty body (`[]`, `{}`, `[{}]`). They must end the message, stand
 //! on lines of their own after prose, hold at least one opener or orphan closer of call
 //! markup, and lie outside code and closed reasoning and apart from every leak already
-//! found. A message of nothing but such markup stays as a parser leaves it (vLLM's tests
-//! return `<tool_call>` alone as content), and so do tokens after other markup: they belong
-//! to a call this reading does not know.
+//! found, or be the whole message (a reply of nothing but `<tool_call>` or an opener cut
+//! before its `>`: the user was shown half a control sequence and nothing else, which
+//! vLLM's parsers return as content). Tokens after other markup stay: they belong to a call
+//! this reading does not know.
 //!
 //! May depend on: `crate::grammar`, `crate::code`, `crate::remnant`, `crate::types`. No I/O.
 
@@ -89,9 +90,9 @@ fn run_before(text: &str, end: usize) -> Option<usize> {
         tokens += 1;
         start = at;
     }
-    // After prose, on lines of its own: markup before it is a call this reading does not
-    // know (a tool not enabled, a body that did not parse), whose tokens stay with it; and
-    // a message of nothing but markup is left as a parser leaves it.
+    // After prose, on lines of its own, or as the whole message: markup before it is a
+    // call this reading does not know (a tool not enabled, a body that did not parse),
+    // whose tokens stay with it.
     let head = text.get(..start)?;
     let own_line = head.trim_end_matches([' ', '\t']).ends_with('\n');
     // The prose ends a sentence or announces what follows: a sentence cut before the
@@ -102,7 +103,8 @@ fn run_before(text: &str, end: usize) -> Option<usize> {
             '.' | '!' | '?' | ':' | '…' | '。' | '！' | '？' | '：' | ')'
         )
     });
-    (tokens > 0 && !after_body && call && own_line && prose).then_some(start)
+    let alone = head.trim().is_empty();
+    (tokens > 0 && !after_body && call && (alone || own_line && prose)).then_some(start)
 }
 
 /// The markup-only token that ends `head` (a prefix of `text`): where it starts, and
@@ -186,6 +188,19 @@ mod tests {
     }
 
     #[test]
+    fn a_reply_of_nothing_but_call_markup_goes() {
+        for t in [
+            "<tool_call>",
+            "<tool_call>\n</tool_call>",
+            "</_call>",
+            "\n\n</parameter>\n</function>\n</tool_call>",
+            "<｜DSML｜tool_calls",
+        ] {
+            assert_eq!(cleaned(t).as_deref(), Some(""), "{t:?}");
+        }
+    }
+
+    #[test]
     fn markup_named_in_prose_or_code_stays() {
         for t in [
             "Wrap the call in <tool_call>",
@@ -199,9 +214,6 @@ mod tests {
             "List:\n[]",
             "<tool_calls>\nI will call the weather tool.\n</tool_calls>",
             "Ok.\n<parameter=a>\nx\n</parameter>",
-            "<tool_call>",
-            "<tool_call>\n</tool_call>",
-            "</_call>",
             "Ok.\n<|action_start|>\nprint(1)\n<|action_end|>",
             "<parameter=a>x</parameter>\n</function>",
         ] {

@@ -335,9 +335,10 @@ fn huge_and_deep_inputs_finish() {
 fn truncated_markup_is_never_a_leak_of_its_prefix() {
     let full =
         "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>";
-    // Every cut inside the JSON leaves an unparsable call: nothing may be removed.
+    // Every cut inside the JSON leaves an unparsable call: nothing may be removed. (The
+    // opener alone is a reply of nothing but call markup, which goes: `dangling.rs`.)
     let json_end = full.find("</tool_call>").unwrap();
-    for cut in "<tool_call>".len()..json_end {
+    for cut in "<tool_call>".len() + 1..json_end {
         let text = &full[..cut];
         assert!(run(text, &enabled()).is_clean(), "{text}");
     }

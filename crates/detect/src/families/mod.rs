@@ -26,6 +26,7 @@ pub mod format;
 mod frames;
 mod gemini;
 pub(crate) mod harmony;
+mod hash;
 mod json_fence;
 mod kimi_k3;
 mod labels;

@@ -391,7 +391,7 @@ pub static FORMATS: &[Format] = &[
                     lenient: false,
                 }),
                 // `{tool => "NAME", args => {--key "value"}}`, the Perl-ish spelling.
-                Grammar::Custom(hash_call),
+                Grammar::Custom(super::hash::hash_call),
             ]),
         )
     },

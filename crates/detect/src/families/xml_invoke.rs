@@ -154,14 +154,17 @@ fn find_qwen(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
         if ctx.quoted(pos) {
             continue;
         }
-        let next_fn = fnext.find(pos + 1).unwrap_or(text.len());
+        // Closed values are opaque: a file's content may hold `</function>` or another
+        // `<function=..>`, which end or start nothing until the value's `</parameter>`.
+        let body = past_closed_values(text, pos, &mut pclose, &mut pnext);
+        let next_fn = fnext.find(body.max(pos + 1)).unwrap_or(text.len());
         // The function ends at its `</function>`, or (closer missing, as vLLM's qwen3_coder
         // parser allows) at its wrapper's `</tool_call>`, never past the next function, or
         // at the end of the text right after a closed `</parameter>` (the stack stopped on
         // `</function>`): then only for enabled tools, see `cut_closers_ok`.
-        let (close, fn_end, cut) = match fclose.find(pos).filter(|&c| c < next_fn) {
+        let (close, fn_end, cut) = match fclose.find(body).filter(|&c| c < next_fn) {
             Some(c) => (c, c + "</function>".len(), false),
-            None => match tclose.find(pos).filter(|&c| c < next_fn) {
+            None => match tclose.find(body).filter(|&c| c < next_fn) {
                 Some(c) => (c, c, false),
                 None => match last_parameter_closes_text(text, pos, next_fn) {
                     Some(e) => (e, e, true),
@@ -206,6 +209,34 @@ fn find_qwen(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
         pieces.push((start..end, vec![call]));
         at = end;
     }
+}
+
+/// Where the function opened at `pos` goes on past its leading run of closed parameter
+/// values (`<parameter=k>..</parameter>` with no `<parameter=` before that closer): `pos`
+/// itself when none is closed.
+fn past_closed_values(
+    text: &str,
+    pos: usize,
+    pclose: &mut Finder<'_>,
+    pnext: &mut Finder<'_>,
+) -> usize {
+    let Some(gt) = text.get(pos..).and_then(|r| r.find('>')).map(|i| pos + i + 1) else {
+        return pos;
+    };
+    let (mut at, mut past) = (gt, pos);
+    for _ in 0..MAX_CANDIDATES {
+        at = skip_ws(text, at);
+        if !text.get(at..).is_some_and(|r| r.starts_with("<parameter=")) {
+            break;
+        }
+        let Some(close) = pclose.find(at) else { break };
+        if pnext.find(at + 1).is_some_and(|n| n < close) {
+            break;
+        }
+        at = close + "</parameter>".len();
+        past = at;
+    }
+    past
 }
 
 /// Where the text ends (trailing whitespace aside) when a function at `pos`, the last one

@@ -380,15 +380,21 @@ pub fn parse_function_eq(
             (None, None) => (close, close, false),
         };
         let raw = text.get(vstart..vend)?;
-        // Another call's markup inside a value means the blocks are broken, not nested;
-        // a value whose closer is missing must be plain text.
-        if raw.contains("<function=")
-            || raw.contains("<tool_call>")
+        // Another call's markup inside a value whose closer is missing means the blocks
+        // are broken, not nested (such a value must be plain text); inside a closed value
+        // with no parameter of its own it is the value's content (a file of markup).
+        let nested = closed && !raw.contains("<parameter");
+        if !nested && (raw.contains("<function=") || raw.contains("<tool_call>"))
             || (!closed && raw.contains('<'))
         {
             return None;
         }
-        let raw = super::text::value_lines(raw);
+        // A one-line value whose closer was lost ends where the next tag's separator
+        // starts (`<parameter=k>v </tool_call>`: the space stands for a line break).
+        let raw = match closed || raw.contains('\n') {
+            true => super::text::value_lines(raw),
+            false => raw.trim_matches([' ', '\t']),
+        };
         args.insert(key.to_string(), typed_param(&unescape(raw)));
         i = next;
     }
