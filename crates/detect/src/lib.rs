@@ -71,6 +71,7 @@ mod clean;
 pub(crate) mod code;
 pub(crate) mod config;
 mod dangling;
+mod envelope;
 pub(crate) mod families;
 pub(crate) mod grammar;
 pub(crate) mod json5;
@@ -288,6 +289,11 @@ pub fn detect_traced<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T
         }
     }
     leaks.retain(|l| config.family_enabled(l.family));
+    for call in leaks.iter_mut().flat_map(|l| l.calls.iter_mut()) {
+        if envelope::unwrap(call, input.enabled_tools) {
+            ctx.asked_tools.set(true);
+        }
+    }
     let depends_on_tools = ctx.asked_tools.get();
     if leaks.is_empty() {
         return Detection {

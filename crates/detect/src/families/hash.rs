@@ -77,7 +77,9 @@ fn dashed_pairs(scope: &str, mut i: usize) -> Option<(Value, usize)> {
                 // The quote closes the value only where the value ends there.
                 let next = skip_ws_in_line(scope, *e);
                 let rest = scope.get(next..).unwrap_or_default();
-                rest.is_empty() || rest.starts_with(['\n', '\r', '}']) || dash_at(scope, next).is_some()
+                rest.is_empty()
+                    || rest.starts_with(['\n', '\r', '}'])
+                    || dash_at(scope, next).is_some()
             }
         });
         let (value, end) = match quoted {
@@ -109,9 +111,10 @@ fn bare_end(scope: &str, v: usize) -> usize {
     let mut end = line;
     let b = rest.as_bytes();
     for i in 0..line {
-        if b[i].is_ascii_whitespace() && dash_at(rest, i + 1).is_some_and(|k| {
-            b.get(k).is_some_and(|c| c.is_ascii_alphabetic())
-        }) {
+        if b[i].is_ascii_whitespace()
+            && dash_at(rest, i + 1)
+                .is_some_and(|k| b.get(k).is_some_and(|c| c.is_ascii_alphabetic()))
+        {
             end = i;
             break;
         }
@@ -134,7 +137,11 @@ fn skip_ws_in_line(scope: &str, i: usize) -> usize {
 /// text as written.
 fn quoted_at(text: &str, pos: usize) -> Option<(Value, usize)> {
     let rest = text.get(pos..)?;
-    let Some(open) = rest.chars().next().filter(|c| matches!(c, '“' | '”' | '\'')) else {
+    let Some(open) = rest
+        .chars()
+        .next()
+        .filter(|c| matches!(c, '“' | '”' | '\''))
+    else {
         return json::value_at(text, pos);
     };
     let body = &rest[open.len_utf8()..];

@@ -220,7 +220,11 @@ fn past_closed_values(
     pclose: &mut Finder<'_>,
     pnext: &mut Finder<'_>,
 ) -> usize {
-    let Some(gt) = text.get(pos..).and_then(|r| r.find('>')).map(|i| pos + i + 1) else {
+    let Some(gt) = text
+        .get(pos..)
+        .and_then(|r| r.find('>'))
+        .map(|i| pos + i + 1)
+    else {
         return pos;
     };
     let (mut at, mut past) = (gt, pos);

@@ -6,7 +6,7 @@
 //! A value that fails to parse is read a second time where a model's usual slip stopped
 //! it (`second`).
 //!
-//! May depend on: `super::text`, `super` (names and values), `crate::json5`, `crate::types`.
+//! May depend on: `super::text`, `super::python` (a call in a code string), `super` (names and values), `crate::json5`, `crate::types`.
 
 use super::text::{eat_any, skip_ws};
 use super::{is_tool_name, plausible_name};
@@ -77,6 +77,11 @@ pub fn call_of(v: &Value, keys: Keys) -> Option<Call> {
             return call_of(inner, keys);
         }
     }
+    if matches!(keys, Keys::Strict | Keys::Loose) {
+        if let Some(call) = code_member(obj) {
+            return Some(call);
+        }
+    }
     let (name, args) = match keys {
         Keys::Strict | Keys::Loose if is_action(obj) => {
             (obj.get("action")?.as_str()?, obj.get("action_input")?)
@@ -135,6 +140,17 @@ pub fn call_of(v: &Value, keys: Keys) -> Option<Call> {
         name: name.to_string(),
         arguments,
     })
+}
+
+/// The call an object of one code member holds (`{"tool_code": "default_api.NAME(k='v')"}`,
+/// Gemini's code fence written as JSON): the string must be that one call and nothing else.
+fn code_member(obj: &serde_json::Map<String, Value>) -> Option<Call> {
+    let (key, value) = obj.iter().next().filter(|_| obj.len() == 1)?;
+    let call = match fold_key(key).as_str() {
+        "toolcode" | "code" => super::python::call_in_code(value.as_str()?)?,
+        _ => return None,
+    };
+    is_tool_name(&call.name).then_some(call)
 }
 
 /// The call inside the OpenAI API's `{"type": "function", "function": {..}}` (the `id` and

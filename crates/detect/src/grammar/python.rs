@@ -61,6 +61,22 @@ pub fn parse_call(text: &str, pos: usize, opts: PyOpts) -> Option<(Call, usize)>
     Some((c, p.i))
 }
 
+/// The one call a string of code holds, as Gemini writes it under `tool_code`:
+/// `NAME(..)`, `default_api.NAME(..)`, in `print(..)` or not, and nothing else.
+pub fn call_in_code(code: &str) -> Option<Call> {
+    let code = code.trim();
+    let code = code
+        .strip_prefix("print(")
+        .and_then(|c| c.strip_suffix(')'))
+        .map_or(code, str::trim);
+    let code = ["default_api.", "functions."]
+        .iter()
+        .find_map(|ns| code.strip_prefix(ns))
+        .unwrap_or(code);
+    let (call, end) = parse_call(code, 0, PyOpts::STRICT)?;
+    (end == code.len()).then_some(call)
+}
+
 struct Py<'a> {
     s: &'a [u8],
     text: &'a str,

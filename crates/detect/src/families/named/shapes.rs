@@ -206,6 +206,11 @@ pub(super) fn at_brace(
             .find_map(|v| head.rfind(v))
             .unwrap_or(if garbled { word_at } else { g });
         first.0 = run.start + verb;
+        // The verb as an element opener that lost its `=` and `>` (`<function:default_api:
+        // NAME{..}`): the `<` is the markup's too.
+        if verb == 0 && text.get(..run.start).is_some_and(|h| h.ends_with('<')) {
+            first.0 -= 1;
+        }
     }
     found.finish(family, 0, end, &names, args, true)
 }
