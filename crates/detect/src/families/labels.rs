@@ -50,7 +50,7 @@ fn label_call(text: &str, p: usize) -> Option<(Vec<Call>, usize)> {
             let at = skip_ws(text, p + 1 + colon + 1);
             match parse_call(text, at, PyOpts::STRICT).or_else(|| json_call(text, at)) {
                 Some(c) => c,
-                None => return header_then_object(text, at),
+                None => return header_then_object(text, at, has_call_word(&head[..colon])),
             }
         }
         _ => {
@@ -136,8 +136,9 @@ const MAX_ASIDE: usize = 80;
 /// the name at `at`, maybe a parenthetical, `]`, then at most a line break and a short
 /// label of words ending in `:` before one JSON object; each further object on a line of
 /// its own right below is another call of the same tool. The name may be quoted. The
-/// calls and the offset past them.
-fn header_then_object(text: &str, at: usize) -> Option<(Vec<Call>, usize)> {
+/// calls and the offset past them. A label about a call (`bare`: `[Function Call:
+/// 'NAME']`) that ends its line with no object after it is a call without arguments.
+fn header_then_object(text: &str, at: usize, bare: bool) -> Option<(Vec<Call>, usize)> {
     // The name may be quoted, or keep a stray quote (`[Used tools: browser"]`).
     let at = at + usize::from(matches!(text.as_bytes().get(at), Some(b'"' | b'\'')));
     let rest = text.get(at..)?;
@@ -156,7 +157,30 @@ fn header_then_object(text: &str, at: usize) -> Option<(Vec<Call>, usize)> {
         }
         i = skip_spaces(text, i + 1 + close + 1);
     }
-    i = skip_spaces(text, eat_byte(text, i, b']')?);
+    let closed = eat_byte(text, i, b']')?;
+    i = skip_spaces(text, closed);
+    let line_ends = matches!(text.as_bytes().get(i), None | Some(b'\n'));
+    // What follows on the next lines must not be the arguments in any markup (an object,
+    // parameter elements, a list, an `Arguments:` label).
+    let next = text.get(skip_ws(text, i)..).unwrap_or_default();
+    if bare
+        && line_ends
+        && !next.starts_with(['{', '<', '['])
+        && !next
+            .get(..4)
+            .is_some_and(|w| w.eq_ignore_ascii_case("args"))
+        && !next
+            .get(..9)
+            .is_some_and(|w| w.eq_ignore_ascii_case("arguments"))
+    {
+        return Some((
+            vec![call_named(
+                name,
+                serde_json::Value::Object(Default::default()),
+            )?],
+            closed,
+        ));
+    }
     if let Some(j) = eat_byte(text, i, b'\n') {
         i = skip_spaces(text, j);
     }
@@ -366,14 +390,24 @@ pub(super) fn label_probe(bytes: &[u8], from: usize) -> bool {
             let name = rest.iter().skip_while(|b| **b == b' ');
             // The name may be quoted, or keep a stray quote.
             let mut after = name.skip_while(|b| {
-                b.is_ascii_alphanumeric() || matches!(b, b'_' | b'"' | b'\'') || **b >= 0x80
+                b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'"' | b'\'') || **b >= 0x80
             });
             match after.find(|b| **b != b' ') {
                 Some(b'(' | b'{') => true,
                 // `[tool:NAME] {`, `[Tool Call: NAME]` then `Arguments: {` below it.
                 Some(b']') => {
                     let tail: Vec<u8> = after.take(MAX_ASIDE).copied().collect();
-                    tail.iter().position(|b| *b == b'{').is_some_and(|e| {
+                    // `[Function Call: 'NAME']` ending its line: a call without arguments.
+                    let bare = tail
+                        .iter()
+                        .find(|b| !matches!(b, b' ' | b'\t' | b'\r'))
+                        .is_none_or(|b| *b == b'\n')
+                        && head[..stop].split(|b| !b.is_ascii_alphabetic()).any(|w| {
+                            CALL_WORDS
+                                .iter()
+                                .any(|c| w.eq_ignore_ascii_case(c.as_bytes()))
+                        });
+                    bare || tail.iter().position(|b| *b == b'{').is_some_and(|e| {
                         tail[..e].iter().all(|b| {
                             b.is_ascii_alphabetic()
                                 || matches!(b, b' ' | b'\t' | b'\r' | b'\n' | b':')

@@ -40,6 +40,10 @@ pub(crate) const TRIGGERS: &[&str] = &[
     "<|tool_response>",
     "<start_function_response>",
     "<|START_TOOL_RESULT|>",
+    // Their closers, where a frame opening the reply lost its opener.
+    "</tool_response>",
+    "</tool_result>",
+    "</function_results>",
 ];
 /// A leading `{`.
 pub(crate) const AT_START: &[u8] = b"{";
@@ -87,7 +91,8 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
                 }),
             Some(b'<') => framed(text, pos),
             _ => None,
-        };
+        }
+        .or_else(|| (pos == start).then(|| lost_opener(text, pos)).flatten());
         let Some((result, after)) = found else {
             break;
         };
@@ -138,6 +143,60 @@ fn framed(text: &str, pos: usize) -> Option<(ResultObject, usize)> {
         },
         c + close.len(),
     ))
+}
+
+/// A result frame opening the reply whose opener was stripped (`{..}</tool_result>`,
+/// `<path>..</path><action>saved</action></tool_result>`): its closer, with no opener before
+/// it, right after a body of data alone, one JSON value or elements and nothing else.
+fn lost_opener(text: &str, pos: usize) -> Option<(ResultObject, usize)> {
+    if !matches!(text.as_bytes().get(pos), Some(b'{' | b'[' | b'<')) {
+        return None;
+    }
+    let (open, close, c) = super::util::RESULT_FRAMES
+        .iter()
+        .filter(|(_, close)| close.starts_with("</"))
+        .filter_map(|(o, cl)| Some((*o, *cl, pos + text.get(pos..)?.find(cl)?)))
+        .min_by_key(|f| f.2)?;
+    let inner = text.get(pos..c)?.trim_end();
+    if inner.contains(open) {
+        return None;
+    }
+    let value = match json5::parse_value_at(inner, 0) {
+        Ok((v, e)) if e == inner.len() => v,
+        _ if elements_only(inner) => Value::String(inner.to_string()),
+        _ => return None,
+    };
+    let kind = ResultKind::Other { tool: None };
+    Some((ResultObject { value, kind }, c + close.len()))
+}
+
+/// Whether `s` is one or more elements `<name>text</name>` and whitespace, nothing else
+/// (no element inside another: the fields of a result).
+fn elements_only(s: &str) -> bool {
+    let mut rest = s.trim();
+    let mut n = 0;
+    while !rest.is_empty() {
+        let Some(tag) = rest.strip_prefix('<') else {
+            return false;
+        };
+        let name_len = tag
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+            .unwrap_or(tag.len());
+        let (name, after) = tag.split_at(name_len);
+        let Some(body) = after.strip_prefix('>').filter(|_| !name.is_empty()) else {
+            return false;
+        };
+        let closer = format!("</{name}>");
+        let Some(end) = body.find(&closer) else {
+            return false;
+        };
+        if body[..end].contains('<') {
+            return false;
+        }
+        rest = body[end + closer.len()..].trim_start();
+        n += 1;
+    }
+    n > 0
 }
 
 /// What a leading object is, or `None` when it does not look like a tool result.

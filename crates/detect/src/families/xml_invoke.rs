@@ -13,7 +13,7 @@
 //!
 //! The XML grammars it shares with its sibling families live in `crate::grammar::xml`.
 //!
-//! May depend on: `super::minimax` (M2's syntax), `super::util`, `crate::grammar`,
+//! May depend on: `super::minimax` (M2's syntax), `super::cli` (command-line arguments), `super::util`, `crate::grammar`,
 //! `crate::types`, `crate::Ctx`.
 
 use super::minimax::M2;
@@ -22,7 +22,7 @@ use super::util::{
     Block, Finder, MAX_CANDIDATES,
 };
 use crate::grammar::xml::{parse_function_eq, parse_invoke_run, parse_invoke_run_to_end, INVOKE};
-use crate::types::Family;
+use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
 
 /// Literal markers one of which any leak of this family contains.
@@ -168,11 +168,22 @@ fn find_qwen(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
                 Some(c) => (c, c, false),
                 None => match last_parameter_closes_text(text, pos, next_fn) {
                     Some(e) => (e, e, true),
+                    // Arguments in command-line form, cut at the end: one line of them.
+                    None if next_fn == text.len() => {
+                        let end = text.trim_end().len();
+                        if let Some(call) = command_line_body(text, pos, end, ctx) {
+                            pieces.push((wrapper_start(text, pos)..end, vec![call]));
+                            at = end;
+                        }
+                        continue;
+                    }
                     None => continue,
                 },
             },
         };
-        let Some(call) = parse_function_eq(text, pos, close, &mut pclose, &mut pnext) else {
+        let parsed = parse_function_eq(text, pos, close, &mut pclose, &mut pnext)
+            .or_else(|| command_line_body(text, pos, close, ctx));
+        let Some(call) = parsed else {
             continue;
         };
         if cut && !cut_closers_ok(text, pos, close, &call, ctx) {
@@ -209,6 +220,32 @@ fn find_qwen(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
         pieces.push((start..end, vec![call]));
         at = end;
     }
+}
+
+/// `<function=NAME>` whose body up to `end` is one line of arguments in command-line form
+/// (`query="x" numResults=5`, `--key v`), for an enabled tool: the form the `cli` family
+/// reads after a bare name, here after the element that names the tool.
+fn command_line_body(text: &str, pos: usize, end: usize, ctx: &Ctx<'_>) -> Option<Call> {
+    let name_start = pos + "<function=".len();
+    let gt = name_start + text.get(name_start..end)?.find('>')?;
+    let name = text.get(name_start..gt)?.trim();
+    let body = text.get(gt + 1..end)?.trim();
+    if body.is_empty() || body.contains(['\n', '<']) || !ctx.tool_enabled(name) {
+        return None;
+    }
+    let args = super::cli::parse_args(body)?;
+    Some(Call {
+        name: name.to_string(),
+        arguments: serde_json::Value::Object(args),
+    })
+}
+
+/// Where the call at `pos` starts: at the `<tool_call>` right before it, if any.
+fn wrapper_start(text: &str, pos: usize) -> usize {
+    ["<tool_call>", "<seed:tool_call>"]
+        .iter()
+        .find_map(|o| preceded_by(text, pos, o))
+        .unwrap_or(pos)
 }
 
 /// Where the function opened at `pos` goes on past its leading run of closed parameter
