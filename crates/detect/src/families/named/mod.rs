@@ -312,8 +312,21 @@ fn name_before(bytes: &[u8], p: usize) -> bool {
             start < i - 1 && before != Some(&b'.')
         }
         Some(b']') => newlines > 0,
-        // A trace line's connective (`Calling NAME with input: {`).
-        Some(b':') if newlines == 0 => super::labels::trace_probe(bytes, p),
+        // A trace line's connective (`Calling NAME with input: {`), or a name closed by a
+        // colon right after a call wrapper's opener (`<tool_call>NAME:{`).
+        Some(b':') if newlines == 0 => {
+            super::labels::trace_probe(bytes, p) || name_closed_in_wrapper(bytes, i - 1)
+        }
+        // A name closed like a tag right after a call wrapper's opener (`<tool_call>NAME>{`).
+        Some(b'>') if newlines == 0 => name_closed_in_wrapper(bytes, i - 1),
         _ => false,
     }
+}
+
+/// Whether the `>` or `:` at `sep` closes a name that a tag's `>` opens
+/// (`<tool_call>NAME>{`): the name written as if it were a tag of its own.
+pub(super) fn name_closed_in_wrapper(bytes: &[u8], sep: usize) -> bool {
+    let name = class::run_back(&bytes[..sep], class::WORD | class::DASH | class::DOT, 128);
+    let start = sep - name;
+    name > 0 && start > 0 && bytes[start - 1] == b'>'
 }

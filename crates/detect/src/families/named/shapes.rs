@@ -77,6 +77,9 @@ pub(super) fn at_brace(
     let spaced = head.trim_end_matches([' ', '\t']);
     let (join, name_end) = match spaced.as_bytes().last()? {
         b'(' => (Join::Paren, spaced.len() - 1),
+        b'>' | b':' if super::name_closed_in_wrapper(text.as_bytes(), spaced.len() - 1) => {
+            return in_wrapper(&found, spaced.len() - 1, p);
+        }
         b'\n' => {
             let line = spaced.trim_end_matches(['\n', '\r']);
             let line = line.trim_end_matches([' ', '\t']);
@@ -258,6 +261,21 @@ fn gemma4_stripped(
     }
     let names = [(run_start + verb, name)];
     Some(found.finish(Family::Gemma4, 0, end, &names, args, true))
+}
+
+/// `<tool_call>NAME>{..}` (or `NAME:{`): the name closed like a tag of its own right after
+/// a call wrapper's opener, the object after it; the wrapper's tags are the remnant rule's.
+fn in_wrapper(found: &Found<'_, '_>, sep: usize, p: usize) -> Option<(Family, Range<usize>, Call)> {
+    let text = found.text;
+    let gt = text.get(..sep)?.rfind('>')?;
+    let lt = text.get(..gt)?.rfind('<')?;
+    let tag = crate::grammar::markup::tag_at(text, lt).filter(|t| t.span.end == gt + 1)?;
+    if tag.kind != crate::grammar::markup::Kind::Open || !is_call_key(&tag.key()) {
+        return None;
+    }
+    let name = text.get(gt + 1..sep)?.trim();
+    let (args, end) = json_object(text, p)?;
+    found.finish(Family::Glm, 0, end, &[(gt + 1, name)], args, true)
 }
 
 /// Where the element opener of call markup whose `=NAME` ends at `run_start` starts
