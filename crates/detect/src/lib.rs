@@ -134,6 +134,14 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// `call` as the tool its generic call word wraps, when it is such an envelope
+    /// (`envelope.rs`).
+    pub fn unwrap_envelope(&self, call: &mut Call) {
+        if envelope::unwrap(call, self.enabled_tools) {
+            self.asked_tools.set(true);
+        }
+    }
+
     /// Whether the agent has a tool of that name enabled. Families whose markers are weak
     /// (a bare JSON object, a `json` fence, a Python-looking call) only count as leaks for
     /// tools the agent really has.

@@ -56,6 +56,8 @@ pub(super) fn hash_call(
 /// where the `}` ends.
 fn dashed_pairs(scope: &str, mut i: usize) -> Option<(Value, usize)> {
     let mut args = serde_json::Map::new();
+    // One pair a line: a bare value runs to its line's end, `--flags` of a command in it.
+    let one_a_line = scope.get(i..skip_ws(scope, i))?.contains('\n');
     loop {
         i = skip_ws(scope, i);
         if let Some(after) = eat(scope, i, "}") {
@@ -85,7 +87,7 @@ fn dashed_pairs(scope: &str, mut i: usize) -> Option<(Value, usize)> {
         let (value, end) = match quoted {
             Some(q) => q,
             None => {
-                let end = bare_end(scope, v);
+                let end = bare_end(scope, v, one_a_line);
                 let raw = scope.get(v..end)?.trim_end();
                 if raw.is_empty() {
                     return None;
@@ -103,14 +105,14 @@ fn dash_at(scope: &str, i: usize) -> Option<usize> {
     ["--", "–", "—"].iter().find_map(|d| eat(scope, i, d))
 }
 
-/// Where a bare value from `v` ends: at the line's end, before ` --key`, or before the
-/// closing braces that end its line.
-fn bare_end(scope: &str, v: usize) -> usize {
+/// Where a bare value from `v` ends: at the line's end, before ` --key` (unless the pairs
+/// stand one a line), or before the closing braces that end its line.
+fn bare_end(scope: &str, v: usize, one_a_line: bool) -> usize {
     let rest = scope.get(v..).unwrap_or_default();
     let line = rest.find(['\n', '\r']).unwrap_or(rest.len());
     let mut end = line;
     let b = rest.as_bytes();
-    for i in 0..line {
+    for i in (0..line).filter(|_| !one_a_line) {
         if b[i].is_ascii_whitespace()
             && dash_at(rest, i + 1)
                 .is_some_and(|k| b.get(k).is_some_and(|c| c.is_ascii_alphabetic()))

@@ -53,6 +53,7 @@ use rows::Row;
 
 pub use format::MAX_CANDIDATES;
 pub(crate) use named::lone_recipient_possible;
+pub(crate) use result::lost_opener_possible;
 
 /// A family's own finder, for the formats the table cannot express.
 pub struct OwnFinder {

@@ -147,11 +147,12 @@ fn framed(text: &str, pos: usize) -> Option<(ResultObject, usize)> {
 
 /// A result frame opening the reply whose opener was stripped (`{..}</tool_result>`,
 /// `<path>..</path><action>saved</action></tool_result>`): its closer, with no opener before
-/// it, right after a body of data alone, one JSON value or elements and nothing else.
+/// it, right after a body of data alone, one object or elements and nothing else.
 fn lost_opener(text: &str, pos: usize) -> Option<(ResultObject, usize)> {
-    if !matches!(text.as_bytes().get(pos), Some(b'{' | b'[' | b'<')) {
+    if !matches!(text.as_bytes().get(pos), Some(b'{' | b'<')) {
         return None;
     }
+    let text = text.get(..floor_boundary(text, LOST_OPENER_MAX))?;
     let (open, close, c) = super::util::RESULT_FRAMES
         .iter()
         .filter(|(_, close)| close.starts_with("</"))
@@ -168,6 +169,34 @@ fn lost_opener(text: &str, pos: usize) -> Option<(ResultObject, usize)> {
     };
     let kind = ResultKind::Other { tool: None };
     Some((ResultObject { value, kind }, c + close.len()))
+}
+
+/// The most bytes a result frame that lost its opener spans, closer included: a stream
+/// holds back a reply opening with data only that long ([`lost_opener_possible`]).
+const LOST_OPENER_MAX: usize = 4096;
+
+/// Whether a reply whose first `len` bytes are `head` may still turn out to open with a
+/// result frame that lost its opener (its closer not come yet): it opens with data.
+pub(crate) fn lost_opener_possible(head: &str) -> bool {
+    let t = head.trim_start();
+    head.len() <= LOST_OPENER_MAX
+        && match t.as_bytes().first() {
+            Some(b'{') => true,
+            // Fields as elements, one or more a line (`<?php`, `<div class=..>` are no data).
+            Some(b'<') => t
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .all(elements_only),
+            _ => false,
+        }
+}
+
+fn floor_boundary(s: &str, n: usize) -> usize {
+    let mut n = n.min(s.len());
+    while !s.is_char_boundary(n) {
+        n -= 1;
+    }
+    n
 }
 
 /// Whether `s` is one or more elements `<name>text</name>` and whitespace, nothing else

@@ -16,6 +16,9 @@
 //! 3. detection of the window alone finds nothing (a window without an opener costs no
 //!    detection at all).
 //!
+//! A reply opening with data (`{..}`, elements) is held for its first 4 KiB: a made-up
+//! result whose frame lost its opener is known only at the orphan closer after it.
+//!
 //! A fenced block that no format reads as a call (any info string but ```` ```json ```` and
 //! kin) shows line by line. Once a window holds a leak, the rest of the reply waits for
 //! [`Stream::finish`], which runs the one-shot detection over the whole reply and returns
@@ -29,7 +32,7 @@
 //! `BENCHMARKS.md` §1 has the figures.
 //!
 //! May depend on: the crate root (`detect`, `might_leak`, `Input`), `code`, `config`,
-//! `families` (`lone_recipient_possible`), `types`, its own `lines` and `open`.
+//! `families` (`lone_recipient_possible`, `lost_opener_possible`), `types`, its own `lines` and `open`.
 
 mod lines;
 mod open;
@@ -299,6 +302,11 @@ impl Stream {
         // A short reply that may be one stripped Harmony recipient header, a call as the
         // whole message, holds no anchor byte: it waits for its end.
         if crate::families::lone_recipient_possible(&self.text) {
+            return false;
+        }
+        // A reply opening with data (`{..}`, `<path>..</path>`) may be a made-up result
+        // whose frame lost its opener: it waits for the frame's closer, or its bound.
+        if self.settled == 0 && crate::families::lost_opener_possible(&self.text[..end]) {
             return false;
         }
         if !self.open.anchors || !might_leak(window) {

@@ -315,12 +315,18 @@ fn name_before(bytes: &[u8], p: usize) -> bool {
         // A trace line's connective (`Calling NAME with input: {`), or a name closed by a
         // colon right after a call wrapper's opener (`<tool_call>NAME:{`).
         Some(b':') if newlines == 0 => {
-            super::labels::trace_probe(bytes, p) || name_closed_in_wrapper(bytes, i - 1)
+            super::labels::trace_probe(bytes, p) || name_then_mark(bytes, i - 1)
         }
-        // A name closed like a tag right after a call wrapper's opener (`<tool_call>NAME>{`).
-        Some(b'>') if newlines == 0 => name_closed_in_wrapper(bytes, i - 1),
+        // A name closed like a tag (`NAME>{`, `<tool_call>NAME>{`).
+        Some(b'>') if newlines == 0 => name_then_mark(bytes, i - 1),
         _ => false,
     }
+}
+
+/// Whether a name ends right before the `>` or `:` at `sep` (`NAME>{`, `NAME:{`): the mark
+/// a model put between a name and its object.
+fn name_then_mark(bytes: &[u8], sep: usize) -> bool {
+    sep > 0 && class::is(bytes[sep - 1], class::WORD)
 }
 
 /// Whether the `>` or `:` at `sep` closes a name that a tag's `>` opens

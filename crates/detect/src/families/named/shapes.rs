@@ -80,6 +80,18 @@ pub(super) fn at_brace(
         b'>' | b':' if super::name_closed_in_wrapper(text.as_bytes(), spaced.len() - 1) => {
             return in_wrapper(&found, spaced.len() - 1, p);
         }
+        // A name and a mark glued to it (`NAME>{`, `NAME:{`), the wrapper's tokens
+        // stripped: the name stands as a glued one does.
+        b'>' | b':' if spaced.len() == head.len() || spaced.ends_with(':') => {
+            let sep = spaced.len() - 1;
+            let run = name_run(text, sep, floor)?;
+            let word = text.get(run.clone())?;
+            if run.end != sep || word.contains(':') {
+                return None;
+            }
+            let (args, end) = json_object(text, p)?;
+            return found.finish(Family::Glm, 0, end, &[(run.start, word)], args, true);
+        }
         b'\n' => {
             let line = spaced.trim_end_matches(['\n', '\r']);
             let line = line.trim_end_matches([' ', '\t']);
@@ -370,7 +382,26 @@ impl Found<'_, '_> {
         if candidates.is_empty() {
             return None;
         }
-        let &(mut at, name) = candidates.iter().find(|(_, n)| self.ctx.tool_enabled(n))?;
+        let (mut at, call) = match candidates.iter().find(|(_, n)| self.ctx.tool_enabled(n)) {
+            Some(&(at, name)) => (
+                at,
+                Call {
+                    name: name.to_string(),
+                    arguments: args,
+                },
+            ),
+            // A generic call word wrapping an enabled tool's call (`call:tool_call{args:..,
+            // id:NAME}` with its tokens stripped): that tool's call.
+            None => {
+                let &(at, name) = candidates.first()?;
+                let mut call = Call {
+                    name: name.to_string(),
+                    arguments: args,
+                };
+                self.ctx.unwrap_envelope(&mut call);
+                (call.name != name && self.ctx.tool_enabled(&call.name)).then_some((at, call))?
+            }
+        };
         let mut end = end;
         if family == Family::Harmony {
             while let Some(e) = harmony::stripped_result(text, end) {
@@ -389,10 +420,6 @@ impl Found<'_, '_> {
                 end = e;
             }
         }
-        let call = Call {
-            name: name.to_string(),
-            arguments: args,
-        };
         // Kimi's closers the stripping left (`..}<|tool_call_end|><|tool_calls_section_end|>`)
         // are the call's.
         let own: &[&str] = match family {
