@@ -37,14 +37,14 @@ pub(crate) const TRIGGERS: &[&str] = &[
 
 /// The first keys a call object opens with (`{"name"`, `{"arguments"`, the flat
 /// `{"type": "function", ..}` Llama 3.x writes, OpenAI's `{"tool_calls"` and
-/// `{"function_call"` envelopes, LangChain's `{"action"`, and every key that starts with
+/// `{"function_call"` envelopes, the name under `function` or `function_name`, LangChain's `{"action"`, and every key that starts with
 /// `tool`: `{"tool", "tool_input"}`, `tool_name`, `toolName`, `tool_uses`).
 const FIRST_KEYS: &[&[u8]] = &[
     b"name\"",
     b"arguments\"",
     b"parameters\"",
     b"type\"",
-    b"function_call\"",
+    b"function",
     b"action\"",
     b"tool",
 ];
