@@ -1,7 +1,8 @@
 //! `mistral`: Mistral's `[TOOL_CALLS]` token followed by a JSON array of
 //! `{"name", "arguments"}` objects (pre-v11 tokenizers), or by `name{json}` /
 //! `name[ARGS]{json}` (v11+, optionally `name[CALL_ID]id[ARGS]{json}`), repeated for
-//! parallel calls. A `name[ARGS]{json}` without the leading token counts too: `[ARGS]` is a
+//! parallel calls, or by a pythonic call or list (`NAME(k=v)`, `[NAME(k=v)]`: another
+//! format's body after the token). A `name[ARGS]{json}` without the leading token counts too: `[ARGS]` is a
 //! special token no prose contains.
 //!
 //! The tokens are strong markers, so the tool need not be enabled (recovery decides what
@@ -9,11 +10,13 @@
 //! final `]` may be missing, at the end of the text); a lone `[TOOL_CALLS]` followed by
 //! prose is left alone.
 //!
-//! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
+//! May depend on: `crate::families::util`, `crate::grammar::python` (another format's body
+//! after the token), `crate::json5`, `crate::types`, `crate::Ctx`.
 
 use super::util::with_trailing;
 use super::util::{calls_of, merge as push_merged};
 use super::util::{find_from, is_tool_name, json_value_at, skip_ws};
+use crate::grammar::python::{self, PyOpts};
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
 use serde_json::Value;
@@ -76,7 +79,9 @@ fn after_token(text: &str, at: usize) -> Option<(Vec<Call>, usize)> {
     match text.as_bytes().get(q)? {
         b'[' | b'{' => match json_value_at(text, q) {
             Some((v, end)) => calls_of(&v, true).map(|c| (c, end)),
-            None => list_cut_at_end(text, q),
+            // Another format's body after the token: a pythonic list (`[NAME(k=v)]`).
+            None => list_cut_at_end(text, q)
+                .or_else(|| python::parse_call_list(text, q, PyOpts::STRICT)),
         },
         _ => {
             // The name follows the token directly.
@@ -84,6 +89,10 @@ fn after_token(text: &str, at: usize) -> Option<(Vec<Call>, usize)> {
             let name = text.get(q..name_end)?;
             if !is_tool_name(name) {
                 return None;
+            }
+            // A pythonic call (`NAME(k=v)`), another format's body after the token.
+            if text.as_bytes().get(name_end) == Some(&b'(') {
+                return python::parse_call(text, q, PyOpts::STRICT).map(|(c, e)| (vec![c], e));
             }
             let mut i = name_end;
             if text.get(i..)?.starts_with(CALL_ID) {
