@@ -72,7 +72,7 @@ fn openers_before(text: &str, code: &CodeRegions, floor: usize, mut start: usize
             Kind::Special => {
                 !is_end_key(&key) && (is_call_key(&key) || both_barred(&text[t.span.clone()]))
             }
-            Kind::Open => is_call_key(&key) && t.attrs.is_empty() && t.eq.is_none(),
+            Kind::Open => is_call_key(&key) && bookkeeping_only(&t.attrs) && t.eq.is_none(),
             _ => false,
         };
         if !ends_here || !opener || code.contains(lt) {
@@ -81,6 +81,15 @@ fn openers_before(text: &str, code: &CodeRegions, floor: usize, mut start: usize
         start = lt;
     }
     start
+}
+
+/// Whether a tag's attributes say nothing of a call (`<tool_call id="1">`): an id, an
+/// index or a type. A name attribute (`<invoke name="f">`) makes the tag a call's own.
+fn bookkeeping_only(attrs: &[(&str, &str)]) -> bool {
+    attrs.iter().all(|(k, _)| {
+        let k = crate::grammar::markup::fold(k);
+        matches!(k.as_str(), "id" | "callid" | "toolcallid" | "index" | "type")
+    })
 }
 
 /// Whether a special token has bars on both sides of its name (`<|x|>`, `<｜x｜>`).
