@@ -88,7 +88,10 @@ fn openers_before(text: &str, code: &CodeRegions, floor: usize, mut start: usize
 fn bookkeeping_only(attrs: &[(&str, &str)]) -> bool {
     attrs.iter().all(|(k, _)| {
         let k = crate::grammar::markup::fold(k);
-        matches!(k.as_str(), "id" | "callid" | "toolcallid" | "index" | "type")
+        matches!(
+            k.as_str(),
+            "id" | "callid" | "toolcallid" | "index" | "type"
+        )
     })
 }
 

@@ -97,7 +97,12 @@ pub fn parse(
         // Key/value pairs fill the body to the limit, or the text to its end (as a brace
         // body does, below).
         Grammar::Kv(syn) => {
-            let l = limit.unwrap_or_else(|| turn_end(text));
+            // With no closer of its own, a body ends at the turn's end, or where another
+            // format's closer ends its line (a mixture of dialects).
+            let l = limit.unwrap_or_else(|| {
+                let end = turn_end(text);
+                crate::grammar::keys::first_closers(text, pos, end).unwrap_or(end)
+            });
             kv::parse(text, pos, l, syn, None)
                 .or_else(|| {
                     let n = glued_name(text.get(skip_ws(text, pos)..l)?, syn, ctx)?;

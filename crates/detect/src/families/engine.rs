@@ -398,6 +398,7 @@ fn one_call(
             // without its slash.
             let ends = |at: usize| {
                 rest_ends_turn(text, at)
+                    || crate::grammar::keys::closers_end_line(text, at)
                     || eat_any(text, skip_ws(text, at), &r.call_open)
                         .is_some_and(|e| rest_ends_turn(text, e))
             };

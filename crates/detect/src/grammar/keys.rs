@@ -2,7 +2,7 @@
 //! arguments, a name, an end; and whether what is left of a text only ends the turn.
 //! The lexer (`super::markup`) reads tags; these predicates read their keys.
 //!
-//! May depend on: `super::markup`. No I/O.
+//! May depend on: `super::markup`, `super::text`, `memchr`. No I/O.
 
 use super::markup::{tag_at, Kind};
 
@@ -94,6 +94,58 @@ pub fn rest_ends_turn(text: &str, mut pos: usize) -> bool {
         }
     }
     false
+}
+
+/// Whether closing tokens of call markup stand at `pos` (after whitespace) and end their
+/// line or the turn: `</function_calls>`, `<|tool_call_end|>`, `<tool_call|>`, any
+/// format's. A call body right before them is over, whatever format's closer the model
+/// wrote after it (a mixture of dialects).
+pub fn closers_end_line(text: &str, mut pos: usize) -> bool {
+    let mut seen = 0;
+    for _ in 0..8 {
+        let q = super::text::skip_ws(text, pos);
+        match tag_at(text, q).filter(closes_a_call) {
+            Some(t) => {
+                seen += 1;
+                pos = t.span.end;
+            }
+            None => break,
+        }
+    }
+    let rest = text
+        .get(pos..)
+        .unwrap_or_default()
+        .trim_start_matches([' ', '\t', '\r']);
+    seen > 0 && (rest.is_empty() || rest.starts_with('\n'))
+}
+
+/// Whether a tag closes call markup of some format (`</function_calls>`, `<|tool_call_end|>`,
+/// `<tool_call|>`) or ends the turn.
+pub fn closes_a_call(t: &super::markup::Tag<'_>) -> bool {
+    let key = t.key();
+    match t.kind {
+        Kind::Close => is_call_key(&key),
+        Kind::Special => {
+            is_call_key(&key) && (is_end_key(&key) || t.name.ends_with(['|', '｜'])) || ends_turn(t)
+        }
+        _ => false,
+    }
+}
+
+/// The first place from `pos` (before `end`) where closing tokens of call markup stand and
+/// end their line or the turn ([`closers_end_line`]): where a body a foreign closer ends
+/// stops. At most a few dozen tags are looked at.
+pub fn first_closers(text: &str, pos: usize, end: usize) -> Option<usize> {
+    let bytes = text.as_bytes().get(..end)?;
+    let mut from = pos;
+    for _ in 0..64 {
+        let lt = from + memchr::memchr(b'<', bytes.get(from..)?)?;
+        if tag_at(text, lt).is_some_and(|t| closes_a_call(&t)) && closers_end_line(text, lt) {
+            return Some(lt);
+        }
+        from = lt + 1;
+    }
+    None
 }
 
 /// Where the text ends as a turn: before the end-of-turn tokens and whitespace that close

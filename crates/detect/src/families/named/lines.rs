@@ -8,7 +8,7 @@
 
 use super::apart::{stands_after, stands_before};
 use crate::families::harmony::header_words_only;
-use crate::families::util::{with_trailing, Block, END_OF_TURN, MAX_CANDIDATES, WRAPPERS};
+use crate::families::util::{with_trailing, Block, END_OF_TURN, MAX_CANDIDATES};
 use crate::grammar::bytes::{self as class, SPACE, WORD};
 use crate::grammar::python::{self, PyOpts};
 use crate::grammar::text::{eat, skip_ws};
@@ -22,7 +22,8 @@ use std::sync::OnceLock;
 const LAST_LINE: usize = 384;
 
 /// Where the message's text starts and ends, without surrounding whitespace and the
-/// end-of-turn tokens and call wrappers' closers after it. Bytes only: the prefilter asks this of every message.
+/// end-of-turn tokens and call markup's closers after it. Bytes only (a tag is read only
+/// where the text ends with `>`): the prefilter asks this of every message.
 fn core_bounds(text: &str) -> (usize, usize) {
     let bytes = text.as_bytes();
     let start = bytes
@@ -39,15 +40,19 @@ fn core_bounds(text: &str) -> (usize, usize) {
             return (start, end);
         }
         let head = text.get(..end).unwrap_or_default();
-        // A wrapper's closer the opener of which was stripped (`NAME(..)\n</tool_call>`)
-        // ends the call as the turn's end does; the remnant rule takes it with the call.
-        let closers = WRAPPERS.iter().map(|(_, c)| c).filter(|c| !c.is_empty());
-        match END_OF_TURN
-            .iter()
-            .chain(closers)
-            .find(|tok| head.ends_with(**tok))
-        {
-            Some(tok) => end -= tok.len(),
+        if let Some(tok) = END_OF_TURN.iter().find(|tok| head.ends_with(**tok)) {
+            end -= tok.len();
+            continue;
+        }
+        // A closer of call markup whose opener was stripped (`NAME(..)\n</tool_call>`, any
+        // format's: `</function_calls>`, `<｜tool▁calls▁end｜>`) ends the call as the turn's
+        // end does; the remnant rule takes it with the call.
+        let closer = head.rfind('<').filter(|&lt| {
+            crate::grammar::markup::tag_at(text, lt)
+                .is_some_and(|t| t.span.end == end && crate::grammar::keys::closes_a_call(&t))
+        });
+        match closer {
+            Some(lt) => end = lt,
             None => return (start, end),
         }
     }
