@@ -32,8 +32,55 @@ pub fn take(text: &str, code: &CodeRegions, leaks: &mut [Leak]) {
         let start = before(text, code, floor, leaks[i].span.start);
         let calls = !leaks[i].calls.is_empty();
         let end = after(text, code, leaks[i].span.end, limit, calls);
-        leaks[i].span = start..end;
+        leaks[i].span = markdown_around(text, floor, limit, start..end);
     }
+}
+
+/// The span widened over the Markdown that decorates only it: a list item's bullet or
+/// number, a quote's `>`, emphasis around it (`- <tool_call>..`, `**[f(x=1)]**`), where
+/// the lines the span starts and ends on hold nothing else. Removed, the call would leave
+/// `- ` or `****` behind.
+fn markdown_around(
+    text: &str,
+    floor: usize,
+    limit: usize,
+    span: std::ops::Range<usize>,
+) -> std::ops::Range<usize> {
+    let line_start = text[..span.start]
+        .rfind('\n')
+        .map_or(0, |i| i + 1)
+        .max(floor);
+    let line_end = text[span.end..]
+        .find('\n')
+        .map_or(text.len(), |i| span.end + i)
+        .min(limit);
+    let (head, tail) = (&text[line_start..span.start], &text[span.end..line_end]);
+    let lead = |c: char| {
+        c.is_whitespace() || "-*+>#_`~".contains(c) || c.is_ascii_digit() || ".)".contains(c)
+    };
+    let trail = |c: char| c.is_whitespace() || "*_`~".contains(c);
+    let marks = |s: &str| s.chars().any(|c| !c.is_whitespace());
+    // A number is a list's only before `.` or `)` (`1. `), not a sentence's digits.
+    let numbered = head.trim_start().starts_with(|c: char| c.is_ascii_digit())
+        && !head
+            .trim()
+            .trim_start_matches(|c: char| c.is_ascii_digit())
+            .starts_with(['.', ')']);
+    if !(head.chars().all(lead) && tail.chars().all(trail))
+        || numbered
+        || !(marks(head) || marks(tail))
+    {
+        return span;
+    }
+    let start = match marks(head) {
+        true => line_start,
+        false => span.start,
+    };
+    let end = match marks(tail) {
+        true => line_end,
+        false => span.end,
+    };
+    start..end
 }
 
 /// The start of the markup-only tokens that end right before `start`, and of a lone word

@@ -230,6 +230,15 @@ fn stands_alone_before(bytes: &[u8], p: usize) -> bool {
     while i > 0 && matches!(bytes[i - 1], b' ' | b'\t') {
         i -= 1;
     }
+    // Markdown that decorates only the list (`- [f()]`, `**[f()]**`), back to the line's
+    // start: the remnant rule takes it with the call.
+    let mut j = i;
+    while j > 0 && matches!(bytes[j - 1], b'*' | b'_' | b'-' | b'+' | b' ' | b'\t') {
+        j -= 1;
+    }
+    if j < i && (j == 0 || bytes[j - 1] == b'\n') {
+        return true;
+    }
     match i.checked_sub(1).and_then(|j| bytes.get(j)) {
         None | Some(b'\n' | b'\r' | b'>') => true,
         // Glued to a sentence's end or a label (`Sure.[f()]`, `Calling:[f()]`: a token
@@ -244,6 +253,14 @@ fn stands_alone_after(bytes: &[u8], end: usize) -> bool {
     let mut i = end;
     while matches!(bytes.get(i), Some(b' ' | b'\t')) {
         i += 1;
+    }
+    // Emphasis closing what decorated the list, then the line's end.
+    let mut j = i;
+    while matches!(bytes.get(j), Some(b'*' | b'_')) {
+        j += 1;
+    }
+    if j > i && matches!(bytes.get(j), None | Some(b'\n' | b'\r')) {
+        return true;
     }
     match bytes.get(i) {
         None | Some(b'\n' | b'\r' | b'<') => true,
