@@ -156,12 +156,23 @@ fn both_barred(token: &str) -> bool {
 /// on a line of its own right before a call; otherwise `start` as it is.
 ///
 /// Likewise a fence's info string whose backticks were lost (`json` alone on the line above
-/// a JSON call): the label of a fence that is gone.
+/// a JSON call): the label of a fence that is gone; and before any call, `assistant` alone
+/// on its line: a role header whose tokens were stripped.
 fn stray_opener(text: &str, code: &CodeRegions, floor: usize, start: usize) -> usize {
     let element = tag_at(text, start).is_some_and(|t| t.kind == Kind::Open && t.key() == "invoke");
     let json = matches!(text.as_bytes().get(start), Some(b'{' | b'['));
     let head = text.get(floor..start).unwrap_or_default();
     let trimmed = head.trim_end();
+    // A chat template's role header whose special tokens were stripped (`<|im_start|>
+    // assistant` before a new turn's call): the word alone on the line above the call.
+    if head[trimmed.len()..].contains('\n') {
+        let line_start = trimmed.rfind('\n').map_or(0, |i| i + 1);
+        let word = trimmed[line_start..].trim_start();
+        let at = floor + trimmed.len() - word.len();
+        if word == "assistant" && !code.contains(at) {
+            return at;
+        }
+    }
     if !(element || json) {
         return start;
     }
