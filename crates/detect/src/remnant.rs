@@ -164,13 +164,17 @@ fn stray_opener(text: &str, code: &CodeRegions, floor: usize, start: usize) -> u
     let head = text.get(floor..start).unwrap_or_default();
     let trimmed = head.trim_end();
     // A chat template's role header whose special tokens were stripped (`<|im_start|>
-    // assistant` before a new turn's call): the word alone on the line above the call.
+    // assistant` before a new turn's call): the word ending the line above the call, alone
+    // on it or glued to the sentence that ended the turn before (`Done.assistant`).
     if head[trimmed.len()..].contains('\n') {
-        let line_start = trimmed.rfind('\n').map_or(0, |i| i + 1);
-        let word = trimmed[line_start..].trim_start();
-        let at = floor + trimmed.len() - word.len();
-        if word == "assistant" && !code.contains(at) {
-            return at;
+        if let Some(before) = trimmed.strip_suffix("assistant") {
+            let apart = before.is_empty()
+                || before.ends_with(['\n', '.', '!', '?'])
+                || before.trim_end_matches([' ', '\t']).ends_with('\n');
+            let at = floor + before.len();
+            if apart && !code.contains(at) {
+                return at;
+            }
         }
     }
     if !(element || json) {
