@@ -61,13 +61,21 @@ pub(super) fn role_glued_to_channel(lines: &str) -> bool {
 /// next line, ReAct's `Action: save_memory` then `Action Input:`, Kimi's
 /// `functions.search:0` with its tokens stripped, DeepSeek's `functionNAME`, a command
 /// line's first word), or it is a label that announces a call (`**Tool Call:**` before a
-/// fenced call), or one lower-case word alone (a wrapper opener as a model garbled it).
+/// fenced call), or one lower-case word alone (a wrapper opener as a model garbled it, or a
+/// role header), or a role header glued to a sentence's end (`Done.assistant`).
 pub(super) fn leads_in(line: &str, tools: &ToolNames) -> bool {
     let t = line.trim();
     // A lone lower-case word may be a garbled wrapper opener: the call after it takes it.
     // A line opening with a parameter element, or closing one (a value's last line), may
     // be one of a call whose opener is gone: an orphan closer on a later line takes it.
     if announces_a_call(t) || crate::remnant::lone_word(t) || parameter_line(t) {
+        return true;
+    }
+    // A role header glued to the sentence before it (`Done.assistant`): a call on the next
+    // line takes it.
+    if t.strip_suffix("assistant")
+        .is_some_and(|b| b.ends_with(['.', '!', '?']))
+    {
         return true;
     }
     if tools.names.is_empty() {
