@@ -161,6 +161,7 @@ impl<'t> Trailer<'t> {
                 .find_map(|(i, (open, close))| eat(text, q, open).map(|a| (i, a, *close)));
             let Some((i, after, close)) = frame else {
                 return observation(text, end, q)
+                    .or_else(|| labeled_answer(text, end, q))
                     .or_else(|| answer_object(text, q))
                     .unwrap_or(end);
             };
@@ -196,6 +197,38 @@ fn observation(text: &str, end: usize, q: usize) -> Option<usize> {
             .find('\n')
             .map_or(text.len(), |i| from + i),
     )
+}
+
+/// The end of a label naming a tool's answer and the JSON value after it, on the line after
+/// a call ending at `end` (`q`: the next non-blank byte): `Result: {..}`, `Tool output:`,
+/// `[Tool result]` then the value on the next line. A few words, the last about an answer;
+/// only a JSON value counts after it (prose after `Result:` is the model's own).
+fn labeled_answer(text: &str, end: usize, q: usize) -> Option<usize> {
+    if !text.get(end..q)?.contains('\n') {
+        return None;
+    }
+    let rest = text.get(q..)?;
+    let (label, after) = match rest.strip_prefix('[') {
+        Some(r) => r.split_once(']')?,
+        None => rest.split_once(':')?,
+    };
+    let words: Vec<&str> = label.split_whitespace().collect();
+    let last = words.last()?.to_ascii_lowercase();
+    let about_answer = matches!(
+        last.as_str(),
+        "result" | "results" | "output" | "observation" | "response" | "returned"
+    );
+    if !(about_answer
+        && words.len() <= 3
+        && words.iter().all(|w| w.chars().all(char::is_alphabetic)))
+    {
+        return None;
+    }
+    let v = skip_ws(text, text.len() - after.len());
+    if !matches!(text.as_bytes().get(v), Some(b'{' | b'[')) {
+        return None;
+    }
+    crate::grammar::json::value_at(text, v).map(|(_, e)| e)
 }
 
 /// Top-level keys that make a JSON object a tool's answer.
