@@ -46,6 +46,7 @@ const FIRST_KEYS: &[&[u8]] = &[
     b"type\"",
     b"function",
     b"action\"",
+    b"recipient_name\"",
     b"tool",
 ];
 
@@ -293,13 +294,13 @@ fn hermes_without_opener(text: &str, ctx: &Ctx<'_>, p: usize) -> Option<Leak> {
 }
 
 /// The `[` right before the `{` at `p` (whitespace between), when the object starts like a
-/// call: an array of calls is read from there.
+/// call (the probe's first keys): an array of calls is read from there.
 fn array_before(text: &str, p: usize) -> Option<usize> {
     let before = text.get(..p)?.trim_end();
     let b = before.len().checked_sub(1)?;
-    (before.as_bytes().get(b) == Some(&b'[')
-        && text.get(skip_ws(text, p + 1)..)?.starts_with("\"name\""))
-    .then_some(b)
+    // JSON's quotes: a list of Python dicts after prose is a script's data.
+    let quoted = text.get(skip_ws(text, p + 1)..)?.starts_with('"');
+    (before.as_bytes().get(b) == Some(&b'[') && quoted && probe(text.as_bytes(), p)).then_some(b)
 }
 
 /// A JSON array of calls at `p` standing apart (`[{"name": .., "arguments": ..}]`), every
