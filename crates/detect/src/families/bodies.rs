@@ -74,6 +74,20 @@ impl<'t> Closers<'t> {
     }
 }
 
+/// `{"NAME": {..}}` in a format's markup: the tool as the object's one key, its arguments
+/// the value, for an enabled tool (the key alone says nothing else of a call).
+fn keyed_call(text: &str, pos: usize, ctx: &Ctx<'_>) -> Option<(Vec<Call>, usize)> {
+    let (v, end) = json::value_at(text, skip_ws(text, pos))?;
+    let (name, args) = v.as_object().filter(|o| o.len() == 1)?.iter().next()?;
+    (args.is_object() && ctx.tool_enabled(name)).then(|| {
+        let call = Call {
+            name: name.clone(),
+            arguments: args.clone(),
+        };
+        (vec![call], end)
+    })
+}
+
 /// Parses one call body with `g`.
 pub fn parse(
     g: &Grammar,
@@ -87,7 +101,7 @@ pub fn parse(
         None => text,
     };
     match g {
-        Grammar::Json(j) => json::parse(scope, pos, j),
+        Grammar::Json(j) => json::parse(scope, pos, j).or_else(|| keyed_call(scope, pos, ctx)),
         Grammar::Named(n) => json::parse_named(scope, pos, n).map(|(c, e)| (vec![c], e)),
         Grammar::Invoke(syn) => {
             let mut close = Finder::new(text, syn.invoke_close);
