@@ -298,9 +298,7 @@ pub fn detect_traced<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T
     }
     leaks.retain(|l| config.family_enabled(l.family));
     for call in leaks.iter_mut().flat_map(|l| l.calls.iter_mut()) {
-        if envelope::unwrap(call, input.enabled_tools) {
-            ctx.asked_tools.set(true);
-        }
+        ctx.unwrap_envelope(call);
     }
     let depends_on_tools = ctx.asked_tools.get();
     if leaks.is_empty() {

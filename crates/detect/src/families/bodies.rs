@@ -74,17 +74,36 @@ impl<'t> Closers<'t> {
     }
 }
 
-/// `{"NAME": {..}}` in a format's markup: the tool as the object's one key, its arguments
-/// the value, for an enabled tool (the key alone says nothing else of a call).
-fn keyed_call(text: &str, pos: usize, ctx: &Ctx<'_>) -> Option<(Vec<Call>, usize)> {
+/// `{"NAME": {..}}` in a format's markup ([`keyed_call`]), for an enabled tool: the key
+/// alone says nothing else of a call.
+fn keyed_in_markup(text: &str, pos: usize, ctx: &Ctx<'_>) -> Option<(Vec<Call>, usize)> {
     let (v, end) = json::value_at(text, skip_ws(text, pos))?;
-    let (name, args) = v.as_object().filter(|o| o.len() == 1)?.iter().next()?;
-    (args.is_object() && ctx.tool_enabled(name)).then(|| {
-        let call = Call {
-            name: name.clone(),
-            arguments: args.clone(),
-        };
-        (vec![call], end)
+    let call = keyed_call(&v).filter(|c| ctx.tool_enabled(&c.name))?;
+    Some((vec![call], end))
+}
+
+/// A call keyed by its tool's name, the whole object: `{"NAME": {args}}`, or
+/// `{"NAME": {"parameters": {args}}}` with one arguments key inside. Whether `NAME` is an
+/// enabled tool is the caller's check; read where the object is the whole message
+/// (`llama3_json`) or inside a format's markup ([`parse`]).
+pub(super) fn keyed_call(v: &serde_json::Value) -> Option<Call> {
+    let obj = v.as_object()?;
+    let (name, inner) = obj.iter().next().filter(|_| obj.len() == 1)?;
+    let args = inner.as_object()?;
+    if !crate::grammar::is_tool_name(name) {
+        return None;
+    }
+    let arguments = match args.iter().next() {
+        Some((k, a))
+            if args.len() == 1 && a.is_object() && crate::grammar::keys::is_args_key(k) =>
+        {
+            a.clone()
+        }
+        _ => inner.clone(),
+    };
+    Some(Call {
+        name: name.clone(),
+        arguments,
     })
 }
 
@@ -101,7 +120,7 @@ pub fn parse(
         None => text,
     };
     match g {
-        Grammar::Json(j) => json::parse(scope, pos, j).or_else(|| keyed_call(scope, pos, ctx)),
+        Grammar::Json(j) => json::parse(scope, pos, j).or_else(|| keyed_in_markup(scope, pos, ctx)),
         Grammar::Named(n) => json::parse_named(scope, pos, n).map(|(c, e)| (vec![c], e)),
         Grammar::Invoke(syn) => {
             let mut close = Finder::new(text, syn.invoke_close);

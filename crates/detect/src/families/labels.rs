@@ -14,6 +14,7 @@
 use super::util::{is_tool_name, json_value_at, skip_ws};
 use crate::grammar::is_ident_char;
 use crate::grammar::python::{parse_call, PyOpts};
+use crate::grammar::text::floor_char;
 use crate::types::Call;
 
 /// The longest label a front end writes before the call in its brackets (`Tool Use:`,
@@ -239,15 +240,6 @@ fn skip_spaces(text: &str, mut i: usize) -> usize {
 /// The offset past `b` when it stands at `i`.
 fn eat_byte(text: &str, i: usize, b: u8) -> Option<usize> {
     (text.as_bytes().get(i) == Some(&b)).then_some(i + 1)
-}
-
-/// The largest char boundary of `s` at most `n`.
-fn floor_char(s: &str, n: usize) -> usize {
-    let mut n = n.min(s.len());
-    while !s.is_char_boundary(n) {
-        n -= 1;
-    }
-    n
 }
 
 /// `NAME({json})` or `NAME {json}` at `at`: the call and the offset past it.

@@ -9,12 +9,12 @@
 //! arguments/parameters and call bookkeeping), its arguments are an object, and every call
 //! names a tool the agent has enabled. Objects nested in other JSON are never candidates.
 //!
-//! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
+//! May depend on: `crate::families::util`, `super::bodies` (the keyed call), `crate::grammar`,
+//! `crate::json5`, `crate::types`, `crate::Ctx`.
 
+use super::bodies::keyed_call;
 use super::util::with_trailing;
-use super::util::{
-    calls_of, envelope, flat_call, is_schema, json_value_at, keyed_call, skip_ws, strict_call,
-};
+use super::util::{calls_of, envelope, flat_call, is_schema, json_value_at, skip_ws, strict_call};
 use crate::grammar::json::{call_of, Keys};
 use crate::grammar::text::eat;
 use crate::types::{Call, Family};

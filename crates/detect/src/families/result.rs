@@ -11,7 +11,7 @@
 //! text, the objects are `result_prefix` and are cut; with
 //! nothing after them the message is `result_only` and left for review.
 //!
-//! May depend on: `super::util` (the result frames), `crate::json5`, `crate::types`,
+//! May depend on: `super::util` (the result frames), `crate::grammar`, `crate::json5`, `crate::types`,
 //! `crate::Ctx`.
 
 use crate::json5;
@@ -152,7 +152,7 @@ fn lost_opener(text: &str, pos: usize) -> Option<(ResultObject, usize)> {
     if !matches!(text.as_bytes().get(pos), Some(b'{' | b'<')) {
         return None;
     }
-    let text = text.get(..floor_boundary(text, LOST_OPENER_MAX))?;
+    let text = text.get(..crate::grammar::text::floor_char(text, LOST_OPENER_MAX))?;
     let (open, close, c) = super::util::RESULT_FRAMES
         .iter()
         .filter(|(_, close)| close.starts_with("</"))
@@ -189,14 +189,6 @@ pub(crate) fn lost_opener_possible(head: &str) -> bool {
                 .all(elements_only),
             _ => false,
         }
-}
-
-fn floor_boundary(s: &str, n: usize) -> usize {
-    let mut n = n.min(s.len());
-    while !s.is_char_boundary(n) {
-        n -= 1;
-    }
-    n
 }
 
 /// Whether `s` is one or more elements `<name>text</name>` and whitespace, nothing else

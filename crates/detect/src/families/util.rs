@@ -408,30 +408,6 @@ fn listed_call(item: &Value) -> Option<Call> {
         .or_else(|| flat_call(item, true))
 }
 
-/// A call keyed by its tool's name, the whole object: `{"NAME": {args}}`, or
-/// `{"NAME": {"parameters": {args}}}` with one arguments key inside. Whether `NAME` is an
-/// enabled tool is the caller's check; read only where the object is the whole message.
-pub fn keyed_call(v: &Value) -> Option<Call> {
-    let obj = v.as_object()?;
-    let (name, inner) = obj.iter().next().filter(|_| obj.len() == 1)?;
-    let args = inner.as_object()?;
-    if !is_tool_name(name) {
-        return None;
-    }
-    let arguments = match args.iter().next() {
-        Some((k, a))
-            if args.len() == 1 && a.is_object() && crate::grammar::keys::is_args_key(k) =>
-        {
-            a.clone()
-        }
-        _ => inner.clone(),
-    };
-    Some(Call {
-        name: name.clone(),
-        arguments,
-    })
-}
-
 /// Keys whose string value names the tool of a flat call object wherever it stands.
 const FLAT_CALL_KEYS: &[&str] = &["tool", "tool_name", "toolname", "function", "function_name"];
 /// Keys that name it only inside an envelope of calls: data has names and types too

@@ -16,6 +16,16 @@ pub fn find_bounded(text: &str, needle: &str, from: usize, limit: usize) -> Opti
     memchr::memmem::find(hay, needle.as_bytes()).map(|i| from + i)
 }
 
+/// The largest char boundary of `s` at most `n` (`str::floor_char_boundary`, which the
+/// crate's rust-version predates).
+pub fn floor_char(s: &str, n: usize) -> usize {
+    let mut n = n.min(s.len());
+    while !s.is_char_boundary(n) {
+        n -= 1;
+    }
+    n
+}
+
 /// Offset of the first non-whitespace byte at or after `pos` (or the length).
 pub fn skip_ws(text: &str, pos: usize) -> usize {
     let bytes = text.as_bytes();
