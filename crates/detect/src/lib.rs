@@ -67,6 +67,7 @@
 
 use std::cell::Cell;
 
+mod aliases;
 mod clean;
 pub(crate) mod code;
 pub(crate) mod config;
@@ -201,6 +202,12 @@ pub fn might_leak(text: &str) -> bool {
     !prefilter::scan_detectors(text).is_empty()
 }
 
+/// [`might_leak`] for an agent with these tools: a name of theirs that no grammar spells is
+/// read under its alias, as [`detect`] reads it.
+pub(crate) fn might_leak_for(text: &str, enabled_tools: &[String]) -> bool {
+    might_leak(text) || aliases::aliased(text, enabled_tools).is_some_and(|a| might_leak(&a.text))
+}
+
 /// Examines one message. Never panics; runs in time linear in the content's length.
 pub fn detect(input: &Input<'_>, config: &Config) -> Detection {
     detect_traced(input, config, &mut NoTrace)
@@ -209,7 +216,30 @@ pub fn detect(input: &Input<'_>, config: &Config) -> Detection {
 /// [`detect`], telling `trace` what it did (`scan --explain`). With [`NoTrace`] (what
 /// `detect` passes) every step of the trace compiles away.
 pub fn detect_traced<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T) -> Detection {
+    let mut d = detect_in(input, config, trace);
+    if input.enabled_tools.is_empty() && d.is_clean() && !d.depends_on_tools {
+        // An enabled name with a `-` or a `/` in it is read under an alias; without the
+        // tools, say whether the reply read so would need them.
+        d.depends_on_tools = aliases::squashed(input.content).is_some_and(|sq| {
+            let d = detect_in(
+                &Input {
+                    content: &sq,
+                    ..*input
+                },
+                config,
+                &mut NoTrace,
+            );
+            !d.is_clean() || d.depends_on_tools
+        });
+    }
+    d
+}
+
+fn detect_in<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T) -> Detection {
     let text = input.content;
+    if let Some(aliased) = aliases::aliased(text, input.enabled_tools) {
+        return under_aliases(input, config, trace, &aliased);
+    }
     let seen = prefilter::scan_detectors(text);
     if T::ENABLED {
         let ran: Vec<(&'static str, Vec<String>)> = seen
@@ -340,6 +370,31 @@ fn in_metaspace<T: Trace>(
         // The metaspace at the cut's ends is whitespace, which cleaning trims.
         let cleaned = clean::clean(input.content, &d.leaks, config);
         d.cleaned = cleaned.map(|c| c.trim_end_matches('\u{2581}').trim_end().to_string());
+    }
+    d
+}
+
+/// [`detect_traced`] of a reply that holds enabled names no grammar spells: read with them
+/// aliased, the names and arguments mapped back and the reply as written cleaned (the
+/// spans are the same in both texts).
+fn under_aliases<T: Trace>(
+    input: &Input<'_>,
+    config: &Config,
+    trace: &mut T,
+    aliased: &aliases::Aliased,
+) -> Detection {
+    let mut d = detect_traced(
+        &Input {
+            content: &aliased.text,
+            tools_used: input.tools_used,
+            enabled_tools: &aliased.tools,
+        },
+        config,
+        trace,
+    );
+    aliased.restore(&mut d.leaks);
+    if !d.leaks.is_empty() {
+        d.cleaned = clean::clean(input.content, &d.leaks, config);
     }
     d
 }

@@ -284,11 +284,15 @@ fn past_closed_values(
 /// (`next_fn` is the text's end), lost `</function>` and `</tool_call>` after its last
 /// parameter: the text must end with that parameter's `</parameter>`. vLLM's parser also
 /// takes a value running to the end of the text; that is what a cut in the middle of the
-/// value looks like, so it stays prose.
+/// value looks like, so it stays prose. A value that ends the text in a person's elision
+/// (`...`, `…`: a bug report's paste shortened) was not cut by the model: it ends there too.
 fn last_parameter_closes_text(text: &str, pos: usize, next_fn: usize) -> Option<usize> {
     let end = text.trim_end().len();
-    (next_fn == text.len() && end > pos && text.get(..end)?.ends_with("</parameter>"))
-        .then_some(end)
+    let head = text.get(..end)?;
+    let ends = head.ends_with("</parameter>")
+        || ((head.ends_with("...") || head.ends_with('\u{2026}'))
+            && head[pos..].contains("<parameter="));
+    (next_fn == text.len() && end > pos && ends).then_some(end)
 }
 
 #[cfg(test)]

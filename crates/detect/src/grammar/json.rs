@@ -13,6 +13,7 @@ use super::{is_tool_name, plausible_name};
 use crate::types::Call;
 use serde_json::{Map, Value};
 
+mod elided;
 mod second;
 
 /// Parses one strict JSON value starting at `pos` (leading whitespace allowed). Returns
@@ -23,14 +24,21 @@ pub fn value_at(text: &str, pos: usize) -> Option<(Value, usize)> {
     let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
     match stream.next()? {
         Ok(v) => Some((v, pos + stream.byte_offset())),
-        Err(e) if e.is_syntax() => second::read(rest, &e).map(|(v, end)| (v, pos + end)),
+        Err(e) if e.is_syntax() || e.is_eof() => {
+            second::read(rest, &e).map(|(v, end)| (v, pos + end))
+        }
         Err(_) => None,
     }
 }
 
-/// Parses `text` as exactly one JSON value (surrounding whitespace allowed).
+/// Parses `text` as exactly one JSON value (surrounding whitespace allowed), a person's
+/// elisions in it mended (`elided`).
 pub fn whole(text: &str) -> Option<Value> {
-    serde_json::from_str(text.trim()).ok()
+    let text = text.trim();
+    serde_json::from_str(text).ok().or_else(|| {
+        let (v, end) = elided::read(text, true)?;
+        (end == text.len()).then_some(v)
+    })
 }
 
 /// Decodes arguments given as a JSON string holding an object or array (the OpenAI wire
@@ -190,7 +198,7 @@ fn is_cohere(obj: &serde_json::Map<String, Value>) -> bool {
 /// names an enabled tool.
 fn is_name_key(k: &str) -> bool {
     let k = fold_key(k);
-    matches!(k.as_str(), "tool" | "function" | "call")
+    matches!(k.as_str(), "tool" | "function" | "call" | "action")
         || k.strip_suffix("name")
             .is_some_and(|p| p.len() <= 16 && p.bytes().all(|b| b.is_ascii_lowercase()))
 }

@@ -6,7 +6,9 @@
 //! written into a string as is), a dict or list in Python's spelling, a trailing comma. Asked only for a syntax error, and only where the bytes
 //! at the error show the slip, so a failed read of prose costs a look, not a copy.
 //!
-//! May depend on: `serde_json`, `memchr`, `crate::json5` (the lenient reader, for Python's
+//! A person's elisions (`...`) are `super::elided`'s.
+//!
+//! May depend on: `super::elided`, `serde_json`, `memchr`, `crate::json5` (the lenient reader, for Python's
 //! spelling and trailing commas). No I/O.
 
 use serde_json::Value;
@@ -15,12 +17,22 @@ use serde_json::Value;
 /// and the bound keeps many failed candidates linear.
 const MAX: usize = 64 * 1024;
 
-/// The value serde_json refused with `e` at the start of `rest`, read once more where the
-/// slip it stopped at is one of those above; the value and the offset past it in `rest`.
+/// The value serde_json refused with `e` (a syntax error, or the end of the text inside it)
+/// at the start of `rest`, read once more where the slip it stopped at is one of those above; the value and the offset past it in `rest`.
 pub(super) fn read(rest: &str, e: &serde_json::Error) -> Option<(Value, usize)> {
     let bytes = rest.as_bytes();
     let at = stopped_at(bytes, e)?;
     let near = bytes.get(at.saturating_sub(3)..(at + 3).min(bytes.len()))?;
+    if e.is_eof() || near.contains(&b'.') || near.contains(&0xE2) {
+        let h = head(rest);
+        if let Some(read) = super::elided::read(h, h.len() == rest.len()) {
+            return Some(read);
+        }
+    }
+    // Text that stops inside a value is read only where a person's elision stopped it.
+    if e.is_eof() {
+        return None;
+    }
     if near.contains(&b'\\') {
         lone_backslashes(head(rest))
     } else if near.contains(&0xE2) && rest.starts_with(['{', '[']) {

@@ -1,0 +1,223 @@
+//! Enabled tool names that the formats' name grammars do not spell: `Weather/get_weather`,
+//! `get-weather` written as a Python call, `fs.read_file` in a bracket label. The agent
+//! enabled the name, so it is a name wherever a name stands, whatever its characters.
+//! Rather than teach every grammar every character, detection reads such a reply with each
+//! of these names replaced by an alias of the same length made of word characters only
+//! (`Weather_get_weather`), one that the reply does not hold anywhere. Spans are therefore
+//! the same in both texts; the names and arguments read are mapped back.
+//!
+//! May depend on: `types`. No I/O.
+
+use crate::types::{Call, Leak};
+use serde_json::Value;
+
+/// The reply with its odd tool names aliased, and the tool list to read it with.
+pub(crate) struct Aliased {
+    pub(crate) text: String,
+    pub(crate) tools: Vec<String>,
+    /// (alias, name as enabled)
+    map: Vec<(String, String)>,
+}
+
+/// A word character: what every name grammar reads as part of a name.
+fn word(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// What joins a name to more of one, so that an occurrence next to it is part of a longer
+/// name, not this one (`get-weather-v2`, `sub-get-weather`). A `/` joins nothing: it is
+/// also a closing tag's (`</Weather/get_weather>`).
+fn joins(c: char) -> bool {
+    word(c) || c == '-'
+}
+
+/// The reply read under aliases, when an enabled name needs one and the reply holds it.
+/// A name with whitespace is left alone (a display name; aliasing it would turn prose
+/// into an identifier), and so is a name whose every alias the reply already holds.
+pub(crate) fn aliased(text: &str, enabled: &[String]) -> Option<Aliased> {
+    let odd =
+        |n: &String| !n.is_empty() && !n.chars().all(word) && !n.contains(char::is_whitespace);
+    if !enabled.iter().any(odd) {
+        return None;
+    }
+    let mut map = Vec::new();
+    for name in enabled
+        .iter()
+        .filter(|n| odd(n) && text.contains(n.as_str()))
+    {
+        let alias = ['_', 'x', 'Q'].into_iter().find_map(|fill| {
+            let alias: String = name
+                .chars()
+                .flat_map(|c| match word(c) {
+                    true => vec![c],
+                    false => vec![fill; c.len_utf8()],
+                })
+                .collect();
+            let taken = text.contains(&alias) || enabled.contains(&alias);
+            (!taken).then_some(alias)
+        });
+        if let Some(alias) = alias {
+            map.push((alias, name.clone()));
+        }
+    }
+    // A longer name first, so that `a-b-c` is not read as `a-b` and the rest.
+    map.sort_by_key(|(_, name)| std::cmp::Reverse(name.len()));
+    let mut out = text.to_string();
+    let mut any = false;
+    for (alias, name) in &map {
+        let mut from = 0;
+        while let Some(i) = out[from..].find(name.as_str()).map(|i| from + i) {
+            let end = i + name.len();
+            let bounded = !out[..i].chars().next_back().is_some_and(joins)
+                && !out[end..].chars().next().is_some_and(joins);
+            if bounded {
+                out.replace_range(i..end, alias);
+                any = true;
+            }
+            from = end;
+        }
+    }
+    if !any {
+        return None;
+    }
+    let tools = enabled
+        .iter()
+        .map(|n| match map.iter().find(|(_, name)| name == n) {
+            Some((alias, _)) => alias.clone(),
+            None => n.clone(),
+        })
+        .collect();
+    Some(Aliased {
+        text: out,
+        tools,
+        map,
+    })
+}
+
+/// The reply with every `-`, `.`, `/` and `:` between two word characters made a `_`:
+/// how it would read were each such compound the alias of an enabled name. Asked only when
+/// the tools are not known (`detect` without them tells the caller whether they matter).
+pub(crate) fn squashed(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let joint = |i: usize| {
+        matches!(bytes[i], b'-' | b'/' | b':')
+            && i > 0
+            && text[..i].chars().next_back().is_some_and(word)
+            && text[i + 1..].chars().next().is_some_and(word)
+    };
+    let at: Vec<usize> = (0..bytes.len()).filter(|&i| joint(i)).collect();
+    if at.is_empty() {
+        return None;
+    }
+    let mut out = bytes.to_vec();
+    for i in at {
+        out[i] = b'_';
+    }
+    // ASCII replaced by ASCII: still UTF-8.
+    String::from_utf8(out).ok()
+}
+
+impl Aliased {
+    /// The leaks read in the aliased text, with the names as enabled. An alias occurs
+    /// nowhere in the reply, so wherever one is in what was read, the aliasing put it there.
+    pub(crate) fn restore(&self, leaks: &mut [Leak]) {
+        for call in leaks.iter_mut().flat_map(|l| l.calls.iter_mut()) {
+            self.restore_call(call);
+        }
+        for result in leaks.iter_mut().flat_map(|l| l.results.iter_mut()) {
+            self.restore_value(&mut result.value);
+        }
+    }
+
+    fn restore_call(&self, call: &mut Call) {
+        call.name = self.restore_str(&call.name);
+        self.restore_value(&mut call.arguments);
+    }
+
+    fn restore_str(&self, s: &str) -> String {
+        let mut s = s.to_string();
+        for (alias, name) in &self.map {
+            if s.contains(alias.as_str()) {
+                s = s.replace(alias.as_str(), name);
+            }
+        }
+        s
+    }
+
+    fn restore_value(&self, v: &mut Value) {
+        match v {
+            Value::String(s) => *s = self.restore_str(s),
+            Value::Array(items) => items.iter_mut().for_each(|i| self.restore_value(i)),
+            Value::Object(members) => {
+                let old = std::mem::take(members);
+                for (k, mut v) in old {
+                    self.restore_value(&mut v);
+                    members.insert(self.restore_str(&k), v);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tools(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn an_odd_name_is_aliased_by_word_characters_of_its_length() {
+        let a = aliased(
+            "<tool_call>Weather/get_weather>{}",
+            &tools(&["Weather/get_weather"]),
+        );
+        let a = a.expect("aliased");
+        assert_eq!(a.text, "<tool_call>Weather_get_weather>{}");
+        assert_eq!(a.tools, tools(&["Weather_get_weather"]));
+    }
+
+    #[test]
+    fn word_names_and_absent_names_need_no_alias() {
+        assert!(aliased("get_weather(x=1)", &tools(&["get_weather"])).is_none());
+        assert!(aliased("nothing here", &tools(&["get-weather"])).is_none());
+        assert!(aliased("Apply tags now", &tools(&["Apply tags"])).is_none());
+    }
+
+    #[test]
+    fn an_alias_the_reply_holds_is_not_used() {
+        let a = aliased("get_weather or get-weather(x=1)", &tools(&["get-weather"]));
+        assert_eq!(a.expect("aliased").text, "get_weather or getxweather(x=1)");
+    }
+
+    #[test]
+    fn a_longer_names_prefix_is_not_aliased() {
+        let a = aliased("get-weather-v2(x=1)", &tools(&["get-weather"]));
+        assert!(a.is_none());
+        let a = aliased("use sub-get-weather", &tools(&["get-weather"]));
+        assert!(a.is_none());
+    }
+
+    #[test]
+    fn names_and_arguments_are_restored() {
+        let a = aliased("get-weather(x='get-weather')", &tools(&["get-weather"]));
+        let a = a.expect("aliased");
+        let mut leaks = vec![Leak {
+            family: crate::types::Family::Pythonic,
+            span: 0..a.text.len(),
+            calls: vec![Call {
+                name: "get_weather".into(),
+                arguments: serde_json::json!({"x": "get_weather", "get_weather": ["get_weather"]}),
+            }],
+            results: vec![],
+        }];
+        a.restore(&mut leaks);
+        assert_eq!(leaks[0].calls[0].name, "get-weather");
+        assert_eq!(
+            leaks[0].calls[0].arguments,
+            serde_json::json!({"x": "get-weather", "get-weather": ["get-weather"]})
+        );
+    }
+}
