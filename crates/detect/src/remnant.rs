@@ -335,7 +335,8 @@ fn fake_result(text: &str, q: usize) -> Option<usize> {
 }
 
 /// A bracketed token of call markup (`[TOOL_CALLS]`, `[/TOOL_CALL]`, `[TOOL_CALL_END]`):
-/// capitals, `_` and spaces naming a call, an optional `/`.
+/// capitals, `_` and spaces naming a call, an optional `/`; or the numbered placeholder a
+/// decoder printed for a special token it had no text for (`[UNUSED_TOKEN_144]`).
 fn bracket_token(s: &str) -> Option<bool> {
     let inner = s.strip_prefix('[')?.strip_suffix(']')?;
     let (closing, word) = match inner.strip_prefix('/') {
@@ -346,8 +347,9 @@ fn bracket_token(s: &str) -> Option<bool> {
         && word.len() <= 32
         && word
             .chars()
-            .all(|c| c.is_ascii_uppercase() || c == '_' || c == ' ');
-    (shaped && is_call_key(&crate::grammar::markup::fold(word))).then_some(closing)
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_' || c == ' ');
+    let key = crate::grammar::markup::fold(word);
+    (shaped && (is_call_key(&key) || is_placeholder_key(&key))).then_some(closing)
 }
 
 /// The bracketed token that ends `head`: its start in `head` and whether it closes.

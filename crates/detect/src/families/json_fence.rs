@@ -1,5 +1,5 @@
-//! `json_fence`: a ```` ```json ```` fence whose only content is a tool call the agent has
-//! enabled: `{"tool": .., "parameters": ..}`, `{"name": .., "arguments": ..}`,
+//! `json_fence`: a ```` ```json ```` fence (or a bare ```` ``` ```` one that is the whole
+//! reply) whose only content is a tool call the agent has enabled: `{"tool": .., "parameters": ..}`, `{"name": .., "arguments": ..}`,
 //! `{"reasoning": .., "tool_calls": [..]}`, or a JSON array of `{"name", "arguments"}`
 //! objects (xLAM writes its calls that way).
 //!
@@ -38,7 +38,7 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
         .take_while(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n' | b'['))
         .count();
     let head = &head[..head.len() - gap];
-    gap > 0 && OPENERS.iter().any(|o| head.ends_with(o))
+    gap > 0 && (OPENERS.iter().any(|o| head.ends_with(o)) || head.trim_ascii() == b"```")
 }
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = &[];
@@ -84,7 +84,10 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             break;
         };
         from = close_end;
-        if !info.eq_ignore_ascii_case("json") {
+        // A fence with no info string is a call only as the whole reply: an answer that
+        // is nothing but a call (elsewhere such a fence is an example).
+        let whole = || text[..line_start].trim().is_empty() && text[close_end..].trim().is_empty();
+        if !(info.eq_ignore_ascii_case("json") || info.is_empty() && whole()) {
             continue;
         }
         // A fence inside another fence (or inline code) is an example.

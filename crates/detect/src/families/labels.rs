@@ -255,7 +255,7 @@ fn json_call(text: &str, at: usize) -> Option<(Call, usize)> {
         let between = &tail[..words];
         if !between
             .chars()
-            .all(|c| c.is_alphabetic() || c == ' ' || c == ':')
+            .all(|c| c.is_alphabetic() || matches!(c, ' ' | ':' | '='))
         {
             return None;
         }
@@ -278,10 +278,10 @@ fn json_call(text: &str, at: usize) -> Option<(Call, usize)> {
 
 /// What stands before a trace's object (`Calling NAME with`, `.. tool "NAME" with
 /// arguments:`): the words before the name, and the name, its quotes taken off. ` with`
-/// ends it, maybe followed by one word naming the object and a colon.
+/// ends it, maybe followed by one word naming the object and a colon or `=`.
 fn name_before_with(head: &str) -> Option<(&str, &str)> {
     let head = head.trim_end();
-    let head = head.strip_suffix(':').unwrap_or(head).trim_end();
+    let head = head.strip_suffix([':', '=']).unwrap_or(head).trim_end();
     let head = match head.strip_suffix(" with") {
         Some(h) => h,
         None => {
@@ -413,7 +413,7 @@ pub(super) fn label_probe(bytes: &[u8], from: usize) -> bool {
                         && tail.iter().position(|b| *b == b'{').is_some_and(|e| {
                             tail[..e]
                                 .iter()
-                                .all(|b| b.is_ascii_alphabetic() || matches!(b, b' ' | b':'))
+                                .all(|b| b.is_ascii_alphabetic() || matches!(b, b' ' | b':' | b'='))
                         })
                 }
                 // A note holding a trace among its words (`[Historical context: .. called
@@ -448,7 +448,10 @@ pub(super) fn label_probe(bytes: &[u8], from: usize) -> bool {
 /// followed by one word naming the object and a colon (`with args:`).
 fn with_before(head: &[u8]) -> bool {
     let head = head.trim_ascii_end();
-    let head = head.strip_suffix(b":").unwrap_or(head);
+    let head = head
+        .strip_suffix(b":")
+        .or_else(|| head.strip_suffix(b"="))
+        .unwrap_or(head);
     let word = head
         .iter()
         .rev()

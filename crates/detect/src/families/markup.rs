@@ -224,13 +224,19 @@ impl<'t> Reader<'_, 't> {
                 .filter(|(k, _)| is_name_key(&fold(k)))
                 .find_map(|(_, v)| self.tool(v))
                 .or_else(|| open.eq.and_then(|v| self.tool(v)));
-            // Arguments in an attribute (`arguments='{"q": "x"}'`), as JSON.
+            // Arguments in an attribute (`arguments='{"q": "x"}'`), as JSON; in a call
+            // element that closes itself, every other attribute but an id is one
+            // (`<tool name="bash" command="ls" />`).
             for (k, v) in &open.attrs {
-                if is_args_key(&fold(k)) {
+                let key = fold(k);
+                if is_args_key(&key) {
                     match typed_param(&xml::unescape(v)) {
                         Value::Object(m) => args.extend(m),
                         _ => return None,
                     }
+                } else if open.kind == Kind::SelfClose && !is_name_key(&key) && !key.ends_with("id")
+                {
+                    args.insert((*k).to_string(), typed_param(&xml::unescape(v)));
                 }
             }
         }
@@ -314,8 +320,9 @@ impl<'t> Reader<'_, 't> {
             return None;
         }
         // Any tag may be named after a tool: such an element is a call only standing apart
-        // from the text, on its own lines or as a sentence of its own.
-        if own_name.is_some()
+        // from the text, on its own lines or as a sentence of its own; so is a call that
+        // is all attributes (`<tool name="bash" command="ls" />` in a sentence is an example).
+        if (own_name.is_some() || open.kind == Kind::SelfClose)
             && !(super::named::stands_before(self.text, open.span.start)
                 && super::named::stands_after(self.text, end))
         {

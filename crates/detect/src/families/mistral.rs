@@ -109,7 +109,8 @@ fn after_token(text: &str, at: usize) -> Option<(Vec<Call>, usize)> {
             if text.get(i..)?.starts_with(ARGS) {
                 i += ARGS.len();
             }
-            args_object(text, name, i)
+            // The object on the next line (`[TOOL_CALLS]NAME` then `{..}`) is the same call.
+            args_object(text, name, skip_ws(text, i))
         }
     }
 }

@@ -37,6 +37,26 @@ pub fn skip_ws(text: &str, pos: usize) -> usize {
 }
 
 /// Whether only whitespace follows `pos`.
+/// The length of a person's elision at `pos` (`...` or longer, `…`, as a bug report shortens
+/// a paste), when one stands there on its own: whitespace, a tag or the end after it.
+pub fn elision_at(text: &str, pos: usize) -> Option<usize> {
+    let rest = text.get(pos..)?;
+    let len = rest.len() - rest.trim_start_matches(['.', '\u{2026}']).len();
+    let dots = rest[..len].chars().count();
+    let ok = (rest.starts_with('\u{2026}') || dots >= 3)
+        && rest[len..]
+            .chars()
+            .next()
+            .is_none_or(|c| c.is_whitespace() || c == '<');
+    ok.then_some(len)
+}
+
+/// Whether `s` ends in a person's elision (`...`, `…`), whitespace aside.
+pub fn ends_in_elision(s: &str) -> bool {
+    let s = s.trim_end();
+    s.ends_with("...") || s.ends_with('\u{2026}')
+}
+
 pub fn rest_is_blank(text: &str, pos: usize) -> bool {
     text.get(pos..).is_some_and(|r| r.trim().is_empty())
 }

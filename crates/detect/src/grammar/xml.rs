@@ -188,7 +188,8 @@ pub fn parse_invoke(
 
 /// Parses one invoke at `pos` whose closing tag (and its wrapper's) is missing at the end
 /// of the text: at least one parameter, the last one closed, then only whitespace. Returns
-/// the call and the end of its last parameter. (A value still open is a cut, never read.)
+/// the call and the end of its last parameter. (A value still open is a cut, never read,
+/// unless a person's elision ends it.)
 pub fn parse_invoke_cut(text: &str, pos: usize, syn: &InvokeSyntax) -> Option<(Call, usize)> {
     let (name, body_start) = invoke_head(text, pos, syn)?;
     let end = text.trim_end().len();
@@ -232,9 +233,20 @@ fn invoke_params(
             break;
         }
         i = j;
+        // Parameters a bug report's paste left out (`...` where they stood).
+        if let Some(n) = super::text::elision_at(text, i) {
+            i += n;
+            continue;
+        }
         if let Some((ptag, vstart)) = start_tag(text, i, syn.param_open) {
             let key = name_attr(ptag)?;
-            let vend = find_bounded(text, syn.param_close, vstart, end_tag)?;
+            // A value still open at the end of the text is a cut, unless the paste stopped
+            // in an elision there.
+            let vend = find_bounded(text, syn.param_close, vstart, end_tag).or_else(|| {
+                let end = text.trim_end().len();
+                (end_tag == text.len() && super::text::ends_in_elision(&text[vstart..]))
+                    .then_some(end)
+            })?;
             let raw = text.get(vstart..vend)?;
             if nested(raw, syn) {
                 return None;
@@ -248,7 +260,13 @@ fn invoke_params(
                 _ => value_of(raw, syn),
             };
             args.insert(key, value);
-            i = vend + syn.param_close.len();
+            i = match text
+                .get(vend..)
+                .is_some_and(|r| r.starts_with(syn.param_close))
+            {
+                true => vend + syn.param_close.len(),
+                false => end_tag,
+            };
         } else if syn.element_params {
             let key_start = i + 1;
             let rest = text.as_bytes().get(key_start..end_tag)?;

@@ -59,6 +59,14 @@ impl<'t> Reader<'_, 't> {
         for _ in 0..MAX_PARTS {
             let q = skip_ws(text, pos);
             let rest = text.get(q..).unwrap_or_default();
+            // Arguments a bug report's paste left out (`...` where they stood): the call
+            // carried some.
+            if let Some(n) = crate::grammar::text::elision_at(text, q) {
+                body.had_args = true;
+                pos = q + n;
+                body.end = pos;
+                continue;
+            }
             if rest.starts_with('<') {
                 let Some(t) = tag_at(text, q) else { break };
                 let k = t.key();

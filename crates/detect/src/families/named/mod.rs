@@ -297,8 +297,17 @@ fn name_before(bytes: &[u8], p: usize) -> bool {
                 true => k - 3,
                 false => k,
             };
+            // Or a bracketed call token opens the line (`[TOOL_CALL_START]NAME`).
+            let token = || {
+                bytes[k - 1] == b']'
+                    && std::str::from_utf8(&bytes[line..k])
+                        .ok()
+                        .and_then(crate::remnant::bracket_token_ending)
+                        .is_some_and(|(open, closes)| open == 0 && !closes)
+            };
             k == 0
                 || bytes[k - 1] == b'\n'
+                || token()
                 || memchr::memmem::find(
                     &bytes[line.max(k.saturating_sub(160))..k],
                     b"to=functions.",

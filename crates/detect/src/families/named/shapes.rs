@@ -192,12 +192,18 @@ pub(super) fn at_brace(
         names = vec![(open, word)];
     }
     // Functionary's recipient marker before the name (`>>>NAME` above the object) is the
-    // call's markup.
+    // call's markup, and so is a bracketed call token.
     if join == Join::Line {
         if let Some(first) = names.first_mut() {
             let head = text.get(..first.0).unwrap_or_default();
             if head.ends_with(">>>") && line_start(text, first.0 - 3) {
                 first.0 -= 3;
+            }
+            // So is a bracketed call token opening the line (`[TOOL_CALL_START]NAME`).
+            if let Some((open, false)) = crate::remnant::bracket_token_ending(head) {
+                if line_start(text, open) {
+                    first.0 = open;
+                }
             }
         }
     }

@@ -149,20 +149,27 @@ fn typographic_quotes(head: &str) -> Option<(Value, usize)> {
 
 /// A value whose strings hold backslashes that escape nothing JSON knows (a Windows path
 /// written as is, `"dir %USERPROFILE%\Pictures"`): read with each such backslash taken as
-/// itself, as the model meant it. `None` when there is none, or the value still does not
-/// parse.
+/// itself, as the model meant it. A writer that left such backslashes raw left `\b` and `\f`
+/// raw too (`D:\code\bishe`: a backspace or a form feed is never what an argument holds),
+/// and `\'` is a quote escaped the way Python and scripts escape it. `None` when there is
+/// none, or the value still does not parse.
 fn lone_backslashes(head: &str) -> Option<(Value, usize)> {
     let bytes = head.as_bytes();
     let mut fixed = Vec::with_capacity(bytes.len() + 8);
-    // Where a backslash was doubled, in `fixed`'s offsets.
-    let mut added = Vec::new();
+    // Where a backslash was doubled, and where one was dropped, in `fixed`'s offsets.
+    let (mut added, mut dropped) = (Vec::new(), Vec::new());
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
+        if b == b'\\' && bytes.get(i + 1) == Some(&b'\'') {
+            dropped.push(fixed.len());
+            i += 1;
+            continue;
+        }
         fixed.push(b);
         if b == b'\\' {
             match bytes.get(i + 1) {
-                Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' | b'u') => {
+                Some(b'"' | b'\\' | b'/' | b'n' | b'r' | b't' | b'u') => {
                     fixed.push(bytes[i + 1]);
                     i += 1;
                 }
@@ -174,11 +181,17 @@ fn lone_backslashes(head: &str) -> Option<(Value, usize)> {
         }
         i += 1;
     }
-    if added.is_empty() {
+    // Nothing JSON refuses: `\b` and `\f` alone are JSON's own escapes.
+    if added
+        .iter()
+        .all(|&a| matches!(fixed.get(a + 1), Some(b'b' | b'f')))
+        && dropped.is_empty()
+    {
         return None;
     }
     let (v, end) = first_value(&String::from_utf8(fixed).ok()?)?;
-    Some((v, end - added.iter().filter(|&&a| a < end).count()))
+    let before = |at: &Vec<usize>| at.iter().filter(|&&a| a < end).count();
+    Some((v, end - before(&added) + before(&dropped)))
 }
 
 /// A value whose braces a prompt template escaped by doubling them (`{{"name": "f",
@@ -401,5 +414,11 @@ mod tests {
         let t = "{\n  \"a\": 1,\n  \"p\": \"C:\\Users\\me\"\n}";
         let (v, _) = value_at(t, 0).expect("read");
         assert_eq!(v["p"], r"C:\Users\me");
+        // A raw path's `\b` is a backslash too; a Python-escaped quote is the quote.
+        let t = r#"{"p": "D:\code\bishe\x.md", "q": "ILIKE \'%a%\'"} tail"#;
+        let (v, end) = value_at(t, 0).expect("read");
+        assert_eq!(v["p"], r"D:\code\bishe\x.md");
+        assert_eq!(v["q"], "ILIKE '%a%'");
+        assert_eq!(&t[end..], " tail");
     }
 }
