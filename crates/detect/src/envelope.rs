@@ -26,16 +26,20 @@ const CALL_WORDS: &[&str] = &[
     "invoketool",
 ];
 
-/// Replaces `call` by the call it wraps, when it is such an envelope. Returns whether the
-/// enabled tools were consulted.
-pub(crate) fn unwrap(call: &mut Call, enabled: &[String]) -> bool {
-    let folded: String = call
-        .name
+/// Whether `name` is a generic call word (`tool_call`, `function_call`, `invoke`, ...).
+pub(crate) fn is_call_word(name: &str) -> bool {
+    let folded: String = name
         .chars()
         .filter(|c| !matches!(c, '_' | '-'))
         .map(|c| c.to_ascii_lowercase())
         .collect();
-    if !CALL_WORDS.contains(&folded.as_str()) {
+    CALL_WORDS.contains(&folded.as_str())
+}
+
+/// Replaces `call` by the call it wraps, when it is such an envelope. Returns whether the
+/// enabled tools were consulted.
+pub(crate) fn unwrap(call: &mut Call, enabled: &[String]) -> bool {
+    if !is_call_word(&call.name) {
         return false;
     }
     let is_enabled = |n: &str| enabled.iter().any(|t| t == n);

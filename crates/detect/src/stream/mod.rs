@@ -258,9 +258,16 @@ impl Stream {
             return false;
         }
         if self.open.code.is_some() {
+            let line_start = end - line.len();
+            // A bare or ```python fence may be a call where it is the whole reply or stands
+            // under a line naming a tool (ChatGLM3): read as a fence that may be one.
+            if self.call_fence(line, line_start) {
+                self.open.fence = self.open.code.take();
+                self.open.anchors = true;
+                return false;
+            }
             // The line opened such a block: it shows with what came before it, once that
             // settles (no line before a fence that is not ```json leads into a call).
-            let line_start = end - line.len();
             let blank = self.text[self.settled..line_start].trim().is_empty();
             match blank || self.settles(line_start, true) {
                 true => self.cut(end),
@@ -269,6 +276,19 @@ impl Stream {
             return false;
         }
         self.open.is_closed()
+    }
+
+    /// Whether the fence opened by `line` (at `line_start`) may hold a call although its
+    /// info string is no call's: a bare or ```` ```python ```` fence opening the reply, or
+    /// right under a line that is an enabled tool's name.
+    fn call_fence(&self, line: &str, line_start: usize) -> bool {
+        let info = line.trim().trim_start_matches('`').trim();
+        if !(info.is_empty() || info.eq_ignore_ascii_case("python")) {
+            return false;
+        }
+        let head = self.text[..line_start].trim_end();
+        let above = &head[head.rfind('\n').map_or(0, |i| i + 1)..];
+        head.is_empty() || self.policy.0.tools.names.iter().any(|n| n == above.trim())
     }
 
     /// After a cut at `from`, reads again what came after it (lines that left something

@@ -1,7 +1,7 @@
 //! What is open at the end of the lines of a window: the stream cuts a reply only where
 //! nothing that a later line could turn into a call is still open.
 //!
-//! May depend on: `code` (fence markers), `memchr`.
+//! May depend on: `code` (fence markers), `crate::grammar` (numbered placeholders), `memchr`.
 
 use crate::code;
 
@@ -248,7 +248,15 @@ impl Open {
         let Some((name, closer, named)) = self.in_tag.take() else {
             return;
         };
-        let token = name.first().is_some_and(|&b| is_bar_start(b)) && ends_with_bar(&name);
+        // A decoder's numbered placeholder for a special token (`[UNUSED_TOKEN_144]`) is
+        // one, whatever brackets it was printed in.
+        let placeholder = || {
+            std::str::from_utf8(&name).is_ok_and(|n| {
+                crate::grammar::keys::is_placeholder_key(&crate::grammar::markup::fold(n))
+            })
+        };
+        let token =
+            name.first().is_some_and(|&b| is_bar_start(b)) && ends_with_bar(&name) || placeholder();
         self.token |= token;
         if closer {
             if let Some(at) = self

@@ -4,7 +4,7 @@
 //! and Google's ```` ```tool_code ```` fences.
 //!
 //! May depend on: `super::apart`, `crate::families::cli`, `crate::families::harmony`,
-//! `crate::families::util`, `crate::grammar`, `crate::types`, `crate::Ctx`.
+//! `crate::families::util`, `crate::envelope` (generic call words), `crate::grammar`, `crate::types`, `crate::Ctx`.
 
 use super::apart::{stands_after, stands_before};
 use crate::families::harmony::header_words_only;
@@ -242,6 +242,20 @@ fn glued_call(bytes: &[u8], line: usize, end: usize) -> Option<usize> {
 fn tool_code_ends(b: &[u8], line: usize, end: usize) -> bool {
     if !b[line..end].ends_with(b"```") {
         return false;
+    }
+    // ChatGLM3's fence (`named_fence`): its last code line a generic call word's call.
+    let code_end = b[..end - 3].trim_ascii_end().len();
+    let code = &b[b[..code_end]
+        .iter()
+        .rposition(|&c| c == b'\n')
+        .map_or(0, |i| i + 1)..code_end];
+    let word = class::run(code.trim_ascii_start(), WORD, 32);
+    let code = code.trim_ascii_start();
+    if word > 0
+        && code.get(word) == Some(&b'(')
+        && std::str::from_utf8(&code[..word]).is_ok_and(crate::envelope::is_call_word)
+    {
+        return true;
     }
     let floor = end.saturating_sub(TOOL_CODE_LOOK).max(line);
     // Only whether the opener is there: a forward search with a finder built once, where

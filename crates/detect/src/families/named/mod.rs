@@ -37,13 +37,14 @@
 //! shapes around a `{`, `lines` the bare Python lines, `after` an arguments object after the
 //! prose that names its tool, `apart` says where markup stands apart from prose.
 //!
-//! May depend on: its own `after`, `apart`, `shapes`, `lines`; `super::util`, `super::harmony`, `super::cli`,
+//! May depend on: its own `after`, `apart`, `shapes`, `lines`, `named_fence`; `super::util`, `super::harmony`, `super::cli`,
 //! `super::labels` (trace lines),
 //! `crate::grammar`, `crate::types`, `crate::Ctx`.
 
 mod after;
 mod apart;
 mod lines;
+mod named_fence;
 mod shapes;
 #[cfg(test)]
 mod tests;
@@ -120,6 +121,9 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         }
     }
     for block in tool_code_fences(text, ctx) {
+        by_family.push((Family::JsonFence, block));
+    }
+    for block in named_fence::fences(text, ctx) {
         by_family.push((Family::JsonFence, block));
     }
     let harmony_calls: Vec<Range<usize>> = by_family
@@ -297,13 +301,13 @@ fn name_before(bytes: &[u8], p: usize) -> bool {
                 true => k - 3,
                 false => k,
             };
-            // Or a bracketed call token opens the line (`[TOOL_CALL_START]NAME`).
+            // Or a bracketed call token stands before it (`[TOOL_CALL_START]NAME`).
             let token = || {
                 bytes[k - 1] == b']'
                     && std::str::from_utf8(&bytes[line..k])
                         .ok()
                         .and_then(crate::remnant::bracket_token_ending)
-                        .is_some_and(|(open, closes)| open == 0 && !closes)
+                        .is_some_and(|(_, closes)| !closes)
             };
             k == 0
                 || bytes[k - 1] == b'\n'

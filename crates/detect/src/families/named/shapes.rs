@@ -193,21 +193,23 @@ pub(super) fn at_brace(
     }
     // Functionary's recipient marker before the name (`>>>NAME` above the object) is the
     // call's markup, and so is a bracketed call token.
+    let mut token_apart = false;
     if join == Join::Line {
         if let Some(first) = names.first_mut() {
             let head = text.get(..first.0).unwrap_or_default();
             if head.ends_with(">>>") && line_start(text, first.0 - 3) {
                 first.0 -= 3;
             }
-            // So is a bracketed call token opening the line (`[TOOL_CALL_START]NAME`).
+            // So is a bracketed call token standing apart (`[TOOL_CALL_START]NAME`).
             if let Some((open, false)) = crate::remnant::bracket_token_ending(head) {
-                if line_start(text, open) {
+                if super::apart::stands_before(text, open) {
                     first.0 = open;
+                    token_apart = true;
                 }
             }
         }
     }
-    if join == Join::Line && !names.first().is_some_and(|n| line_start(text, n.0)) {
+    if join == Join::Line && !token_apart && !names.first().is_some_and(|n| line_start(text, n.0)) {
         return None;
     }
     if let (Some(g), Some(first)) = (gemini, names.first_mut()) {

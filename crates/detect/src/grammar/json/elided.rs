@@ -30,6 +30,8 @@ pub(super) fn read(head: &str, whole: bool) -> Option<(Value, usize)> {
     let mut from: Vec<usize> = Vec::with_capacity(head.len() + 17);
     let mut open: Vec<char> = Vec::new();
     let (mut in_string, mut escaped, mut mended, mut skip_comma) = (false, false, false, false);
+    // The last thing read was an elision: a member's, or one ending a string.
+    let mut last_elided = false;
     let mut string_start = 0;
     let mut chars = head.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
@@ -37,7 +39,11 @@ pub(super) fn read(head: &str, whole: bool) -> Option<(Value, usize)> {
             match c {
                 _ if escaped => escaped = false,
                 '\\' => escaped = true,
-                '"' => in_string = false,
+                '"' => {
+                    in_string = false;
+                    let content = &fixed[string_start + 1..];
+                    last_elided = content.ends_with("...") || content.ends_with('\u{2026}');
+                }
                 _ => {}
             }
             push(&mut fixed, &mut from, c, i);
@@ -55,6 +61,7 @@ pub(super) fn read(head: &str, whole: bool) -> Option<(Value, usize)> {
                 chars.next();
             }
             mended = true;
+            last_elided = true;
             match fixed.trim_end().chars().next_back() {
                 Some(':') => {
                     for ch in ['"']
@@ -97,6 +104,7 @@ pub(super) fn read(head: &str, whole: bool) -> Option<(Value, usize)> {
         }
         if !c.is_whitespace() {
             skip_comma = false;
+            last_elided = false;
         }
         push(&mut fixed, &mut from, c, i);
         if open.is_empty() {
@@ -110,7 +118,7 @@ pub(super) fn read(head: &str, whole: bool) -> Option<(Value, usize)> {
             true => {
                 tail.len() > string_start && (tail.ends_with("...") || tail.ends_with('\u{2026}'))
             }
-            false => mended && !tail.ends_with(':'),
+            false => last_elided && !tail.ends_with(':'),
         };
         if !whole || !stopped_in_mark {
             return None;
