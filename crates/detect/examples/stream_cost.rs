@@ -1,5 +1,6 @@
 //! Instructions of streaming against one-shot detection (run under callgrind):
-//! `valgrind --tool=callgrind --toggle-collect='stream_cost::measured' target/release/examples/stream_cost one_shot|one_push|deltas|floor`
+//! `valgrind --tool=callgrind --toggle-collect='stream_cost::measured' target/release/examples/stream_cost one_shot|one_bare|one_push|deltas|floor`
+//! (`one_bare`: the one-shot call without the tools, as the worker's pre-check makes it).
 //! (`floor`: the deltas appended to a buffer and their line breaks looked for, nothing else,
 //! as the bench's `ceiling_buffer_only`: what any stream of these deltas costs).
 
@@ -20,13 +21,13 @@ fn measured(
 ) -> usize {
     let config = Config::default();
     match mode {
-        "one_shot" => msgs
+        "one_shot" | "one_bare" => msgs
             .iter()
             .map(|m| {
                 let input = Input {
                     content: m,
                     tools_used: &[],
-                    enabled_tools: tools,
+                    enabled_tools: if mode == "one_bare" { &[] } else { tools },
                 };
                 detect(&input, &config).leaks.len()
             })
@@ -74,7 +75,7 @@ fn main() {
     // Streams are made outside the measured part, under one policy as a caller streaming
     // an agent's replies keeps it: the one-shot call borrows tools and policy too.
     let n = match mode.as_str() {
-        "one_shot" | "floor" => 0,
+        "one_shot" | "one_bare" | "floor" => 0,
         _ => msgs.len(),
     };
     let policy = StreamPolicy::new(Config::default(), tools.clone());

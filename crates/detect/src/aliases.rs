@@ -6,7 +6,7 @@
 //! (`Weather_get_weather`), one that the reply does not hold anywhere. Spans are therefore
 //! the same in both texts; the names and arguments read are mapped back.
 //!
-//! May depend on: `types`. No I/O.
+//! May depend on: `types`, `memchr`. No I/O.
 
 use crate::types::{Call, Leak};
 use serde_json::Value;
@@ -35,8 +35,11 @@ fn joins(c: char) -> bool {
 /// A name with whitespace is left alone (a display name; aliasing it would turn prose
 /// into an identifier), and so is a name whose every alias the reply already holds.
 pub(crate) fn aliased(text: &str, enabled: &[String]) -> Option<Aliased> {
-    let odd =
-        |n: &String| !n.is_empty() && !n.chars().all(word) && !n.contains(char::is_whitespace);
+    // Most names are ASCII words: their bytes say so without decoding a character.
+    let ascii_word = |n: &String| n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    let odd = |n: &String| {
+        !n.is_empty() && !ascii_word(n) && !n.chars().all(word) && !n.contains(char::is_whitespace)
+    };
     if !enabled.iter().any(odd) {
         return None;
     }
@@ -94,27 +97,64 @@ pub(crate) fn aliased(text: &str, enabled: &[String]) -> Option<Aliased> {
     })
 }
 
-/// The reply with every `-`, `.`, `/` and `:` between two word characters made a `_`:
-/// how it would read were each such compound the alias of an enabled name. Asked only when
-/// the tools are not known (`detect` without them tells the caller whether they matter).
-pub(crate) fn squashed(text: &str) -> Option<String> {
+/// Whether the reply holds a compound of word characters joined by `-`, `/` or `:` where a
+/// name stands in markup: glued before `(` or `{` (a call), as an element's name (`<NAME>`),
+/// as a JSON member's string, or opening its line before `key=` arguments; outside code
+/// (but for the one code read, a ```` ```tool_code ```` fence). An enabled name
+/// of that shape would be read there under an alias. Asked only when the tools are not
+/// known, for a reply with some markup that nothing was read from: `detect` without the
+/// tools then says they matter, and the caller asks again with them.
+pub(crate) fn compound_name_position(text: &str, in_code: impl Fn(usize) -> bool) -> bool {
     let bytes = text.as_bytes();
-    let joint = |i: usize| {
-        matches!(bytes[i], b'-' | b'/' | b':')
-            && i > 0
-            && text[..i].chars().next_back().is_some_and(word)
-            && text[i + 1..].chars().next().is_some_and(word)
-    };
-    let at: Vec<usize> = (0..bytes.len()).filter(|&i| joint(i)).collect();
-    if at.is_empty() {
-        return None;
+    let joins = |c: char| word(c) || matches!(c, '-' | '/' | ':');
+    let mut past = 0;
+    for i in memchr::memchr3_iter(b'-', b'/', b':', bytes) {
+        if i < past
+            || i == 0
+            || !text[..i].chars().next_back().is_some_and(word)
+            || !text[i + 1..].chars().next().is_some_and(word)
+        {
+            continue;
+        }
+        let start = text[..i].trim_end_matches(joins).len();
+        let tail = &text[i + 1..];
+        let end = i + 1 + (tail.len() - tail.trim_start_matches(joins).len());
+        past = end;
+        // A name has a word on each side of its joint (`get-weather`, not `i-1` or `y-f`),
+        // and markup in code is an example.
+        let short = |s: &str| s.chars().filter(|&c| word(c)).take(2).count() < 2;
+        let first = text[start..i]
+            .rsplit(['-', '/', ':'])
+            .next()
+            .unwrap_or_default();
+        let second = tail.split(['-', '/', ':']).next().unwrap_or_default();
+        if short(first) || short(second) || in_code(start) {
+            continue;
+        }
+        let glued = &text[end..];
+        let after = glued.trim_start_matches([' ', '\t']);
+        let head = text[..start].trim_end_matches([' ', '\t']);
+        let args_line = || {
+            let key = after.trim_start_matches(word);
+            key.len() < after.len() && key.starts_with('=')
+        };
+        let line_start = head.is_empty() || head.ends_with('\n');
+        // A JSON member's whole string value (`"name": "Weather/get_weather"`).
+        let member = || {
+            text[..start]
+                .strip_suffix('"')
+                .is_some_and(|h| h.trim_end().ends_with(':'))
+                && glued.starts_with('"')
+        };
+        if glued.starts_with(['(', '{'])
+            || text[..start].ends_with('<') && glued.starts_with('>')
+            || line_start && args_line()
+            || member()
+        {
+            return true;
+        }
     }
-    let mut out = bytes.to_vec();
-    for i in at {
-        out[i] = b'_';
-    }
-    // ASCII replaced by ASCII: still UTF-8.
-    String::from_utf8(out).ok()
+    false
 }
 
 impl Aliased {

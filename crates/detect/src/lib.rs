@@ -216,30 +216,7 @@ pub fn detect(input: &Input<'_>, config: &Config) -> Detection {
 /// [`detect`], telling `trace` what it did (`scan --explain`). With [`NoTrace`] (what
 /// `detect` passes) every step of the trace compiles away.
 pub fn detect_traced<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T) -> Detection {
-    let mut d = detect_in(input, config, trace);
-    if input.enabled_tools.is_empty() && d.is_clean() && !d.depends_on_tools {
-        // An enabled name with a `-` or a `/` in it is read under an alias; without the
-        // tools, say whether the reply read so would need them.
-        d.depends_on_tools = aliases::squashed(input.content).is_some_and(|sq| {
-            let d = detect_in(
-                &Input {
-                    content: &sq,
-                    ..*input
-                },
-                config,
-                &mut NoTrace,
-            );
-            !d.is_clean() || d.depends_on_tools
-        });
-    }
-    d
-}
-
-fn detect_in<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T) -> Detection {
     let text = input.content;
-    if let Some(aliased) = aliases::aliased(text, input.enabled_tools) {
-        return under_aliases(input, config, trace, &aliased);
-    }
     let seen = prefilter::scan_detectors(text);
     if T::ENABLED {
         let ran: Vec<(&'static str, Vec<String>)> = seen
@@ -251,6 +228,9 @@ fn detect_in<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T) -> Det
     }
     if seen.is_empty() {
         return Detection::default();
+    }
+    if let Some(aliased) = aliases::aliased(text, input.enabled_tools) {
+        return under_aliases(input, config, trace, &aliased);
     }
     if let Some(decoded) = metaspace::decoded(text) {
         return in_metaspace(input, config, trace, &decoded);
@@ -332,6 +312,18 @@ fn detect_in<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T) -> Det
     }
     let depends_on_tools = ctx.asked_tools.get();
     if leaks.is_empty() {
+        // An enabled name with a `-`, `/` or `:` in it is read under an alias; without the
+        // tools, say whether one stands where a name would (only a reply with some markup
+        // can hold such a call: the prefilter wakes on those names' shapes too).
+        let depends_on_tools = depends_on_tools
+            || input.enabled_tools.is_empty()
+                && aliases::compound_name_position(text, |at| {
+                    ctx.in_code(at)
+                        && !code.regions().iter().any(|r| {
+                            r.contains(&at)
+                                && text[r.clone()].trim_start().starts_with("```tool_code")
+                        })
+                });
         return Detection {
             depends_on_tools,
             ..Detection::default()

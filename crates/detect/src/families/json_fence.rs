@@ -38,7 +38,9 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
         .take_while(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n' | b'['))
         .count();
     let head = &head[..head.len() - gap];
-    gap > 0 && (OPENERS.iter().any(|o| head.ends_with(o)) || head.trim_ascii() == b"```")
+    gap > 0
+        && (OPENERS.iter().any(|o| head.ends_with(o))
+            || head.ends_with(b"```") && head.trim_ascii_start().len() == 3)
 }
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = &[];

@@ -170,10 +170,11 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
     // Byte classes from one table: this runs at every `[` followed by a name or a space.
     let ident = |b: &u8| class::is(*b, class::WORD);
     let skip_ws = |i: usize| i + class::run(bytes.get(i..).unwrap_or_default(), class::SPACE, 64);
-    // Where the name at `i` ends, if it ends within 96 bytes (before the text's end).
+    // Where the name at `i` ends, if it ends within 96 bytes (before the text's end); a name
+    // of `-` too (`get-weather(`), which detection reads under an alias.
     let word_end = |i: usize| {
         let r = bytes.get(i..(i + 96).min(bytes.len()))?;
-        let n = class::run(r, class::WORD | class::DOT, usize::MAX);
+        let n = class::run(r, class::WORD | class::DOT | class::DASH, usize::MAX);
         (n < r.len()).then_some(i + n)
     };
     let before = p.checked_sub(1).and_then(|i| bytes.get(i));

@@ -88,7 +88,7 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
     next && std::str::from_utf8(name).map_or(true, |n| !not_a_tool(n))
 }
 
-/// The name of a start tag `<name>` at `p`, as bytes: letters, digits, `_`, `-` and bytes
+/// The name of a start tag `<name>` at `p`, as bytes: letters, digits, `_`, `-`, `.`, `:` and bytes
 /// of other scripts, at most [`MAX_NAME`], closed by `>`.
 fn tag_name(bytes: &[u8], p: usize) -> Option<&[u8]> {
     let rest = bytes.get(p + 1..)?;
@@ -96,7 +96,11 @@ fn tag_name(bytes: &[u8], p: usize) -> Option<&[u8]> {
     if !(first.is_ascii_alphabetic() || first == b'_' || first >= 0xC2) {
         return None;
     }
-    let len = class::run(rest, class::WORD | class::DASH, MAX_NAME + 1);
+    let len = class::run(
+        rest,
+        class::WORD | class::DASH | class::DOT | class::COLON,
+        MAX_NAME + 1,
+    );
     (len <= MAX_NAME && rest.get(len) == Some(&b'>')).then(|| &rest[..len])
 }
 

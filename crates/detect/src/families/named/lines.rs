@@ -178,6 +178,14 @@ pub(crate) fn lines_probe(text: &str) -> bool {
     if i > start && b.get(i) == Some(&b' ') && super::super::cli::args_open(b, i) {
         return true;
     }
+    // The same with a name of `-`, `.` or `:` in it (`get-weather city=..`): detection reads
+    // such an enabled name under an alias.
+    if i > start && matches!(b.get(i), Some(b'-' | b'.' | b':')) {
+        let j = i + class::run(&b[i..], WORD | class::DASH | class::DOT | class::COLON, 129);
+        if b.get(j) == Some(&b' ') && super::super::cli::args_open(b, j) {
+            return true;
+        }
+    }
     let mut e = b.len();
     while e > line && class::is(b[e - 1], SPACE) {
         e -= 1;
