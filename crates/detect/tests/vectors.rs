@@ -221,7 +221,8 @@ fn scored_sets_keep_their_floor() {
         ("scored_issue38_heldout", 47),
         ("scored_issue38b_heldout", 16),
         ("scored_issue39_heldout", 43),
-        ("scored_issue40_heldout", 37),
+        ("scored_issue40_heldout", 38),
+        ("scored_issue41_heldout", 39),
     ] {
         let set = support::scored(prefix);
         assert!(!set.is_empty(), "{prefix}: no vectors");

@@ -408,10 +408,12 @@ pub fn parse_function_eq(
             return None;
         }
         // A one-line value whose closer was lost ends where the next tag's separator
-        // starts (`<parameter=k>v </tool_call>`: the space stands for a line break).
-        let raw = match closed || raw.contains('\n') {
+        // starts (`<parameter=k>v </tool_call>`: the space stands for a line break), or at
+        // its line's end, its padding the markup's (`<parameter=k> v` then the next one).
+        let one_line = raw.trim_end_matches(['\n', '\r']);
+        let raw = match closed || one_line.contains('\n') {
             true => super::text::value_lines(raw),
-            false => raw.trim_matches([' ', '\t']),
+            false => one_line.trim_matches([' ', '\t']),
         };
         args.insert(key.to_string(), typed_param(&unescape(raw)));
         i = next;
