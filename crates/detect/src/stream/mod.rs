@@ -279,8 +279,8 @@ impl Stream {
     }
 
     /// Whether the fence opened by `line` (at `line_start`) may hold a call although its
-    /// info string is no call's: a bare or ```` ```python ```` fence opening the reply, or
-    /// right under a line that is an enabled tool's name.
+    /// info string is no call's: a bare fence opening the reply, or a bare or
+    /// ```` ```python ```` one right under a line that is an enabled tool's name.
     fn call_fence(&self, line: &str, line_start: usize) -> bool {
         let info = line.trim().trim_start_matches('`').trim();
         if !(info.is_empty() || info.eq_ignore_ascii_case("python")) {
@@ -288,7 +288,8 @@ impl Stream {
         }
         let head = self.text[..line_start].trim_end();
         let above = &head[head.rfind('\n').map_or(0, |i| i + 1)..];
-        head.is_empty() || self.policy.0.tools.names.iter().any(|n| n == above.trim())
+        (head.is_empty() && info.is_empty())
+            || self.policy.0.tools.names.iter().any(|n| n == above.trim())
     }
 
     /// After a cut at `from`, reads again what came after it (lines that left something
