@@ -31,16 +31,24 @@ fn joins(c: char) -> bool {
     word(c) || c == '-'
 }
 
+/// Whether an enabled name is one no grammar spells: made of more than word characters,
+/// without whitespace.
+fn odd(n: &str) -> bool {
+    // Most names are ASCII words: their bytes say so without decoding a character.
+    let ascii_word = n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    !n.is_empty() && !ascii_word && !n.chars().all(word) && !n.contains(char::is_whitespace)
+}
+
+/// Whether any of the enabled names is read under an alias.
+pub(crate) fn any_odd(enabled: &[String]) -> bool {
+    enabled.iter().any(|n| odd(n))
+}
+
 /// The reply read under aliases, when an enabled name needs one and the reply holds it.
 /// A name with whitespace is left alone (a display name; aliasing it would turn prose
 /// into an identifier), and so is a name whose every alias the reply already holds.
 pub(crate) fn aliased(text: &str, enabled: &[String]) -> Option<Aliased> {
-    // Most names are ASCII words: their bytes say so without decoding a character.
-    let ascii_word = |n: &String| n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-    let odd = |n: &String| {
-        !n.is_empty() && !ascii_word(n) && !n.chars().all(word) && !n.contains(char::is_whitespace)
-    };
-    if !enabled.iter().any(odd) {
+    if !any_odd(enabled) {
         return None;
     }
     let mut map = Vec::new();

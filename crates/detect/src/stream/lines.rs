@@ -3,7 +3,7 @@
 //! of a Harmony output whose tokens were stripped.
 //!
 //! May depend on: `families::harmony`'s channel words, `remnant::lone_word`,
-//! `grammar::markup`'s tag reader, `grammar::keys`, `memchr`.
+//! `grammar::markup`'s tag reader, `grammar::keys`, `aliases` (which names are aliased), `memchr`.
 
 use crate::families::harmony::CHANNELS;
 
@@ -184,12 +184,19 @@ pub(super) struct ToolNames {
     pub(super) names: Vec<String>,
     /// Bit `n` (`n` < 63): a name is `n` bytes long; bit 63: one is 63 bytes or longer.
     lengths: u64,
+    /// A name is read under an alias (`crate::aliases`): the window checks look for it so.
+    pub(super) aliased: bool,
 }
 
 impl ToolNames {
     pub(super) fn new(names: Vec<String>) -> ToolNames {
         let lengths = names.iter().fold(0, |m, n| m | length_bit(n.len()));
-        ToolNames { names, lengths }
+        let aliased = crate::aliases::any_odd(&names);
+        ToolNames {
+            names,
+            lengths,
+            aliased,
+        }
     }
 
     /// Whether a part of `word` between non-word characters is an enabled tool's name (or

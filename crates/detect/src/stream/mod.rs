@@ -31,14 +31,14 @@
 //! only when the window has doubled; then the one detection at the end.
 //! `BENCHMARKS.md` §1 has the figures.
 //!
-//! May depend on: the crate root (`detect`, `might_leak_for`, `Input`), `code`, `config`,
+//! May depend on: the crate root (`detect`, `might_leak`, `might_leak_for`, `Input`), `code`, `config`,
 //! `families` (`lone_recipient_possible`, `lost_opener_possible`), `types`, its own `lines` and `open`.
 
 mod lines;
 mod open;
 
 use crate::code;
-use crate::{detect, might_leak_for, Config, Detection, Input};
+use crate::{detect, might_leak, might_leak_for, Config, Detection, Input};
 use lines::{harmony_frame, last_line, leads_in, role_glued_to_channel, ToolNames};
 use open::Open;
 use std::sync::Arc;
@@ -330,11 +330,15 @@ impl Stream {
         if self.settled == 0 && crate::families::lost_opener_possible(&self.text[..end]) {
             return false;
         }
-        let tools = &self.policy.0.tools.names;
-        if !self.open.anchors || !might_leak_for(window, tools) {
+        let tools = &self.policy.0.tools;
+        let leaks = |t: &str| match tools.aliased {
+            true => might_leak_for(t, &tools.names),
+            false => might_leak(t),
+        };
+        if !self.open.anchors || !leaks(window) {
             return true;
         }
-        if !fence_next && might_leak_for(last, tools) {
+        if !fence_next && leaks(last) {
             return false;
         }
         let d = detect(
