@@ -82,6 +82,7 @@ mod remnant;
 mod stream;
 pub(crate) mod trace;
 pub(crate) mod types;
+mod views;
 
 pub use config::Config;
 pub use stream::{Finished, Stream, StreamPolicy};
@@ -202,12 +203,6 @@ pub fn might_leak(text: &str) -> bool {
     !prefilter::scan_detectors(text).is_empty()
 }
 
-/// [`might_leak`] for an agent with these tools: a name of theirs that no grammar spells is
-/// read under its alias, as [`detect`] reads it.
-pub(crate) fn might_leak_for(text: &str, enabled_tools: &[String]) -> bool {
-    might_leak(text) || aliases::aliased(text, enabled_tools).is_some_and(|a| might_leak(&a.text))
-}
-
 /// Examines one message. Never panics; runs in time linear in the content's length.
 pub fn detect(input: &Input<'_>, config: &Config) -> Detection {
     detect_traced(input, config, &mut NoTrace)
@@ -230,10 +225,10 @@ pub fn detect_traced<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T
         return Detection::default();
     }
     if let Some(aliased) = aliases::aliased(text, input.enabled_tools) {
-        return under_aliases(input, config, trace, &aliased);
+        return views::under_aliases(input, config, trace, &aliased);
     }
     if let Some(decoded) = metaspace::decoded(text) {
-        return in_metaspace(input, config, trace, &decoded);
+        return views::in_metaspace(input, config, trace, &decoded);
     }
     let code = code::CodeRegions::find(text);
     let reasoning = code::Reasoning::find(text);
@@ -337,58 +332,6 @@ pub fn detect_traced<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T
         strip_only,
         depends_on_tools,
     }
-}
-
-/// [`detect_traced`] of a reply written in metaspace: read decoded, its spans mapped back and
-/// the reply as written cleaned.
-fn in_metaspace<T: Trace>(
-    input: &Input<'_>,
-    config: &Config,
-    trace: &mut T,
-    decoded: &metaspace::Decoded,
-) -> Detection {
-    let mut d = detect_traced(
-        &Input {
-            content: &decoded.text,
-            ..*input
-        },
-        config,
-        trace,
-    );
-    for leak in &mut d.leaks {
-        leak.span = decoded.original(&leak.span);
-    }
-    if !d.leaks.is_empty() {
-        // The metaspace at the cut's ends is whitespace, which cleaning trims.
-        let cleaned = clean::clean(input.content, &d.leaks, config);
-        d.cleaned = cleaned.map(|c| c.trim_end_matches('\u{2581}').trim_end().to_string());
-    }
-    d
-}
-
-/// [`detect_traced`] of a reply that holds enabled names no grammar spells: read with them
-/// aliased, the names and arguments mapped back and the reply as written cleaned (the
-/// spans are the same in both texts).
-fn under_aliases<T: Trace>(
-    input: &Input<'_>,
-    config: &Config,
-    trace: &mut T,
-    aliased: &aliases::Aliased,
-) -> Detection {
-    let mut d = detect_traced(
-        &Input {
-            content: &aliased.text,
-            tools_used: input.tools_used,
-            enabled_tools: &aliased.tools,
-        },
-        config,
-        trace,
-    );
-    aliased.restore(&mut d.leaks);
-    if !d.leaks.is_empty() {
-        d.cleaned = clean::clean(input.content, &d.leaks, config);
-    }
-    d
 }
 
 /// What of a detector's the prefilter found in `text`: the markers that occur in it, or

@@ -31,14 +31,15 @@
 //! only when the window has doubled; then the one detection at the end.
 //! `BENCHMARKS.md` §1 has the figures.
 //!
-//! May depend on: the crate root (`detect`, `might_leak`, `might_leak_for`, `Input`), `code`, `config`,
+//! May depend on: the crate root (`detect`, `might_leak`, `Input`), `views` (`might_leak_for`), `code`, `config`,
 //! `families` (`lone_recipient_possible`, `lost_opener_possible`), `types`, its own `lines` and `open`.
 
 mod lines;
 mod open;
 
 use crate::code;
-use crate::{detect, might_leak, might_leak_for, Config, Detection, Input};
+use crate::views::might_leak_for;
+use crate::{detect, might_leak, Config, Detection, Input};
 use lines::{harmony_frame, last_line, leads_in, role_glued_to_channel, ToolNames};
 use open::Open;
 use std::sync::Arc;

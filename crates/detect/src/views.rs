@@ -1,0 +1,69 @@
+//! Detection of a reply read through a view of it: written in metaspace (read decoded), or
+//! holding enabled names that no grammar spells (read with them aliased). The view's spans
+//! are mapped back onto the reply as written, which is what gets cleaned.
+//!
+//! May depend on: the crate root (`detect_traced`, `might_leak`, `Input`), `aliases`,
+//! `metaspace`, `clean`, `config`, `trace`, `types`. No I/O.
+
+use crate::config::Config;
+use crate::trace::Trace;
+use crate::types::Detection;
+use crate::{aliases, clean, detect_traced, metaspace, might_leak, Input};
+
+/// [`crate::might_leak`] for an agent with these tools: a name of theirs that no grammar spells is
+/// read under its alias, as [`crate::detect`] reads it.
+pub(crate) fn might_leak_for(text: &str, enabled_tools: &[String]) -> bool {
+    might_leak(text) || aliases::aliased(text, enabled_tools).is_some_and(|a| might_leak(&a.text))
+}
+
+/// [`detect_traced`] of a reply written in metaspace: read decoded, its spans mapped back and
+/// the reply as written cleaned.
+pub(crate) fn in_metaspace<T: Trace>(
+    input: &Input<'_>,
+    config: &Config,
+    trace: &mut T,
+    decoded: &metaspace::Decoded,
+) -> Detection {
+    let mut d = detect_traced(
+        &Input {
+            content: &decoded.text,
+            ..*input
+        },
+        config,
+        trace,
+    );
+    for leak in &mut d.leaks {
+        leak.span = decoded.original(&leak.span);
+    }
+    if !d.leaks.is_empty() {
+        // The metaspace at the cut's ends is whitespace, which cleaning trims.
+        let cleaned = clean::clean(input.content, &d.leaks, config);
+        d.cleaned = cleaned.map(|c| c.trim_end_matches('\u{2581}').trim_end().to_string());
+    }
+    d
+}
+
+/// [`detect_traced`] of a reply that holds enabled names no grammar spells: read with them
+/// aliased, the names and arguments mapped back and the reply as written cleaned (the
+/// spans are the same in both texts).
+pub(crate) fn under_aliases<T: Trace>(
+    input: &Input<'_>,
+    config: &Config,
+    trace: &mut T,
+    aliased: &aliases::Aliased,
+) -> Detection {
+    let mut d = detect_traced(
+        &Input {
+            content: &aliased.text,
+            tools_used: input.tools_used,
+            enabled_tools: &aliased.tools,
+        },
+        config,
+        trace,
+    );
+    aliased.restore(&mut d.leaks);
+    if !d.leaks.is_empty() {
+        d.cleaned = clean::clean(input.content, &d.leaks, config);
+    }
+    d
+}
