@@ -234,8 +234,7 @@ impl<'t> Reader<'_, 't> {
                         Value::Object(m) => args.extend(m),
                         _ => return None,
                     }
-                } else if open.kind == Kind::SelfClose && !is_name_key(&key) && !key.ends_with("id")
-                {
+                } else if open.kind == Kind::SelfClose && !is_name_key(&key) && !is_id(k) {
                     args.insert((*k).to_string(), typed_param(&xml::unescape(v)));
                 }
             }
@@ -518,3 +517,12 @@ fn glued_call(text: &str, start: usize) -> Option<(Call, usize)> {
 
 #[cfg(test)]
 mod tests;
+
+/// Whether an attribute is a call's bookkeeping id (`id`, `call_id`, `toolUseId`), not an
+/// argument (`uuid`, `grid`, `paid` are arguments).
+fn is_id(key: &str) -> bool {
+    key.eq_ignore_ascii_case("id")
+        || key.ends_with("_id")
+        || key.ends_with("-id")
+        || key.ends_with("Id")
+}
