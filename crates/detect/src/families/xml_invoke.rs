@@ -290,8 +290,7 @@ fn last_parameter_closes_text(text: &str, pos: usize, next_fn: usize) -> Option<
     let end = text.trim_end().len();
     let head = text.get(..end)?;
     let ends = head.ends_with("</parameter>")
-        || ((head.ends_with("...") || head.ends_with('\u{2026}'))
-            && head[pos..].contains("<parameter="));
+        || (crate::grammar::text::ends_in_elision(head) && head[pos..].contains("<parameter="));
     (next_fn == text.len() && end > pos && ends).then_some(end)
 }
 

@@ -53,7 +53,11 @@ pub fn elision_at(text: &str, pos: usize) -> Option<usize> {
 
 /// Whether `s` ends in a person's elision (`...`, `…`), whitespace aside.
 pub fn ends_in_elision(s: &str) -> bool {
-    let s = s.trim_end();
+    ends_with_elision(s.trim_end())
+}
+
+/// Whether `s`'s last characters are a person's elision (`...`, `…`).
+pub fn ends_with_elision(s: &str) -> bool {
     s.ends_with("...") || s.ends_with('\u{2026}')
 }
 

@@ -257,8 +257,8 @@ fn tool_code_ends(b: &[u8], line: usize, end: usize) -> bool {
         .iter()
         .rposition(|&c| c == b'\n')
         .map_or(0, |i| i + 1)..code_end];
-    let word = class::run(code.trim_ascii_start(), WORD, 32);
     let code = code.trim_ascii_start();
+    let word = class::run(code, WORD, 32);
     if word > 0
         && code.get(word) == Some(&b'(')
         && std::str::from_utf8(&code[..word]).is_ok_and(crate::envelope::is_call_word)

@@ -9,8 +9,9 @@
 //! A text that merely stops (no elision at its end) stays unread: a call cut by the token
 //! limit is not the call the model meant.
 //!
-//! May depend on: `serde_json`. No I/O.
+//! May depend on: `crate::grammar::text`, `serde_json`. No I/O.
 
+use crate::grammar::text::ends_with_elision;
 use serde_json::Value;
 
 /// Whether `s` holds an elision mark.
@@ -42,7 +43,7 @@ pub(super) fn read(head: &str, whole: bool) -> Option<(Value, usize)> {
                 '"' => {
                     in_string = false;
                     let content = &fixed[string_start + 1..];
-                    last_elided = content.ends_with("...") || content.ends_with('\u{2026}');
+                    last_elided = ends_with_elision(content);
                 }
                 _ => {}
             }
@@ -115,9 +116,7 @@ pub(super) fn read(head: &str, whole: bool) -> Option<(Value, usize)> {
         // The paste stopped inside the value: only in an elision, and only at the end.
         let tail = fixed.trim_end();
         let stopped_in_mark = match in_string {
-            true => {
-                tail.len() > string_start && (tail.ends_with("...") || tail.ends_with('\u{2026}'))
-            }
+            true => tail.len() > string_start && ends_with_elision(tail),
             false => last_elided && !tail.ends_with(':'),
         };
         if !whole || !stopped_in_mark {
