@@ -330,6 +330,7 @@ fn deepseek_stripped(v: &Vector) -> Result<(), &'static str> {
     }
     if v.text
         .contains("```<｜tool▁call▁end｜><｜tool▁call▁begin｜>")
+        || v.text.contains("```<｜tool▁call▁end｜>function")
     {
         return Err("V3 calls chained without a line break glue the fence's closer to the next name: the fence never closes");
     }
@@ -546,7 +547,7 @@ const SPECS: &[Spec] = &[
         bare: always,
         stripped_weak: true,
         inline: true,
-        movable: always,
+        movable: json_movable,
         glue: json_marked,
         closers: &["<|python_end|>", "<|eom_id|>", "<|eot_id|>"],
         lost_closer_prose: true,
@@ -857,7 +858,15 @@ fn json_marked(v: &Vector) -> bool {
         return marked(v);
     };
     let indent = body.len() - body.trim_start_matches([' ', '\n']).len();
-    indent <= 9 && body.trim_start().starts_with('"')
+    indent <= 9 && body.trim_start().starts_with('"') && json_movable(v)
+}
+
+/// Whether a bare JSON call still shows its marker after other text: a JSON agent's
+/// `thought` as its first key is no call's key, so such an object is found only where it
+/// opens the message (`llama3_json`'s docs say why).
+fn json_movable(v: &Vector) -> bool {
+    let body = v.text.trim_start().trim_start_matches('{').trim_start();
+    !(body.starts_with("\"thought") || body.starts_with("\"reasoning\""))
 }
 
 fn qwen_function_closed(v: &Vector) -> bool {
@@ -927,6 +936,10 @@ fn enabled_with_calls(v: &Vector) -> Vec<String> {
 fn strip_tokens(s: &str, tokens: &[&str]) -> String {
     let mut out = s.to_string();
     for t in tokens {
+        // A token's `>` written twice (`<tool_call>>`) is the token's: it goes with it.
+        if t.ends_with('>') {
+            out = out.replace(&format!("{t}>"), "");
+        }
         out = out.replace(t, "");
     }
     out
@@ -1071,7 +1084,11 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
             }
             // Without its opener a call may have lost what made it unambiguous: the tools are
             // enabled, as a bare call needs.
-            let text = format!("{}{}", &v.text[..i], &v.text[i + o.len()..]);
+            // (A `>` the opener wrote twice goes with it.)
+            let end = i
+                + o.len()
+                + usize::from(o.ends_with('>') && v.text[i + o.len()..].starts_with('>'));
+            let text = format!("{}{}", &v.text[..i], &v.text[end..]);
             out.push(with(
                 Class::OpenerDropped,
                 text,

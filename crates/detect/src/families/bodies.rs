@@ -125,7 +125,15 @@ pub fn parse(
         Grammar::Invoke(syn) => {
             let mut close = Finder::new(text, syn.invoke_close);
             let at = skip_ws(scope, pos);
-            xml::parse_invoke_run(scope, at, syn, &mut close)
+            if limit.is_some() || !syn.cut_at_end {
+                return xml::parse_invoke_run(scope, at, syn, &mut close);
+            }
+            // The run's last invoke may have lost its closers at the end of the text (as
+            // `xml_invoke` reads Anthropic's): then only for an enabled tool (a cut between
+            // two parameters looks the same).
+            let (calls, end, cut) = xml::parse_invoke_run_to_end(scope, at, syn, &mut close)?;
+            let named = |c: &Call| ctx.tool_enabled(&c.name);
+            (!cut || calls.last().is_some_and(named)).then_some((calls, end))
         }
         // Key/value pairs fill the body to the limit, or the text to its end (as a brace
         // body does, below).

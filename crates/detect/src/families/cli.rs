@@ -63,7 +63,22 @@ pub(crate) fn last_line_opens(b: &[u8], line: usize, end: usize) -> bool {
         .take(4 * MAX_WORD)
         .take_while(|&&c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.' || c >= 0x80)
         .count();
-    name > 0 && rest.get(lead + name) == Some(&b' ') && args_open(b, start + lead + name)
+    if name == 0 || rest.get(lead + name) != Some(&b' ') {
+        return false;
+    }
+    let after = start + lead + name;
+    args_open(b, after) || connective(&b[after + 1..]).is_some_and(|w| args_open(b, after + 1 + w))
+}
+
+/// The length of one lowercase word and its space between a name and its arguments
+/// (`NAME with key="v"`), as a front end flattening a call writes it.
+fn connective(b: &[u8]) -> Option<usize> {
+    let w = b
+        .iter()
+        .take(9)
+        .take_while(|c| c.is_ascii_lowercase())
+        .count();
+    ((2..=8).contains(&w) && b.get(w) == Some(&b' ')).then_some(w)
 }
 
 /// Longest name read.
@@ -72,7 +87,8 @@ const MAX_WORD: usize = 64;
 /// Appends the calls in command-line form on the first and last lines.
 pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     let core_start = text.len() - text.trim_start().len();
-    let core_end = text.trim_end().len();
+    // End-of-turn tokens after the last line (`<|im_end|>`) go with a call there.
+    let core_end = crate::grammar::keys::turn_end(text);
     if core_start >= core_end {
         return;
     }
@@ -102,6 +118,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         // The line's own line break goes with it, so no blank line is left in its place.
         let end = match text.get(end..).is_some_and(|r| r.starts_with('\n')) {
             true => end + 1,
+            false if end == core_end => text.len(),
             false => end,
         };
         blocks.push((start..end, vec![call]));
@@ -120,7 +137,11 @@ fn parse_line(line: &str) -> Option<Call> {
         .iter()
         .find_map(|p| name.strip_prefix(p))
         .unwrap_or(name);
-    let args = parse_args(line.get(name_end..)?)?;
+    let rest = line.get(name_end..)?;
+    let args = parse_args(rest).or_else(|| {
+        let w = connective(rest.trim_start().as_bytes())?;
+        parse_args(rest.trim_start().get(w..)?)
+    })?;
     Some(Call {
         name: name.to_string(),
         arguments: Value::Object(args),
@@ -205,6 +226,21 @@ mod tests {
             .map(|c| json!([c.name, c.arguments]))
             .collect();
         (d.cleaned, calls)
+    }
+
+    #[test]
+    fn one_lowercase_word_may_stand_between_the_name_and_its_arguments() {
+        let (cleaned, c) = calls("Ok.\nWrite with path=\"a.txt\"<|im_end|>", &["Write"]);
+        assert_eq!(cleaned.as_deref(), Some("Ok."));
+        assert_eq!(c, vec![json!(["Write", {"path": "a.txt"}])]);
+        // Two words, a capitalised word or one longer than eight letters: a sentence.
+        for t in [
+            "Ok.\nWrite it with path=\"a.txt\"",
+            "Ok.\nWrite With path=\"a.txt\"",
+            "Ok.\nWrite carefully path=\"a.txt\"",
+        ] {
+            assert!(calls(t, &["Write"]).1.is_empty(), "{t}");
+        }
     }
 
     #[test]

@@ -54,6 +54,7 @@ pub(super) const DSML: InvokeSyntax = InvokeSyntax {
     param_open: "<｜DSML｜parameter",
     param_close: "</｜DSML｜parameter>",
     string_attr: true,
+    cut_at_end: true,
     ..INVOKE
 };
 

@@ -29,7 +29,7 @@ use super::rows::Row;
 use super::util::{is_schema, lost_closer_ok, merge, with_trailing};
 use crate::grammar::is_ident_char;
 use crate::grammar::keys::rest_ends_turn;
-use crate::grammar::text::{eat_any, preceded_by, skip_ws, AnyFinder};
+use crate::grammar::text::{eat_any, find_bounded, preceded_by, skip_ws, AnyFinder};
 use crate::types::Call;
 use crate::{Ctx, Leak};
 use std::ops::Range;
@@ -231,11 +231,13 @@ fn block(
     // A call may start without its opener as the first of a section whose opener stands
     // for both, or right after a separator (`{..};{..}` after one `<|python_tag|>`).
     let mut bare_ok = bare || (in_section && f.section_open_optional);
+    // The call about to be read was found from its inner token, its opener missing.
+    let mut weak = bare;
     while let Some((mut cs, call_end)) = one_call(r, text, end, bare_ok, ctx, cl) {
         // A call found from its inner token lost the opener that made it unambiguous: like
         // every weak marker it counts only for the agent's own tools.
         let allowed = match f.tools {
-            _ if bare => all_enabled(&cs, ctx),
+            _ if weak => all_enabled(&cs, ctx),
             Tools::Any => true,
             Tools::Enabled => all_enabled(&cs, ctx),
             Tools::ArgsOrEnabled => cs.iter().all(|c| {
@@ -264,8 +266,17 @@ fn block(
             }
             None => bare_ok = false,
         }
-        if !next_call_starts(r, text, skip_ws(text, end)) {
-            break;
+        weak = bare;
+        let q = skip_ws(text, end);
+        if !next_call_starts(r, text, q) {
+            // The next call lost its opener as this one may have (a server that strips
+            // every special token but the ones it missed): its name runs into its inner
+            // token (`<｜tool▁call▁end｜>function<｜tool▁sep｜>NAME`).
+            if !bare_call_at(r, text, q) {
+                break;
+            }
+            bare_ok = true;
+            weak = true;
         }
     }
     // A call of the section that does not parse spoils the section.
@@ -338,6 +349,17 @@ fn next_call_starts(r: &Row, text: &str, q: usize) -> bool {
         return false;
     }
     eat_any(text, q, &r.call_open).is_some() || eat_any(text, q, &r.bare_call).is_some()
+}
+
+/// Whether a call whose opener is missing starts at `q`: a name there runs into one of the
+/// format's inner tokens.
+fn bare_call_at(r: &Row, text: &str, q: usize) -> bool {
+    let near = q.saturating_add(MAX_NAME + 8).min(text.len());
+    r.inner
+        .iter()
+        .filter_map(|t| find_bounded(text, t, q, near))
+        .min()
+        .is_some_and(|p| name_start_before(text, p) == Some(q))
 }
 
 /// One call at `pos` (leading whitespace allowed): its calls and the offset past it,

@@ -38,9 +38,13 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
         .take_while(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n' | b'['))
         .count();
     let head = &head[..head.len() - gap];
+    // An opener ends with its info string's `n` or `N`, or with a backtick.
     gap > 0
-        && (OPENERS.iter().any(|o| head.ends_with(o))
-            || head.ends_with(b"```") && head.trim_ascii_start().len() == 3)
+        && match head.last() {
+            Some(b'n' | b'N') => OPENERS.iter().any(|o| head.ends_with(o)),
+            Some(b'`') => head.ends_with(b"```") && head.trim_ascii_start().len() == 3,
+            _ => false,
+        }
 }
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = &[];

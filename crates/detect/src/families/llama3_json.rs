@@ -38,7 +38,9 @@ pub(crate) const TRIGGERS: &[&str] = &[
 /// The first keys a call object opens with (`{"name"`, `{"arguments"`, the flat
 /// `{"type": "function", ..}` Llama 3.x writes, OpenAI's `{"tool_calls"` and
 /// `{"function_call"` envelopes, the name under `function` or `function_name`, LangChain's `{"action"`, and every key that starts with
-/// `tool`: `{"tool", "tool_input"}`, `tool_name`, `toolName`, `tool_uses`).
+/// `tool`: `{"tool", "tool_input"}`, `tool_name`, `toolName`, `tool_uses`). A JSON agent's
+/// `thought` before its call is read where the object opens the message (`AT_START`): as a
+/// first key here it would cost a parse of every structured answer that opens with one.
 const FIRST_KEYS: &[&[u8]] = &[
     b"name\"",
     b"arguments\"",
@@ -65,7 +67,11 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
     if rest.starts_with("\u{201C}".as_bytes()) {
         return true;
     }
-    // Python's spelling too (`{'name': ..}`): the same keys in single quotes.
+    // Python's spelling too (`{'name': ..}`): the same keys in single quotes. Most objects'
+    // first key starts with none of the keys' letters: one byte's look for them.
+    if !rest.get(1).is_some_and(|b| b"naptfr".contains(b)) {
+        return false;
+    }
     match rest.first() {
         Some(b'"') => FIRST_KEYS.iter().any(|k| rest[1..].starts_with(k)),
         Some(b'\'') => FIRST_KEYS

@@ -287,11 +287,12 @@ impl<'t> Reader<'_, 't> {
         };
         // A control token's call that is whole (every value closed, the arguments read)
         // where the turn ends lost its closer to a stop sequence, as the rows'
-        // `Missing::AtEnd` has it; the net's anchor, an enabled tool, is already there. A
-        // tag's call cut there stays to its row (vLLM keeps `<function ..>` without its
-        // closer as text).
+        // `Missing::AtEnd` has it; the net's anchor, an enabled tool, is already there. So
+        // does a tag in a model's namespace (`<｜DSML｜toolcall>`), a control token written
+        // in ordinary ones. A plain tag's call cut there stays to its row (vLLM keeps
+        // `<function ..>` without its closer as text).
         let turn_ended = call_shaped
-            && open.kind == Kind::Special
+            && (open.kind == Kind::Special || (open.kind == Kind::Open && open.namespaced))
             && body.had_args
             && rest_ends_turn(self.text, body.end);
         let closed = end > body.end || whole_tag || body.closed || turn_ended;

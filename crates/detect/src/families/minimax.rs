@@ -16,8 +16,8 @@
 //! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
 
 use super::util::{
-    at_lit, cut_run_ok, find_from, json_value_at, lost_closer_ok, merge, preceded_by, skip_ws,
-    Block, Finder, MAX_CANDIDATES,
+    at_lit, cut_run_ok, find_from, json_value_at, lost_closer_ok, merge, past_doubled_gt,
+    preceded_by, skip_ws, Block, Finder, MAX_CANDIDATES,
 };
 use crate::grammar::json::{call_of, Keys};
 use crate::grammar::xml::{parse_invoke_run, parse_invoke_run_to_end, InvokeSyntax, INVOKE};
@@ -120,7 +120,8 @@ fn find_m3(text: &str, ctx: &Ctx<'_>, pieces: &mut Vec<Block>) {
             continue;
         }
         let (first, wrapped) = if at_lit(text, tag, "<tool_call>") {
-            (skip_ws(text, tag + "<tool_call>".len()), true)
+            let past = past_doubled_gt(text, tag + "<tool_call>".len(), "<tool_call>");
+            (skip_ws(text, past), true)
         } else if at_lit(text, tag, "<invoke") {
             // An invoke inside a wrapper that did not parse, or continuing a run: not the
             // start of a bare block.
@@ -257,13 +258,18 @@ mod tests {
         assert_eq!(d.leaks.len(), 1);
         assert_eq!(d.leaks[0].calls[0].arguments, json!({"a": "b\nc"}));
         assert_eq!(d.cleaned.as_deref(), Some("Ok."));
-        // Cut inside a value, inside the closing tag, before any parameter, or followed by
-        // prose: not a call.
+        // Cut inside the invoke's closing tag: later than right after the parameter, so a
+        // call too, the cut tag taken with it.
+        let d = with(
+            "Ok.\n<minimax:tool_call><invoke name=\"f\"><parameter name=\"a\">b</parameter></inv",
+        );
+        assert_eq!(d.leaks.len(), 1);
+        assert_eq!(d.cleaned.as_deref(), Some("Ok."));
+        // Cut inside a value, before any parameter, or followed by prose: not a call.
         assert!(with("<minimax:tool_call><invoke name=\"f\"><parameter name=\"a\">b").is_clean());
-        assert!(with(
-            "<minimax:tool_call><invoke name=\"f\"><parameter name=\"a\">b</parameter></inv"
-        )
-        .is_clean());
+        assert!(
+            with("<minimax:tool_call><invoke name=\"f\"><parameter name=\"a\">b</par").is_clean()
+        );
         assert!(with("<minimax:tool_call><invoke name=\"f\">\n").is_clean());
         assert!(with(
             "<minimax:tool_call><invoke name=\"f\"><parameter name=\"a\">b</parameter> and"

@@ -165,6 +165,7 @@ fn respell_grammar(g: &'static Grammar, spell: Spell) -> &'static Grammar {
             values: syn.values,
             cdata: syn.cdata,
             string_attr: syn.string_attr,
+            cut_at_end: syn.cut_at_end,
         }));
         alts.push(Grammar::Invoke(respelled));
     }

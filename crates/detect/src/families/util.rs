@@ -8,7 +8,8 @@
 pub use super::format::MAX_CANDIDATES;
 pub use crate::grammar::json::{decode_arguments, value_at as json_value_at, whole as json_whole};
 pub use crate::grammar::text::{
-    at_lit, attr, find_bounded, find_from, preceded_by, rest_is_blank, skip_ws, Finder,
+    at_lit, attr, find_bounded, find_from, past_doubled_gt, preceded_by, rest_is_blank_or_cut,
+    skip_ws, Finder,
 };
 pub use crate::grammar::{is_tool_name, typed_param};
 
@@ -345,7 +346,7 @@ pub fn lost_closer_ok(text: &str, open: usize, end: usize, calls: &[Call], ctx: 
 /// and the closer was the marker that said where the markup ends, so, like
 /// [`lost_closer_ok`], it counts only where the call names a tool the agent has enabled.
 pub fn cut_closers_ok(text: &str, open: usize, end: usize, call: &Call, ctx: &Ctx<'_>) -> bool {
-    if !rest_is_blank(text, end) {
+    if !rest_is_blank_or_cut(text, end) {
         return false;
     }
     let enabled = ctx.tool_enabled(&call.name);

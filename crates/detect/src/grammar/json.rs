@@ -236,7 +236,8 @@ fn fold_key(k: &str) -> String {
 /// A call spelled by its keys' roles rather than their exact words: one key that names the
 /// tool (a string), one that holds its arguments (an object, or one serialized as a
 /// string), besides them only bookkeeping (identifiers such as `id`, `call_id`,
-/// `server_idx`, `type`, LangChain's `log`; a `type` only of a call: `function`, Anthropic's `tool_use`, `tool_call`).
+/// `server_idx`, `type`, LangChain's `log`; a `type` only of a call: `function`, Anthropic's `tool_use`, `tool_call`)
+/// and the model's thought ([`is_thought`]).
 /// `{"tool", "tool_input"}` (LangChain's AgentAction as it prints), `{"tool_name",
 /// "tool_args"}`, `{"function_name", "parameters"}` are all this shape.
 fn is_tool_pair(obj: &serde_json::Map<String, Value>) -> bool {
@@ -248,6 +249,7 @@ fn is_tool_pair(obj: &serde_json::Map<String, Value>) -> bool {
             || is_args_key(k)
             || matches!(k.as_str(), "type" | "log")
             || is_identifier(k, v)
+            || is_thought(k, v)
     });
     names == 1
         && args == 1
@@ -272,9 +274,22 @@ fn is_identifier(k: &str, v: &Value) -> bool {
     named && small
 }
 
-/// LangChain's JSON agent action: exactly `action` and `action_input`.
+/// Whether a key and its value are the model's own words beside a call, as ReAct-style
+/// JSON agents ask for them (`{"thought": "..", "action": .., "action_input": ..}`): a
+/// `thought` or `reasoning` string.
+fn is_thought(k: &str, v: &Value) -> bool {
+    v.is_string()
+        && ["thought", "thoughts", "reasoning"]
+            .iter()
+            .any(|w| k.eq_ignore_ascii_case(w))
+}
+
+/// LangChain's JSON agent action: exactly `action` and `action_input`, and maybe the
+/// model's thoughts beside them.
 fn is_action(obj: &serde_json::Map<String, Value>) -> bool {
-    obj.len() == 2 && obj.contains_key("action") && obj.contains_key("action_input")
+    obj.contains_key("action")
+        && obj.contains_key("action_input")
+        && obj.len() == 2 + obj.iter().filter(|(k, v)| is_thought(k, v)).count()
 }
 
 /// What shape the JSON after a format's opener has.

@@ -80,8 +80,9 @@ pub fn is_placeholder_key(key: &str) -> bool {
 }
 
 /// Whether nothing but whitespace and end-of-turn special tokens (`<|im_end|>`,
-/// `<|eot_id|>`, `<｜end▁of▁sentence｜>`, `</s>`) follows `pos`: the text ends there as a
-/// turn, and a call whose closer a stop sequence dropped ends with it.
+/// `<|eot_id|>`, `<｜end▁of▁sentence｜>`, `</s>`) follows `pos`, maybe ending in a closer
+/// the end cut short (`</｜DS`): the text ends there as a turn, and a call whose closer a
+/// stop sequence dropped ends with it.
 pub fn rest_ends_turn(text: &str, mut pos: usize) -> bool {
     for _ in 0..8 {
         pos = super::text::skip_ws(text, pos);
@@ -90,7 +91,11 @@ pub fn rest_ends_turn(text: &str, mut pos: usize) -> bool {
         }
         match tag_at(text, pos) {
             Some(t) if ends_turn(&t) => pos = t.span.end,
-            _ => return false,
+            // A closer the end cut short (`</｜DS`): nothing was written after it.
+            _ => {
+                return text.as_bytes()[pos] == b'<'
+                    && super::text::cut_tag_start(text) == Some(pos)
+            }
         }
     }
     false

@@ -36,7 +36,6 @@ pub fn skip_ws(text: &str, pos: usize) -> usize {
     i.max(pos.min(bytes.len()))
 }
 
-/// Whether only whitespace follows `pos`.
 /// The length of a person's elision at `pos` (`...` or longer, `…`, as a bug report shortens
 /// a paste), when one stands there on its own: whitespace, a tag or the end after it.
 pub fn elision_at(text: &str, pos: usize) -> Option<usize> {
@@ -61,8 +60,29 @@ pub fn ends_with_elision(s: &str) -> bool {
     s.ends_with("...") || s.ends_with('\u{2026}')
 }
 
+/// Whether only whitespace follows `pos`.
 pub fn rest_is_blank(text: &str, pos: usize) -> bool {
     text.get(pos..).is_some_and(|r| r.trim().is_empty())
+}
+
+/// Where a closing tag or special token starts that the end of the text cut short
+/// (`</｜DS`, `</inv`, `<|tool_call_e`): generation, or a paste, stopped while a closer was
+/// being written. Nothing in a closer's name is whitespace or `>`, so a tail holding either
+/// is text, not a cut closer.
+pub fn cut_tag_start(text: &str) -> Option<usize> {
+    let t = text.trim_end();
+    let start = floor_char(t, t.len().saturating_sub(48));
+    let lt = start + t[start..].rfind('<')?;
+    let tail = &t[lt..];
+    let opens_closer = tail[1..].starts_with(['/', '|', '\u{ff5c}']);
+    let cut = tail.len() >= 2 && !tail.contains(|c: char| c.is_whitespace() || c == '>');
+    (opens_closer && cut).then_some(lt)
+}
+
+/// Whether only whitespace, then maybe a closer the end of the text cut short
+/// ([`cut_tag_start`]), follows `pos`: nothing more was written after a call there.
+pub fn rest_is_blank_or_cut(text: &str, pos: usize) -> bool {
+    rest_is_blank(text, pos) || cut_tag_start(text).is_some_and(|c| rest_is_blank(&text[..c], pos))
 }
 
 /// Whether `text` has `lit` at `pos`.
@@ -77,9 +97,18 @@ pub fn eat(text: &str, pos: usize, lit: &str) -> Option<usize> {
     at_lit(text, pos, lit).then(|| pos + lit.len())
 }
 
-/// The first of `lits` found at `pos`, and the offset past it.
+/// The first of `lits` found at `pos`, and the offset past it (and past a `>` written twice
+/// at a tag's end, `<tool_call>>`, a tokenizer's stray: [`past_doubled_gt`]).
 pub fn eat_any(text: &str, pos: usize, lits: &[&str]) -> Option<usize> {
-    lits.iter().find_map(|l| eat(text, pos, l))
+    lits.iter()
+        .find_map(|l| eat(text, pos, l).map(|e| past_doubled_gt(text, e, l)))
+}
+
+/// Past a second `>` right after `lit`, a tag that ended at `end`: `<tool_call>>` is the tag
+/// with a stray `>`, not the tag and text.
+pub fn past_doubled_gt(text: &str, end: usize, lit: &str) -> usize {
+    let doubled = lit.ends_with('>') && text.as_bytes().get(end) == Some(&b'>');
+    end + usize::from(doubled)
 }
 
 /// How far back over whitespace [`preceded_by`] looks.
@@ -263,6 +292,29 @@ pub fn value_lines(raw: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_closer_the_end_cut_short_is_found_and_text_is_not() {
+        let t = "<p>v</p>\n</｜DS";
+        assert_eq!(cut_tag_start(t), Some(t.len() - "</｜DS".len()));
+        assert_eq!(cut_tag_start("x</inv \n"), Some(1));
+        assert_eq!(cut_tag_start("{..}<|tool_call_e"), Some(4));
+        assert_eq!(cut_tag_start("x</"), Some(1));
+        // A whole tag, a `<` in prose, a word after the `<`, a tail with a space: text.
+        for t in ["a</b>", "if a < b", "a <b", "x </a b", "x <"] {
+            assert_eq!(cut_tag_start(t), None, "{t}");
+        }
+        assert!(rest_is_blank_or_cut("a</p>\n</inv", 5));
+        assert!(!rest_is_blank_or_cut("a</p> and</inv", 5));
+    }
+
+    #[test]
+    fn a_tag_s_doubled_end_is_the_tag_s() {
+        assert_eq!(eat_any("<t>>x", 0, &["<t>"]), Some(4));
+        assert_eq!(eat_any("<t>x", 0, &["<t>"]), Some(3));
+        // Only after a literal that ends a tag.
+        assert_eq!(eat_any("ab>", 0, &["ab"]), Some(2));
+    }
 
     #[test]
     fn the_indent_a_value_shares_with_its_closer_is_the_markups() {

@@ -5,7 +5,7 @@
 //!
 //! May depend on: `super::text`, `super` (names and values), `crate::types`.
 
-use super::text::{at_lit, attr, find_bounded, find_from, skip_ws, Finder};
+use super::text::{at_lit, attr, cut_tag_start, find_bounded, find_from, skip_ws, Finder};
 use super::{is_tool_name, typed_param, ValueMode};
 use crate::types::Call;
 use serde_json::{Map, Value};
@@ -29,6 +29,9 @@ pub struct InvokeSyntax {
     /// Parameters carry `string="true"` (the value is the raw text) or `string="false"`
     /// (the value is JSON), as DeepSeek's DSML and GigaChat's GCML declare.
     pub string_attr: bool,
+    /// The last invoke may have lost its closers at the end of the text after a closed
+    /// parameter (a stop sequence on them, as DeepSeek's servers set), for an enabled tool.
+    pub cut_at_end: bool,
 }
 
 /// The Anthropic-style `<invoke name=..><parameter name=..>v</parameter></invoke>` syntax,
@@ -43,6 +46,7 @@ pub const INVOKE: InvokeSyntax = InvokeSyntax {
     values: ValueMode::Typed,
     cdata: false,
     string_attr: false,
+    cut_at_end: false,
 };
 
 /// Reads a start tag `open` at `pos`: `open` must be followed by whitespace, `Ġ` (a
@@ -187,20 +191,26 @@ pub fn parse_invoke(
 }
 
 /// Parses one invoke at `pos` whose closing tag (and its wrapper's) is missing at the end
-/// of the text: at least one parameter, the last one closed, then only whitespace. Returns
-/// the call and the end of its last parameter. (A value still open is a cut, never read,
+/// of the text: at least one parameter, the last one closed, then only whitespace, or a
+/// closer the end cut short (`</inv`, taken with the call). Returns the call and the end
+/// of its last parameter (or of that cut closer). (A value still open is a cut, never read,
 /// unless a person's elision ends it.)
 pub fn parse_invoke_cut(text: &str, pos: usize, syn: &InvokeSyntax) -> Option<(Call, usize)> {
     let (name, body_start) = invoke_head(text, pos, syn)?;
-    let end = text.trim_end().len();
+    // A closer the end cut short (`</inv`) is the call's: the body stops before it.
+    let cut_tag = cut_tag_start(text).filter(|&c| c >= body_start);
+    let end = text[..cut_tag.unwrap_or(text.len())].trim_end().len();
     if end <= body_start {
         return None;
     }
-    let arguments = invoke_params(text, body_start, text.len(), syn)?;
+    let arguments = invoke_params(text, body_start, cut_tag.unwrap_or(text.len()), syn)?;
     if arguments.as_object().is_none_or(|m| m.is_empty()) {
         return None;
     }
-    Some((Call { name, arguments }, end))
+    Some((
+        Call { name, arguments },
+        cut_tag.map_or(end, |_| text.trim_end().len()),
+    ))
 }
 
 /// The invoke's start tag at `pos` (an optional prefix first): the tool's name and the

@@ -16,14 +16,12 @@ use crate::types::{Call, Family};
 use crate::Ctx;
 use std::sync::OnceLock;
 
-/// How far back from the end of the message the start of its last line is looked for: a
-/// bare call on a longer last line is not looked for (the look costs every message that
-/// ends with `)`).
+/// How far back from the message's end its last line's start is looked for (the look
+/// costs every message that ends with `)`).
 const LAST_LINE: usize = 384;
 
-/// Where the message's text starts and ends, without surrounding whitespace and the
-/// end-of-turn tokens and call markup's closers after it. Bytes only (a tag is read only
-/// where the text ends with `>`): the prefilter asks this of every message.
+/// Where the message's text starts and ends, without whitespace, end-of-turn tokens and
+/// call closers after it: bytes only (a tag read only before a final `>`), for the prefilter.
 fn core_bounds(text: &str) -> (usize, usize) {
     let bytes = text.as_bytes();
     let start = bytes
@@ -190,7 +188,7 @@ pub(crate) fn lines_probe(text: &str) -> bool {
     while e > line && class::is(b[e - 1], SPACE) {
         e -= 1;
     }
-    // A command line ending the message ends with a quoted value.
+    // A command line ending the message (end-of-turn tokens aside) ends with a quoted value.
     if e > line && matches!(b[e - 1], b'"' | b'\'') {
         return super::super::cli::last_line_opens(b, line, e);
     }
@@ -206,8 +204,10 @@ pub(crate) fn lines_probe(text: &str) -> bool {
         return tool_code_ends(b, line, e);
     }
     let (start, end) = core_bounds(text);
-    last_line(b, start, end)
-        .is_some_and(|l| line_opens_call(b, l).is_some() || glued_call(b, l, end).is_some())
+    let quoted = end > start && matches!(b[end - 1], b'"' | b'\'');
+    (quoted && super::super::cli::last_line_opens(b, line, end))
+        || last_line(b, start, end)
+            .is_some_and(|l| line_opens_call(b, l).is_some() || glued_call(b, l, end).is_some())
 }
 
 /// Where a bare call glued to the prose of the last line (the line starting at `line`,

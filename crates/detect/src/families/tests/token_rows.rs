@@ -117,6 +117,18 @@ mod deepseek {
     }
 
     #[test]
+    fn a_v3_call_whose_opener_was_stripped_after_another_counts_only_for_an_enabled_tool() {
+        let t = "function<｜tool▁sep｜>a\n```json\n{\"x\":1}\n```<｜tool▁call▁end｜>function<｜tool▁sep｜>b\n```json\n{\"y\":2}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>Ok.";
+        let names = |tools: &[&str]| -> Vec<String> {
+            let d = crate::families::testing::detect_with(t, tools);
+            d.calls_to_run().map(|(_, c)| c.name.clone()).collect()
+        };
+        assert_eq!(names(&["a", "b"]), ["a", "b"]);
+        // `b` is not enabled: its stripped opener leaves it a weak marker, and it stays.
+        assert_eq!(names(&["a"]), ["a"]);
+    }
+
+    #[test]
     fn many_candidates_do_not_panic() {
         let t = "<｜tool▁calls▁begin｜>x".repeat(500) + "<｜DSML｜invoke name=\"é";
         assert!(run(&t).is_clean());
