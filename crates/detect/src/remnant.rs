@@ -3,7 +3,8 @@
 //! format (`<tool_call>`, `</invoke>`, `<｜DSML｜function_calls` without its `>`), empty
 //! wrapper pairs, special tokens (`<|tool_call_end|>`, `<|im_end|>`), and a list's `]` glued
 //! to a call whose `[` was stripped; and a result object the model wrote right after its
-//! call (`{"result": ..}`), the answer of a tool that never ran. A user who sees half a control sequence sees a bug;
+//! call (`{"result": ..}`), or an answer under a label of its own ending the text
+//! (`Output:` and a fence), the answer of a tool that never ran. A user who sees half a control sequence sees a bug;
 //! the ledger keeps every removed byte, so nothing is lost by taking them.
 //!
 //! What counts as markup-only is read by structure (`crate::grammar::markup`): a special
@@ -254,6 +255,11 @@ fn after(text: &str, code: &CodeRegions, mut end: usize, limit: usize, calls: bo
             end = e;
             continue;
         }
+        if calls && limit == text.len() {
+            if let Some(e) = labelled_result(text, q) {
+                return e;
+            }
+        }
         let Some(t) = tag_at(text, q) else {
             return end;
         };
@@ -332,6 +338,40 @@ fn fake_result(text: &str, q: usize) -> Option<usize> {
     let answer = obj.keys().any(|k| RESULT_KEYS.contains(&k.as_str()))
         && !obj.keys().any(|k| CALL_KEYS.contains(&k.as_str()));
     answer.then_some(end)
+}
+
+/// Labels a made-up answer is written under when it is no object (`Output:`).
+const RESULT_LABELS: &[&str] = &[
+    "output",
+    "observation",
+    "result",
+    "tool output",
+    "tool result",
+];
+
+/// The end of a made-up answer under a label of its own, ending the text, at `q`: the
+/// label's line (`Observation: 42`), or the label alone on its line and one fenced block
+/// after it (`Output:` then ```` ``` ```` .. ```` ``` ````), and nothing after. A model that
+/// wrote its call as text wrote the answer too; the tool never ran.
+fn labelled_result(text: &str, q: usize) -> Option<usize> {
+    let rest = text.get(q..)?;
+    let line_end = rest.find('\n').unwrap_or(rest.len());
+    let (label, value) = rest[..line_end].split_once(':')?;
+    let label = label.trim_matches(|c: char| c == '*' || c.is_whitespace());
+    if !RESULT_LABELS.iter().any(|l| l.eq_ignore_ascii_case(label)) {
+        return None;
+    }
+    let tail = rest[line_end..].trim();
+    let fenced = || {
+        let body = tail.strip_prefix("```")?.strip_suffix("```")?;
+        // One block: its first line is its info string, and no fence closes before its end.
+        (!body.contains("\n```")).then_some(())
+    };
+    let answered = match value.trim().is_empty() {
+        true => fenced().is_some(),
+        false => tail.is_empty(),
+    };
+    answered.then_some(text.len())
 }
 
 /// A bracketed token of call markup (`[TOOL_CALLS]`, `[/TOOL_CALL]`, `[TOOL_CALL_END]`):

@@ -224,7 +224,7 @@ fn scored_sets_keep_their_floor() {
         ("scored_issue40_heldout", 38),
         ("scored_issue41_heldout", 39),
         ("scored_issue42_heldout", 10),
-        ("scored_issue42b_heldout", 9),
+        ("scored_issue42b_heldout", 10),
     ] {
         let set = support::scored(prefix);
         assert!(!set.is_empty(), "{prefix}: no vectors");

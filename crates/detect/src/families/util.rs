@@ -369,21 +369,30 @@ pub fn cut_run_ok(text: &str, open: usize, run_end: usize, calls: &[Call], ctx: 
         .is_some_and(|last| cut_closers_ok(text, open, run_end, last, ctx))
 }
 
-/// The calls of an envelope a model wrote as text: one key about tools, calls or functions
-/// holding a non-empty list of calls (the API's `{"tool_calls": [..]}`, OpenAI's parallel
-/// wrapper `{"tool_uses": [..]}`, `{"calls": [..]}`; each item a call object, or OpenAI's
-/// `{"id", "type": "function", "function": {"name", "arguments"}}`), or one call
-/// (`{"function_call": {..}}`, `{"tool_call": {..}}`), nothing else in it. The arguments
-/// may be serialized JSON, as the API sends them.
+/// The calls of an envelope a model wrote as text: one key about tools, calls, functions or
+/// actions holding a non-empty list of calls (the API's `{"tool_calls": [..]}`, OpenAI's
+/// parallel wrapper `{"tool_uses": [..]}`, `{"calls": [..]}`; each item a call object, or
+/// OpenAI's `{"id", "type": "function", "function": {"name", "arguments"}}`), or one call
+/// (`{"function_call": {..}}`, `{"tool_call": {..}}`, a JSON agent's `{"action": {"name":
+/// NAME, ..}}` with its arguments flat), nothing else in it but a JSON agent's thought. The
+/// arguments may be serialized JSON, as the API sends them. Whether the tools are enabled
+/// is the caller's check.
 pub fn envelope(v: &Value) -> Option<Vec<Call>> {
     let obj = v.as_object()?;
-    let (key, inner) = obj.iter().next().filter(|_| obj.len() == 1)?;
+    // The one key of the envelope, a JSON agent's thought beside it aside.
+    let mut keys = obj
+        .iter()
+        .filter(|(k, v)| !crate::grammar::json::is_thought(k, v));
+    let (key, inner) = keys.next().filter(|_| keys.next().is_none())?;
     let k = key.to_ascii_lowercase();
-    if !["tool", "call", "function"].iter().any(|w| k.contains(w)) {
+    if !["tool", "call", "function", "action"]
+        .iter()
+        .any(|w| k.contains(w))
+    {
         return None;
     }
     let calls: Vec<Call> = match inner {
-        Value::Object(_) => vec![strict_call(inner)?],
+        Value::Object(_) => vec![strict_call(inner).or_else(|| flat_call(inner, true))?],
         Value::Array(items) if !items.is_empty() => {
             items.iter().map(listed_call).collect::<Option<_>>()?
         }

@@ -277,7 +277,7 @@ fn is_identifier(k: &str, v: &Value) -> bool {
 /// Whether a key and its value are the model's own words beside a call, as ReAct-style
 /// JSON agents ask for them (`{"thought": "..", "action": .., "action_input": ..}`): a
 /// `thought` or `reasoning` string.
-fn is_thought(k: &str, v: &Value) -> bool {
+pub fn is_thought(k: &str, v: &Value) -> bool {
     v.is_string()
         && ["thought", "thoughts", "reasoning"]
             .iter()
