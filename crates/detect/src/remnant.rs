@@ -4,7 +4,8 @@
 //! wrapper pairs, special tokens (`<|tool_call_end|>`, `<|im_end|>`), and a list's `]` glued
 //! to a call whose `[` was stripped; and a result object the model wrote right after its
 //! call (`{"result": ..}`), or an answer under a label of its own ending the text
-//! (`Output:` and a fence), the answer of a tool that never ran. A user who sees half a control sequence sees a bug;
+//! (`Output:` and a fence), the answer of a tool that never ran; and a closer the end of
+//! the text cut short after it (`</tool_c`). A user who sees half a control sequence sees a bug;
 //! the ledger keeps every removed byte, so nothing is lost by taking them.
 //!
 //! What counts as markup-only is read by structure (`crate::grammar::markup`): a special
@@ -259,6 +260,10 @@ fn after(text: &str, code: &CodeRegions, mut end: usize, limit: usize, calls: bo
             if let Some(e) = labelled_result(text, q) {
                 return e;
             }
+        }
+        // A closer the end of the text cut short (`</t`), whatever it would have closed.
+        if limit == text.len() && crate::grammar::text::cut_tag_start(text) == Some(q) {
+            return text.len();
         }
         let Some(t) = tag_at(text, q) else {
             return end;

@@ -325,6 +325,9 @@ fn kimi_stripped(v: &Vector) -> Result<(), &'static str> {
 }
 
 fn deepseek_stripped(v: &Vector) -> Result<(), &'static str> {
+    if !v.text.trim_end().ends_with('>') && v.text.rfind('<') > v.text.rfind('>') {
+        return Err("a token the end cut short is no special token a server strips: stripped, the call runs into it");
+    }
     if v.text.contains("DSML｜") {
         return Err("DSML is written in ordinary tokens: nothing is stripped");
     }

@@ -185,7 +185,9 @@ fn messages(text: &str, ctx: &Ctx<'_>) -> (Vec<Message>, Vec<Range<usize>>) {
         }
     }
     if let Some((hs, bs)) = body {
-        open_body(&mut out, hs, bs, text.len(), None);
+        // A terminator the end cut short (`<|ca`) is not the body's.
+        let end = crate::grammar::text::cut_tag_start(text).filter(|&c| c >= bs);
+        open_body(&mut out, hs, bs, end.unwrap_or(text.len()), None);
     }
     (out, orphans)
 }

@@ -287,7 +287,11 @@ fn past_closed_values(
 /// value looks like, so it stays prose. A value that ends the text in a person's elision
 /// (`...`, `…`: a bug report's paste shortened) was not cut by the model: it ends there too.
 fn last_parameter_closes_text(text: &str, pos: usize, next_fn: usize) -> Option<usize> {
-    let end = text.trim_end().len();
+    // Before a closer the end cut short (`</func`), which the call takes as a remnant.
+    let end = match crate::grammar::text::cut_tag_start(text).filter(|&c| c > pos) {
+        Some(c) => text[..c].trim_end().len(),
+        None => text.trim_end().len(),
+    };
     let head = text.get(..end)?;
     let ends = head.ends_with("</parameter>")
         || (crate::grammar::text::ends_in_elision(head) && head[pos..].contains("<parameter="));

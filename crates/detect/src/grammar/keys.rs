@@ -154,10 +154,14 @@ pub fn first_closers(text: &str, pos: usize, end: usize) -> Option<usize> {
 }
 
 /// Where the text ends as a turn: before the end-of-turn tokens and whitespace that close
-/// it (the text's length when none do). A call body that fills the text to its end when its
+/// it, and a closer the end cut short (the text's length when none do). A call body that fills the text to its end when its
 /// closer was dropped fills it to here.
 pub fn turn_end(text: &str) -> usize {
-    let mut end = text.trim_end().len();
+    // A closer the end cut short is no text of the body (`..}\n</tool_c`).
+    let mut end = match super::text::cut_tag_start(text) {
+        Some(c) => text[..c].trim_end().len(),
+        None => text.trim_end().len(),
+    };
     for _ in 0..8 {
         let head = &text[..end];
         let Some(lt) = head.ends_with('>').then(|| head.rfind('<')).flatten() else {

@@ -68,15 +68,22 @@ pub fn rest_is_blank(text: &str, pos: usize) -> bool {
 /// Where a closing tag or special token starts that the end of the text cut short
 /// (`</｜DS`, `</inv`, `<|tool_call_e`): generation, or a paste, stopped while a closer was
 /// being written. Nothing in a closer's name is whitespace or `>`, so a tail holding either
-/// is text, not a cut closer.
+/// is text, not a cut closer; but a special token between bars may be spelled with spaces
+/// (`<|tool calls end|>`, DeepSeek's `▁` read as a space), so a barred one may hold them.
 pub fn cut_tag_start(text: &str) -> Option<usize> {
     let t = text.trim_end();
     let start = floor_char(t, t.len().saturating_sub(48));
     let lt = start + t[start..].rfind('<')?;
     let tail = &t[lt..];
-    let opens_closer = tail[1..].starts_with(['/', '|', '\u{ff5c}']);
-    let cut = tail.len() >= 2 && !tail.contains(|c: char| c.is_whitespace() || c == '>');
-    (opens_closer && cut).then_some(lt)
+    let barred = tail[1..].starts_with(['|', '\u{ff5c}']);
+    let opens_closer = barred || tail[1..].starts_with('/');
+    let spaced = |c: char| c.is_whitespace() && !(barred && c == ' ');
+    let cut = tail.len() >= 2 && !tail.contains(|c: char| spaced(c) || c == '>');
+    // A barred token's closing bar comes last: after it only its `>` may (`<|a|b` is text).
+    let bar = |c: char| c == '|' || c == '\u{ff5c}';
+    let name = tail[1..].trim_start_matches(bar);
+    let closed_early = barred && name.trim_end_matches(bar).contains(bar);
+    (opens_closer && cut && !closed_early).then_some(lt)
 }
 
 /// Whether only whitespace, then maybe a closer the end of the text cut short
@@ -300,6 +307,7 @@ mod tests {
         assert_eq!(cut_tag_start("x</inv \n"), Some(1));
         assert_eq!(cut_tag_start("{..}<|tool_call_e"), Some(4));
         assert_eq!(cut_tag_start("x</"), Some(1));
+        assert_eq!(cut_tag_start("x<|tool calls e"), Some(1));
         // A whole tag, a `<` in prose, a word after the `<`, a tail with a space: text.
         for t in ["a</b>", "if a < b", "a <b", "x </a b", "x <"] {
             assert_eq!(cut_tag_start(t), None, "{t}");
