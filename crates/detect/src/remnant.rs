@@ -5,8 +5,8 @@
 //! to a call whose `[` was stripped; and a result object the model wrote right after its
 //! call (`{"result": ..}`), or an answer under a label of its own ending the text
 //! (`Output:` and a fence), the answer of a tool that never ran; and a closer the end of
-//! the text cut short after it (`</tool_c`). A user who sees half a control sequence sees a bug;
-//! the ledger keeps every removed byte, so nothing is lost by taking them.
+//! the text cut short after it (`</tool_c`). A user who sees half a control sequence sees
+//! a bug; the ledger keeps every removed byte, so nothing is lost by taking them.
 //!
 //! What counts as markup-only is read by structure (`crate::grammar::markup`): a special
 //! token, or a tag whose name is call markup (`is_call_key`, any spelling) with no text of

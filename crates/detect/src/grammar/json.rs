@@ -236,8 +236,8 @@ fn fold_key(k: &str) -> String {
 /// A call spelled by its keys' roles rather than their exact words: one key that names the
 /// tool (a string), one that holds its arguments (an object, or one serialized as a
 /// string), besides them only bookkeeping (identifiers such as `id`, `call_id`,
-/// `server_idx`, `type`, LangChain's `log`; a `type` only of a call: `function`, Anthropic's `tool_use`, `tool_call`)
-/// and the model's thought ([`is_thought`]).
+/// `server_idx`, `type`, LangChain's `log`; a `type` only of a call: `function`,
+/// Anthropic's `tool_use`, `tool_call`) and the model's thought ([`is_thought`]).
 /// `{"tool", "tool_input"}` (LangChain's AgentAction as it prints), `{"tool_name",
 /// "tool_args"}`, `{"function_name", "parameters"}` are all this shape.
 fn is_tool_pair(obj: &serde_json::Map<String, Value>) -> bool {

@@ -154,8 +154,8 @@ pub fn first_closers(text: &str, pos: usize, end: usize) -> Option<usize> {
 }
 
 /// Where the text ends as a turn: before the end-of-turn tokens and whitespace that close
-/// it, and a closer the end cut short (the text's length when none do). A call body that fills the text to its end when its
-/// closer was dropped fills it to here.
+/// it, and a closer the end cut short (the text's length when none do). A call body that
+/// fills the text to its end when its closer was dropped fills it to here.
 pub fn turn_end(text: &str) -> usize {
     // A closer the end cut short is no text of the body (`..}\n</tool_c`).
     let mut end = match super::text::cut_tag_start(text) {
