@@ -102,8 +102,13 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             }
             None => {
                 pieces.push((m.header.clone(), Vec::new()));
-                if let Some(t) = &m.term {
-                    pieces.push((t.clone(), Vec::new()));
+                match &m.term {
+                    Some(t) => pieces.push((t.clone(), Vec::new())),
+                    // A terminator the end cut short (`<|ret`) goes as a whole one would.
+                    None if crate::grammar::text::cut_tag_start(text) == Some(m.body.end) => {
+                        pieces.push((m.body.end..text.len(), Vec::new()))
+                    }
+                    None => {}
                 }
             }
         }
