@@ -230,6 +230,9 @@ pub fn detect_traced<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T
     if let Some(decoded) = metaspace::decoded(text) {
         return views::in_metaspace(input, config, trace, &decoded);
     }
+    if let Some(past) = grammar::text::front_glyph(text) {
+        return views::past_glyph(input, config, trace, past);
+    }
     let code = code::CodeRegions::find(text);
     let reasoning = code::Reasoning::find(text);
     let mut ctx = Ctx::new(config, input.enabled_tools, &code, &reasoning);

@@ -9,7 +9,8 @@
 //! scan is a SIMD `memchr3` over those three bytes, and only at a hit are the markers
 //! anchored at that byte compared. A message of plain prose costs that one scan.
 //!
-//! May depend on: `crate::families` (the registry), `crate::types`. Nothing else.
+//! May depend on: `crate::families` (the registry), `crate::grammar::text` (a front end's
+//! glyph), `crate::types`. Nothing else.
 
 use crate::families::{detectors, LinesCheck, Probe};
 #[cfg(test)]
@@ -253,9 +254,14 @@ pub fn scan_detectors(text: &str) -> DetectorSet {
     // The first byte after leading whitespace (ASCII whitespace skipped as bytes; anything
     // else is the first byte, as `trim_start` would leave it for the markers below).
     let lead = bytes.iter().position(|b| !b.is_ascii_whitespace());
-    let first = match lead.map(|i| bytes[i]) {
-        Some(b) if b >= 0x80 => text.trim_start().as_bytes().first().copied(),
-        b => b,
+    // A front end's glyph opening the reply (`⏺ `) is read past, as detection reads it: the
+    // look at the start and at the first line see what follows it.
+    let (first, body) = match lead.map(|i| bytes[i]) {
+        Some(b) if b >= 0x80 => {
+            let body = crate::grammar::text::front_glyph(text).map_or(text, |p| &text[p..]);
+            (body.trim_start().as_bytes().first().copied(), body)
+        }
+        b => (b, text),
     };
     if let Some(first) = first {
         seen.0 |= t.at_start[usize::from(first)].0;
@@ -306,7 +312,7 @@ pub fn scan_detectors(text: &str) -> DetectorSet {
     // Markup with no anchor byte is looked for at the ends of the text, after the scan:
     // it has just brought them into the cache.
     for &(check, fams) in &t.lines {
-        if seen.0 & fams.0 == 0 && check(text) {
+        if seen.0 & fams.0 == 0 && check(body) {
             seen.0 |= fams.0;
         }
     }

@@ -1,6 +1,7 @@
-//! Detection of a reply read through a view of it: written in metaspace (read decoded), or
-//! holding enabled names that no grammar spells (read with them aliased). The view's spans
-//! are mapped back onto the reply as written, which is what gets cleaned.
+//! Detection of a reply read through a view of it: written in metaspace (read decoded),
+//! holding enabled names that no grammar spells (read with them aliased), or opening with a
+//! front end's glyph (read with it as spaces). The view's spans are mapped back onto the
+//! reply as written, which is what gets cleaned.
 //!
 //! May depend on: the crate root (`detect_traced`, `might_leak`, `Input`), `aliases`,
 //! `metaspace`, `clean`, `config`, `trace`, `types`. No I/O.
@@ -62,6 +63,38 @@ pub(crate) fn under_aliases<T: Trace>(
         trace,
     );
     aliased.restore(&mut d.leaks);
+    if !d.leaks.is_empty() {
+        d.cleaned = clean::clean(input.content, &d.leaks, config);
+    }
+    d
+}
+
+/// [`detect_traced`] of a reply opening with a front end's glyph
+/// ([`crate::grammar::text::front_glyph`], ending
+/// at `past`): read with it as whitespace (the same length, so the spans are the same), and
+/// a leak right after it takes it, the glyph having marked only the leak.
+pub(crate) fn past_glyph<T: Trace>(
+    input: &Input<'_>,
+    config: &Config,
+    trace: &mut T,
+    past: usize,
+) -> Detection {
+    // Spaces then a line break: the reply then starts a line of its own with no indent (a
+    // fence after the glyph is a fence), and the view has the reply's length.
+    let text = format!("{}\n{}", " ".repeat(past - 1), &input.content[past..]);
+    let mut d = detect_traced(
+        &Input {
+            content: &text,
+            ..*input
+        },
+        config,
+        trace,
+    );
+    if let Some(first) = d.leaks.first_mut() {
+        if text[..first.span.start].trim().is_empty() {
+            first.span.start = 0;
+        }
+    }
     if !d.leaks.is_empty() {
         d.cleaned = clean::clean(input.content, &d.leaks, config);
     }

@@ -324,6 +324,17 @@ fn kimi_stripped(v: &Vector) -> Result<(), &'static str> {
     glued_to_word(v, KIMI)
 }
 
+/// Whether the vector opens with a front end's glyph and a space (`⏺ `, `● `), as the
+/// detector's view of such a reply has it.
+fn toolcall_detect_glyph(text: &str) -> bool {
+    let t = text.trim_start();
+    let mut chars = t.chars();
+    let glyph = chars.next().is_some_and(
+        |c| matches!(c as u32, 0x2022 | 0x2190..=0x27BF | 0x2B00..=0x2BFF | 0x1F300..=0x1FAFF),
+    );
+    glyph && chars.next() == Some(' ')
+}
+
 /// The family's own rule for a stripped vector, after the one every family shares: a token
 /// the end cut short (`<|ret`) is no special token a server strips, so no server leaves it
 /// and strips the rest.
@@ -1204,7 +1215,10 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
             format!("{exp} and"),
         ));
     }
-    if !spec.inline || !(spec.movable)(v) {
+    // A front end's glyph marks where a reply starts (`⏺ `): moved into prose, or written
+    // twice, it is a character of the text, and nothing says the call is markup.
+    let glyph = toolcall_detect_glyph(&v.text);
+    if !spec.inline || !(spec.movable)(v) || glyph {
         return out;
     }
     let lead = if before.trim().is_empty() {

@@ -92,6 +92,32 @@ pub fn rest_is_blank_or_cut(text: &str, pos: usize) -> bool {
     rest_is_blank(text, pos) || cut_tag_start(text).is_some_and(|c| rest_is_blank(&text[..c], pos))
 }
 
+/// Where the reply starts past a front end's glyph that opens it and the space after it
+/// (`⏺ `, `● `, `➜ `): a terminal's or chat window's mark a bug report pasted with the
+/// reply. A symbol (arrows, technical signs, shapes, dingbats, emoji), never a letter,
+/// digit or punctuation of prose.
+pub fn front_glyph(text: &str) -> Option<usize> {
+    let lead = text.len() - text.trim_start().len();
+    let mut chars = text[lead..].chars();
+    let c = chars.next().filter(|&c| is_front_glyph(c))?;
+    (chars.next() == Some(' ')).then_some(lead + c.len_utf8() + 1)
+}
+
+/// Whether `c` is a symbol a front end marks a reply with: arrows, technical signs, shapes,
+/// dingbats, emoji, a bullet.
+pub fn is_front_glyph(c: char) -> bool {
+    matches!(
+        c as u32,
+        0x2022 | 0x2023 | 0x2043
+            | 0x2190..=0x21FF
+            | 0x2300..=0x23FF
+            | 0x25A0..=0x25FF
+            | 0x2600..=0x27BF
+            | 0x2B00..=0x2BFF
+            | 0x1F300..=0x1FAFF
+    )
+}
+
 /// Whether `text` has `lit` at `pos`.
 pub fn at_lit(text: &str, pos: usize, lit: &str) -> bool {
     text.as_bytes()

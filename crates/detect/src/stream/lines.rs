@@ -3,7 +3,8 @@
 //! of a Harmony output whose tokens were stripped.
 //!
 //! May depend on: `families::harmony`'s channel words, `remnant::lone_word`,
-//! `grammar::markup`'s tag reader, `grammar::keys`, `aliases` (which names are aliased), `memchr`.
+//! `grammar::markup`'s tag reader, `grammar::keys`, `grammar::text`'s front-end glyphs,
+//! `aliases` (which names are aliased), `memchr`.
 
 use crate::families::harmony::CHANNELS;
 
@@ -65,6 +66,15 @@ pub(super) fn role_glued_to_channel(lines: &str) -> bool {
 /// role header), or a role header glued to a sentence's end (`Done.assistant`).
 pub(super) fn leads_in(line: &str, tools: &ToolNames) -> bool {
     let t = line.trim();
+    // A front end's glyph alone on the reply's first line: a call on the next takes it.
+    let mut chars = t.chars();
+    if chars
+        .next()
+        .is_some_and(crate::grammar::text::is_front_glyph)
+        && chars.next().is_none()
+    {
+        return true;
+    }
     // A lone lower-case word may be a garbled wrapper opener: the call after it takes it.
     // A line opening with a parameter element, or closing one (a value's last line), may
     // be one of a call whose opener is gone: an orphan closer on a later line takes it.
