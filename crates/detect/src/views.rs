@@ -1,7 +1,7 @@
 //! Detection of a reply read through a view of it: written in metaspace (read decoded),
 //! holding enabled names that no grammar spells (read with them aliased), or opening with a
-//! front end's glyph (read with it as spaces). The view's spans are mapped back onto the
-//! reply as written, which is what gets cleaned.
+//! front end's glyph (read with it as whitespace). The view's spans are mapped back onto
+//! the reply as written, which is what gets cleaned.
 //!
 //! May depend on: the crate root (`detect_traced`, `might_leak`, `Input`), `aliases`,
 //! `metaspace`, `clean`, `config`, `trace`, `types`. No I/O.
@@ -69,10 +69,10 @@ pub(crate) fn under_aliases<T: Trace>(
     d
 }
 
-/// [`detect_traced`] of a reply opening with a front end's glyph
-/// ([`crate::grammar::text::front_glyph`], ending
-/// at `past`): read with it as whitespace (the same length, so the spans are the same), and
-/// a leak right after it takes it, the glyph having marked only the leak.
+/// [`detect_traced`] of a reply opening with a front end's glyph, which ends at `past`
+/// ([`crate::grammar::text::front_glyph`]): read with it as whitespace (the same length, so
+/// the spans are the same), and a leak right after it takes it, the glyph having marked
+/// only the leak.
 pub(crate) fn past_glyph<T: Trace>(
     input: &Input<'_>,
     config: &Config,
