@@ -385,10 +385,9 @@ pub fn envelope(v: &Value) -> Option<Vec<Call>> {
         .filter(|(k, v)| !crate::grammar::json::is_thought(k, v));
     let (key, inner) = keys.next().filter(|_| keys.next().is_none())?;
     let k = key.to_ascii_lowercase();
-    if !["tool", "call", "function", "action"]
-        .iter()
-        .any(|w| k.contains(w))
-    {
+    // `action` only as the whole key: `transaction` holds it too.
+    let action = k == "action" || k == "actions";
+    if !action && !["tool", "call", "function"].iter().any(|w| k.contains(w)) {
         return None;
     }
     let calls: Vec<Call> = match inner {
