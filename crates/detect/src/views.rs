@@ -8,13 +8,38 @@
 
 use crate::config::Config;
 use crate::trace::Trace;
-use crate::types::Detection;
+use crate::types::{Detection, Leak};
 use crate::{aliases, clean, detect_traced, metaspace, might_leak, Input};
 
 /// [`crate::might_leak`] for an agent with these tools: a name of theirs that no grammar spells is
 /// read under its alias, as [`crate::detect`] reads it.
 pub(crate) fn might_leak_for(text: &str, enabled_tools: &[String]) -> bool {
     might_leak(text) || aliases::aliased(text, enabled_tools).is_some_and(|a| might_leak(&a.text))
+}
+
+/// [`detect_traced`] of `view`, the reply read another way (its tools `enabled`); `to_reply`
+/// puts the leaks found back on the reply as written, which is then cleaned.
+fn through_view<T: Trace>(
+    input: &Input<'_>,
+    config: &Config,
+    trace: &mut T,
+    (view, enabled): (&str, &[String]),
+    to_reply: impl FnOnce(&mut Vec<Leak>),
+) -> Detection {
+    let mut d = detect_traced(
+        &Input {
+            content: view,
+            tools_used: input.tools_used,
+            enabled_tools: enabled,
+        },
+        config,
+        trace,
+    );
+    to_reply(&mut d.leaks);
+    if !d.leaks.is_empty() {
+        d.cleaned = clean::clean(input.content, &d.leaks, config);
+    }
+    d
 }
 
 /// [`detect_traced`] of a reply written in metaspace: read decoded, its spans mapped back and
@@ -25,21 +50,17 @@ pub(crate) fn in_metaspace<T: Trace>(
     trace: &mut T,
     decoded: &metaspace::Decoded,
 ) -> Detection {
-    let mut d = detect_traced(
-        &Input {
-            content: &decoded.text,
-            ..*input
-        },
-        config,
-        trace,
-    );
-    for leak in &mut d.leaks {
-        leak.span = decoded.original(&leak.span);
-    }
+    let view = (decoded.text.as_str(), input.enabled_tools);
+    let mut d = through_view(input, config, trace, view, |leaks| {
+        for leak in leaks {
+            leak.span = decoded.original(&leak.span);
+        }
+    });
     if !d.leaks.is_empty() {
         // The metaspace at the cut's ends is whitespace, which cleaning trims.
-        let cleaned = clean::clean(input.content, &d.leaks, config);
-        d.cleaned = cleaned.map(|c| c.trim_end_matches('\u{2581}').trim_end().to_string());
+        d.cleaned = d
+            .cleaned
+            .map(|c| c.trim_end_matches('\u{2581}').trim_end().to_string());
     }
     d
 }
@@ -53,20 +74,8 @@ pub(crate) fn under_aliases<T: Trace>(
     trace: &mut T,
     aliased: &aliases::Aliased,
 ) -> Detection {
-    let mut d = detect_traced(
-        &Input {
-            content: &aliased.text,
-            tools_used: input.tools_used,
-            enabled_tools: &aliased.tools,
-        },
-        config,
-        trace,
-    );
-    aliased.restore(&mut d.leaks);
-    if !d.leaks.is_empty() {
-        d.cleaned = clean::clean(input.content, &d.leaks, config);
-    }
-    d
+    let view = (aliased.text.as_str(), aliased.tools.as_slice());
+    through_view(input, config, trace, view, |leaks| aliased.restore(leaks))
 }
 
 /// [`detect_traced`] of a reply opening with a front end's glyph, which ends at `past`
@@ -82,21 +91,12 @@ pub(crate) fn past_glyph<T: Trace>(
     // Spaces then a line break: the reply then starts a line of its own with no indent (a
     // fence after the glyph is a fence), and the view has the reply's length.
     let text = format!("{}\n{}", " ".repeat(past - 1), &input.content[past..]);
-    let mut d = detect_traced(
-        &Input {
-            content: &text,
-            ..*input
-        },
-        config,
-        trace,
-    );
-    if let Some(first) = d.leaks.first_mut() {
-        if text[..first.span.start].trim().is_empty() {
-            first.span.start = 0;
+    let view = (text.as_str(), input.enabled_tools);
+    through_view(input, config, trace, view, |leaks| {
+        if let Some(first) = leaks.first_mut() {
+            if text[..first.span.start].trim().is_empty() {
+                first.span.start = 0;
+            }
         }
-    }
-    if !d.leaks.is_empty() {
-        d.cleaned = clean::clean(input.content, &d.leaks, config);
-    }
-    d
+    })
 }

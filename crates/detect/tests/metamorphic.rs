@@ -324,14 +324,22 @@ fn kimi_stripped(v: &Vector) -> Result<(), &'static str> {
     glued_to_word(v, KIMI)
 }
 
-/// Whether the vector opens with a front end's glyph and a space (`⏺ `, `● `), as the
-/// detector's view of such a reply has it.
-fn toolcall_detect_glyph(text: &str) -> bool {
-    let t = text.trim_start();
-    let mut chars = t.chars();
-    let glyph = chars.next().is_some_and(
-        |c| matches!(c as u32, 0x2022 | 0x2190..=0x27BF | 0x2B00..=0x2BFF | 0x1F300..=0x1FAFF),
-    );
+/// Whether the vector opens with a front end's glyph and a space (`⏺ `, `● `): the symbols
+/// the detector's `grammar::text::is_front_glyph` takes, which this crate does not export.
+fn opens_with_glyph(text: &str) -> bool {
+    let mut chars = text.trim_start().chars();
+    let glyph = chars.next().is_some_and(|c| {
+        matches!(
+            c as u32,
+            0x2022 | 0x2023 | 0x2043
+                | 0x2190..=0x21FF
+                | 0x2300..=0x23FF
+                | 0x25A0..=0x25FF
+                | 0x2600..=0x27BF
+                | 0x2B00..=0x2BFF
+                | 0x1F300..=0x1FAFF
+        )
+    });
     glyph && chars.next() == Some(' ')
 }
 
@@ -1217,7 +1225,7 @@ fn variants(spec: &Spec, v: &Vector) -> Vec<Variant> {
     }
     // A front end's glyph marks where a reply starts (`⏺ `): moved into prose, or written
     // twice, it is a character of the text, and nothing says the call is markup.
-    let glyph = toolcall_detect_glyph(&v.text);
+    let glyph = opens_with_glyph(&v.text);
     if !spec.inline || !(spec.movable)(v) || glyph {
         return out;
     }
