@@ -15,9 +15,8 @@
 //! vLLM's parsers return as content). Tokens after other markup stay: they belong to a call
 //! this reading does not know.
 //!
-//! May depend on: `crate::grammar`, `crate::code`, `crate::remnant`, `crate::types`. No I/O.
+//! May depend on: `crate::grammar`, `crate::remnant`, `crate::types`. No I/O.
 
-use crate::code::{CodeRegions, Reasoning};
 use crate::grammar::keys::{is_call_key, is_end_key, is_param_key};
 use crate::grammar::markup::{tag_at, Kind};
 use crate::types::{Family, Leak};
@@ -33,17 +32,16 @@ const EMPTY_BODIES: &[&str] = &["[{}]", "[]", "{}"];
 
 /// Takes the dangling call markup ending `text`: as a leak with no call, or, where the
 /// last leak ends the text, as the start of that leak.
-pub(crate) fn take(text: &str, code: &CodeRegions, reasoning: &Reasoning, leaks: &mut Vec<Leak>) {
+/// `quoted` says whether a byte lies in code or closed reasoning.
+pub(crate) fn take(text: &str, quoted: impl Fn(usize) -> bool, leaks: &mut Vec<Leak>) {
     let mut end = text.trim_end().len();
     let joined = leaks.last().is_some_and(|l| l.span.end >= end);
     if let Some(l) = leaks.last().filter(|_| joined) {
         end = l.span.start;
     }
-    let Some(start) = run_before(text, end).filter(|&s| {
-        !code.contains(s)
-            && !reasoning.contains(s)
-            && leaks.iter().all(|l| l.span.end <= s || l.span.start >= end)
-    }) else {
+    let Some(start) = run_before(text, end)
+        .filter(|&s| !quoted(s) && leaks.iter().all(|l| l.span.end <= s || l.span.start >= end))
+    else {
         return;
     };
     match leaks.last_mut() {

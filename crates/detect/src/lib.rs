@@ -79,6 +79,7 @@ pub(crate) mod json5;
 mod metaspace;
 pub(crate) mod prefilter;
 mod remnant;
+mod respell;
 mod stream;
 pub(crate) mod trace;
 pub(crate) mod types;
@@ -105,10 +106,12 @@ pub(crate) struct Ctx<'a> {
     /// The policy.
     pub config: &'a Config,
     enabled_tools: &'a [String],
-    /// Fenced and inline code regions of the text.
-    pub code: &'a code::CodeRegions,
-    /// Closed reasoning blocks of the text.
-    pub reasoning: &'a code::Reasoning,
+    text: &'a str,
+    /// Fenced and inline code regions of the text, mapped when first asked: most texts the
+    /// prefilter wakes on hold no candidate that asks.
+    code: std::cell::OnceCell<code::CodeRegions>,
+    /// Closed reasoning blocks of the text, likewise.
+    reasoning: std::cell::OnceCell<code::Reasoning>,
     /// Set when a family looked at the enabled tools: the verdict then depends on them.
     asked_tools: Cell<bool>,
     /// What the detectors say they declined (`scan --explain`); records nothing normally.
@@ -119,17 +122,13 @@ pub(crate) struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     /// The context for one text.
-    pub fn new(
-        config: &'a Config,
-        enabled_tools: &'a [String],
-        code: &'a code::CodeRegions,
-        reasoning: &'a code::Reasoning,
-    ) -> Ctx<'a> {
+    pub fn new(config: &'a Config, enabled_tools: &'a [String], text: &'a str) -> Ctx<'a> {
         Ctx {
             config,
             enabled_tools,
-            code,
-            reasoning,
+            text,
+            code: std::cell::OnceCell::new(),
+            reasoning: std::cell::OnceCell::new(),
             asked_tools: Cell::new(false),
             notes: trace::Notes::default(),
             current: Cell::new(("detect", Family::ResultPrefix)),
@@ -170,9 +169,20 @@ impl<'a> Ctx<'a> {
         self.enabled_tools
     }
 
+    /// Fenced and inline code regions of the text.
+    pub fn code(&self) -> &code::CodeRegions {
+        self.code.get_or_init(|| code::CodeRegions::find(self.text))
+    }
+
+    /// Closed reasoning blocks of the text.
+    pub fn reasoning(&self) -> &code::Reasoning {
+        self.reasoning
+            .get_or_init(|| code::Reasoning::find(self.text))
+    }
+
     /// Whether byte `pos` lies inside fenced or inline code.
     pub fn in_code(&self, pos: usize) -> bool {
-        let code = self.code.contains(pos);
+        let code = self.code().contains(pos);
         if code {
             self.declined(pos..pos, || "markup inside code is an example".into());
         }
@@ -181,7 +191,7 @@ impl<'a> Ctx<'a> {
 
     /// Whether byte `pos` lies inside a closed reasoning block.
     pub fn in_reasoning(&self, pos: usize) -> bool {
-        let reasoning = self.reasoning.contains(pos);
+        let reasoning = self.reasoning().contains(pos);
         if reasoning {
             self.declined(pos..pos, || {
                 "markup inside closed reasoning (<think>) is never touched".into()
@@ -211,6 +221,18 @@ pub fn detect(input: &Input<'_>, config: &Config) -> Detection {
 /// [`detect`], telling `trace` what it did (`scan --explain`). With [`NoTrace`] (what
 /// `detect` passes) every step of the trace compiles away.
 pub fn detect_traced<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T) -> Detection {
+    detect_viewed(input, config, trace, false)
+}
+
+/// [`detect_traced`]; `respelled` when `input` is already a respelled view of the reply
+/// (`views::respelled`): a view of it is not respelled again, so views never loop (the
+/// metaspace view writes DeepSeek's `▁` as spaces, which respelling writes back).
+pub(crate) fn detect_viewed<T: Trace>(
+    input: &Input<'_>,
+    config: &Config,
+    trace: &mut T,
+    respelled: bool,
+) -> Detection {
     let text = input.content;
     let seen = prefilter::scan_detectors(text);
     if T::ENABLED {
@@ -224,18 +246,22 @@ pub fn detect_traced<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T
     if seen.is_empty() {
         return Detection::default();
     }
+    let respell = !respelled && seen.reads_tokens();
+    if let Some(r) = respell.then(|| respell::respelled(text)).flatten() {
+        if let Some(d) = views::respelled(input, config, trace, &r) {
+            return d;
+        }
+    }
     if let Some(aliased) = aliases::aliased(text, input.enabled_tools) {
-        return views::under_aliases(input, config, trace, &aliased);
+        return views::under_aliases(input, config, trace, &aliased, respelled);
     }
     if let Some(decoded) = metaspace::decoded(text) {
-        return views::in_metaspace(input, config, trace, &decoded);
+        return views::in_metaspace(input, config, trace, &decoded, respelled);
     }
     if let Some(past) = grammar::text::front_glyph(text) {
-        return views::past_glyph(input, config, trace, past);
+        return views::past_glyph(input, config, trace, past, respelled);
     }
-    let code = code::CodeRegions::find(text);
-    let reasoning = code::Reasoning::find(text);
-    let mut ctx = Ctx::new(config, input.enabled_tools, &code, &reasoning);
+    let mut ctx = Ctx::new(config, input.enabled_tools, text);
     if T::ENABLED {
         ctx.notes = trace::Notes::new(true);
     }
@@ -271,25 +297,31 @@ pub fn detect_traced<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T
             trace.note(note);
         }
     }
-    shadow_the_net(&mut leaks);
-    let mut kept = Vec::with_capacity(leaks.len());
-    for l in leaks {
-        match dropped(text, &l, &code, &reasoning) {
-            None => kept.push(l),
-            Some(why) if T::ENABLED => trace.note(dropped_note(&l, why)),
-            Some(_) => {}
+    // Each step on no leaks is nothing: the code regions are mapped only for some.
+    if !leaks.is_empty() {
+        let (code, reasoning) = (ctx.code(), ctx.reasoning());
+        shadow_the_net(&mut leaks);
+        let mut kept = Vec::with_capacity(leaks.len());
+        for l in std::mem::take(&mut leaks) {
+            match dropped(text, &l, code, reasoning) {
+                None => kept.push(l),
+                Some(why) if T::ENABLED => trace.note(dropped_note(&l, why)),
+                Some(_) => {}
+            }
         }
-    }
-    let (mut leaks, overlapped) = drop_overlaps(kept);
-    if T::ENABLED {
-        for l in &overlapped {
-            trace.note(dropped_note(l, "it overlaps a leak that starts before it"));
+        let overlapped;
+        (leaks, overlapped) = drop_overlaps(kept);
+        if T::ENABLED {
+            for l in &overlapped {
+                trace.note(dropped_note(l, "it overlaps a leak that starts before it"));
+            }
         }
+        take_wrappers(text, code, &mut leaks);
+        remnant::take(text, code, &mut leaks);
+        take_trailing_tokens(text, &mut leaks);
     }
-    take_wrappers(text, &code, &mut leaks);
-    remnant::take(text, &code, &mut leaks);
-    take_trailing_tokens(text, &mut leaks);
-    dangling::take(text, &code, &reasoning, &mut leaks);
+    let quoted = |at: usize| ctx.code().contains(at) || ctx.reasoning().contains(at);
+    dangling::take(text, quoted, &mut leaks);
     if T::ENABLED {
         for l in &leaks {
             let note = match config.family_enabled(l.family) {
@@ -310,22 +342,7 @@ pub fn detect_traced<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T
     }
     let depends_on_tools = ctx.asked_tools.get();
     if leaks.is_empty() {
-        // An enabled name with a `-`, `/` or `:` in it is read under an alias; without the
-        // tools, say whether one stands where a name would (only a reply with some markup
-        // can hold such a call: the prefilter wakes on those names' shapes too).
-        let depends_on_tools = depends_on_tools
-            || input.enabled_tools.is_empty()
-                && aliases::compound_name_position(text, |at| {
-                    ctx.in_code(at)
-                        && !code.regions().iter().any(|r| {
-                            r.contains(&at)
-                                && text[r.clone()].trim_start().starts_with("```tool_code")
-                        })
-                });
-        return Detection {
-            depends_on_tools,
-            ..Detection::default()
-        };
+        return nothing_found(input, &ctx);
     }
     let strip_only = !input.tools_used.is_empty();
     let cleaned = clean::clean(text, &leaks, config);
@@ -334,6 +351,26 @@ pub fn detect_traced<T: Trace>(input: &Input<'_>, config: &Config, trace: &mut T
         cleaned,
         strip_only,
         depends_on_tools,
+    }
+}
+
+/// The detection of a text in which nothing was found: whether the verdict depends on the
+/// tools. An enabled name with a `-`, `/` or `:` in it is read under an alias; without the
+/// tools, say whether one stands where a name would (only a reply with some markup can hold
+/// such a call: the prefilter wakes on those names' shapes too).
+fn nothing_found(input: &Input<'_>, ctx: &Ctx<'_>) -> Detection {
+    let text = input.content;
+    let depends_on_tools = ctx.asked_tools.get()
+        || input.enabled_tools.is_empty()
+            && aliases::compound_name_position(text, |at| {
+                ctx.in_code(at)
+                    && !ctx.code().regions().iter().any(|r| {
+                        r.contains(&at) && text[r.clone()].trim_start().starts_with("```tool_code")
+                    })
+            });
+    Detection {
+        depends_on_tools,
+        ..Detection::default()
     }
 }
 

@@ -51,6 +51,25 @@ impl DetectorSet {
         self.0 == 0
     }
 
+    /// Whether a detector that reads markup tokens is in the set: a row of the format table
+    /// or the markup net. Only then may a token be spelled another way (`crate::respell`):
+    /// a respelled token still wakes the net (a call word in its name, or a bar) or stands
+    /// beside a row's own.
+    pub fn reads_tokens(self) -> bool {
+        static MASK: OnceLock<u64> = OnceLock::new();
+        let mask = MASK.get_or_init(|| {
+            detectors()
+                .iter()
+                .enumerate()
+                .filter(|(_, d)| {
+                    matches!(d, crate::families::Detector::Row(_))
+                        || d.family() == crate::types::Family::Markup
+                })
+                .fold(0, |m, (i, _)| m | 1u64 << i)
+        });
+        self.0 & mask != 0
+    }
+
     /// The detectors' indices, in ascending order.
     pub fn iter(self) -> impl Iterator<Item = usize> {
         let mut bits = self.0;
@@ -151,6 +170,8 @@ struct Tables {
     next: [[u8; 256]; 3],
     /// Detectors per first non-whitespace byte.
     at_start: [DetectorSet; 256],
+    /// Detectors whose first byte a probe confirms, by that byte.
+    at_start_probed: [Option<(Probe, DetectorSet)>; 256],
     /// The checks for markup with no anchor byte, each run once per message (few
     /// detectors have one; checked by a test).
     lines: Vec<(LinesCheck, DetectorSet)>,
@@ -189,6 +210,7 @@ fn tables() -> &'static Tables {
             ending: Default::default(),
             next: [[0; 256]; 3],
             at_start: [DetectorSet::default(); 256],
+            at_start_probed: [None; 256],
             lines: Vec::new(),
         };
         for (index, det) in detectors().iter().enumerate() {
@@ -224,7 +246,11 @@ fn tables() -> &'static Tables {
                 }
             }
             for &b in det.at_start() {
-                t.at_start[usize::from(b)].0 |= fam.0;
+                match det.start() {
+                    // One probe a byte (a test checks it).
+                    Some(p) => t.at_start_probed[usize::from(b)] = Some((p, fam)),
+                    None => t.at_start[usize::from(b)].0 |= fam.0,
+                }
             }
             if let Some(check) = det.lines() {
                 t.lines.push((check, fam));
@@ -265,6 +291,12 @@ pub fn scan_detectors(text: &str) -> DetectorSet {
     };
     if let Some(first) = first {
         seen.0 |= t.at_start[usize::from(first)].0;
+        if let Some((probe, fams)) = t.at_start_probed[usize::from(first)] {
+            let lead = body.len() - body.trim_start().len();
+            if probe(body.as_bytes(), lead) {
+                seen.0 |= fams.0;
+            }
+        }
     }
     for pos in memchr::memchr3_iter(ANCHORS[0], ANCHORS[1], ANCHORS[2], bytes) {
         let slot = match bytes[pos] {
@@ -346,6 +378,17 @@ mod tests {
         // The word compare pads a hit near the end of the text with zeros.
         for det in detectors() {
             assert!(det.triggers().iter().all(|t| !t.contains('\0')));
+        }
+    }
+
+    #[test]
+    fn at_most_one_probe_confirms_a_first_byte() {
+        let mut seen = [false; 256];
+        for det in detectors().iter().filter(|d| d.start().is_some()) {
+            for &b in det.at_start() {
+                assert!(!seen[usize::from(b)], "{:?}: {}", det.family(), b as char);
+                seen[usize::from(b)] = true;
+            }
         }
     }
 

@@ -226,7 +226,17 @@ fn mistral_list_cut(v: &Vector) -> bool {
 }
 
 fn mistral_movable(v: &Vector) -> bool {
-    !mistral_list_cut(v)
+    !mistral_list_cut(v) && !garbled_glued(v)
+}
+
+/// An enabled name glued to a garbled token and its object (`bashikian{..}`) is a call only as
+/// the whole reply.
+fn garbled_glued(v: &Vector) -> bool {
+    let t = v.text.trim_start();
+    v.enabled_tools.iter().any(|n| {
+        t.strip_prefix(n.as_str())
+            .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_lowercase()))
+    })
 }
 
 fn mistral_bare(v: &Vector) -> bool {
@@ -911,10 +921,13 @@ fn lmstudio_movable(v: &Vector) -> bool {
 }
 
 fn cline_movable(v: &Vector) -> bool {
-    // An element without parameters counts only where it ends the message.
-    v.expected_calls
-        .iter()
-        .all(|(_, a)| a.as_object().is_some_and(|m| !m.is_empty()))
+    // An element without parameters counts only where it ends the message; so does one
+    // left open, its attributes the arguments (no closer, not self-closing).
+    let left_open = !v.text.contains("</") && !v.text.trim_end().ends_with("/>");
+    !left_open
+        && v.expected_calls
+            .iter()
+            .all(|(_, a)| a.as_object().is_some_and(|m| !m.is_empty()))
 }
 
 /// Families whose parameter values are XML text (an element's content), so an XML reader

@@ -1,5 +1,7 @@
 //! `cli`: a call written in command-line form, `NAME key="value" other=42` (or
-//! `NAME --key value`), as the whole message or as its first or last line. Small local
+//! `NAME --key value`, pairs maybe parted by commas), as the whole message or as its first
+//! or last line, or as an aside in parentheses ending the last line (`Done. **(NAME
+//! key="v")**`). Small local
 //! models write it when a prompt listed the tools as commands, and agents' front ends show
 //! it when they flattened a call for display.
 //!
@@ -16,6 +18,7 @@
 use super::util::{merge, typed_param, Block};
 use crate::grammar::bytes::{self as class, KEY};
 use crate::grammar::is_ident_char;
+use crate::grammar::keys::is_args_key;
 use crate::types::{Call, Family};
 use crate::{Ctx, Leak};
 use serde_json::{Map, Value};
@@ -57,28 +60,79 @@ pub(crate) fn last_line_opens(b: &[u8], line: usize, end: usize) -> bool {
         .iter()
         .take_while(|&&c| c == b' ' || c == b'\t')
         .count();
+    name_then_args(b, start + lead)
+}
+
+/// For the prefilter, in a message whose last line (from `line`) ends at `end` with `)`,
+/// maybe in emphasis: whether that `)` closes an aside that opens with a name and
+/// arguments (`.. done. **(NAME key="v")**`).
+pub(crate) fn aside_opens(b: &[u8], line: usize, end: usize) -> bool {
+    let mut e = end;
+    while e > line && b[e - 1] == b'*' {
+        e -= 1;
+    }
+    if e == line || b[e - 1] != b')' {
+        return false;
+    }
+    // An aside is short: its `(` is near the end, after a space or emphasis.
+    let floor = line.max(e.saturating_sub(ASIDE));
+    memchr::memrchr(b'(', &b[floor..e - 1]).is_some_and(|i| {
+        let open = floor + i;
+        (open == line || matches!(b[open - 1], b' ' | b'*')) && name_then_args(b, open + 1)
+    })
+}
+
+/// How far back from the end of an aside its `(` is looked for.
+const ASIDE: usize = 256;
+
+/// Whether a name starting at `at` is followed by arguments: a space, then `key=` or
+/// `--key`, maybe after a connective word.
+fn name_then_args(b: &[u8], at: usize) -> bool {
+    let rest = b.get(at..).unwrap_or_default();
     // A tool's name may be in any script (`查询订单 q="x"`); its arguments' keys are ASCII.
-    let name = rest[lead..]
+    let name = rest
         .iter()
         .take(4 * MAX_WORD)
         .take_while(|&&c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.' || c >= 0x80)
         .count();
-    if name == 0 || rest.get(lead + name) != Some(&b' ') {
+    if name == 0 || rest.get(name) != Some(&b' ') {
         return false;
     }
-    let after = start + lead + name;
+    let after = at + name;
     args_open(b, after) || connective(&b[after + 1..]).is_some_and(|w| args_open(b, after + 1 + w))
 }
 
-/// The length of one lowercase word and its space between a name and its arguments
-/// (`NAME with key="v"`), as a front end flattening a call writes it.
+/// The length of one lowercase word (maybe with a colon) and its space between a name and
+/// its arguments (`NAME with key="v"`, `NAME intent: key="v"`), as a front end flattening a
+/// call writes it.
 fn connective(b: &[u8]) -> Option<usize> {
     let w = b
         .iter()
         .take(9)
         .take_while(|c| c.is_ascii_lowercase())
         .count();
-    ((2..=8).contains(&w) && b.get(w) == Some(&b' ')).then_some(w)
+    let colon = usize::from(b.get(w) == Some(&b':'));
+    ((2..=8).contains(&w) && b.get(w + colon) == Some(&b' ')).then_some(w + colon)
+}
+
+/// A call in command-line form as an aside ending `line`: in parentheses, maybe in
+/// emphasis (`**(NAME key="v")**`), alone or after a sentence's end. Where the aside starts
+/// (its emphasis's), and its inside.
+fn aside(line: &str) -> Option<(usize, &str)> {
+    let t = line.trim_end();
+    let inner = t.trim_end_matches('*');
+    let stars = t.len() - inner.len();
+    let inner = inner.strip_suffix(')')?;
+    let open = inner.rfind('(')?;
+    let lead = &t[..open];
+    let bare = lead.trim_end_matches('*');
+    if lead.len() - bare.len() != stars {
+        return None;
+    }
+    let before = bare.trim_end();
+    let sentence = before.is_empty()
+        || (before.len() < bare.len() && before.ends_with(['.', '!', '?', '。', '！', '？']));
+    sentence.then(|| (bare.len(), &inner[open + 1..]))
 }
 
 /// Longest name read.
@@ -109,8 +163,23 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
             continue;
         };
         let lead = line.len() - line.trim_start().len();
-        let Some(call) = parse_line(line.trim()) else {
-            continue;
+        let (lead, call) = match parse_line(line.trim()) {
+            Some(call) => (lead, call),
+            // An aside ends only the last line.
+            None if start == last_start => {
+                let Some((at, call)) =
+                    aside(line).and_then(|(at, inner)| Some((at, parse_line(inner.trim())?)))
+                else {
+                    continue;
+                };
+                (at, call)
+            }
+            None => continue,
+        };
+        let start = match lead == line.len() - line.trim_start().len() {
+            true => start,
+            // The aside's sentence stays.
+            false => start + lead,
         };
         if ctx.quoted(start + lead) || !ctx.tool_enabled(&call.name) {
             continue;
@@ -126,8 +195,51 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     merge(text, Family::Cli, blocks, out);
 }
 
-/// A whole line `NAME key=value ...` or `NAME --key value ...`: the call, or `None`.
+/// A whole line `NAME key=value ...` or `NAME --key value ...`, or a call's fields as pairs
+/// (`[Tool Call] name=NAME id=.. args={json}`): the call, or `None`.
 fn parse_line(line: &str) -> Option<Call> {
+    parse_named(line).or_else(|| fields(line))
+}
+
+/// A call written as its fields in pairs, maybe after a bracketed label of a few words
+/// (`[Tool Call] name=NAME id=7 args={"k": "v"}`): a name key naming the tool, an arguments
+/// key holding an object, and bookkeeping (an id, a type, an index) and nothing else.
+fn fields(line: &str) -> Option<Call> {
+    let rest = match line.strip_prefix('[') {
+        Some(r) => {
+            let (label, after) = r.split_once(']')?;
+            let words = label.split_whitespace().count();
+            let letters = label
+                .chars()
+                .all(|c| c.is_alphabetic() || c == ' ' || c == '_');
+            ((1..=3).contains(&words) && letters).then_some(after)?
+        }
+        None => line,
+    };
+    let pairs = parse_args(rest)?;
+    let mut name = None;
+    let mut arguments = None;
+    for (k, v) in pairs {
+        let key = crate::grammar::markup::fold(&k);
+        match (v, key.as_str()) {
+            (Value::String(n), "name" | "tool" | "toolname" | "function") if name.is_none() => {
+                name = Some(n)
+            }
+            (v @ Value::Object(_), _) if is_args_key(&key) && arguments.is_none() => {
+                arguments = Some(v)
+            }
+            (_, "id" | "callid" | "toolcallid" | "type" | "index") => {}
+            _ => return None,
+        }
+    }
+    Some(Call {
+        name: name?,
+        arguments: arguments?,
+    })
+}
+
+/// `NAME key=value ...` or `NAME --key value ...`.
+fn parse_named(line: &str) -> Option<Call> {
     let name_end = line.find(' ')?;
     let name = line.get(..name_end)?;
     if !name.chars().all(|c| is_ident_char(c) || c == '.') || name.is_empty() {
@@ -177,6 +289,8 @@ pub(crate) fn parse_args(s: &str) -> Option<Map<String, Value>> {
             (None, false) => return None,
         };
         let (value, tail) = value(after)?;
+        // Pairs may be parted by commas, as keyword arguments are (`a="x", b=2`).
+        let tail = tail.strip_prefix(',').unwrap_or(tail);
         if !(tail.is_empty() || tail.starts_with(char::is_whitespace)) {
             return None;
         }
@@ -192,13 +306,20 @@ pub(crate) fn parse_args(s: &str) -> Option<Map<String, Value>> {
 fn value(s: &str) -> Option<(Value, &str)> {
     let mut chars = s.char_indices();
     let (_, c) = chars.next()?;
+    // An object or a list, as JSON (`args={"k": "v"}`).
+    if matches!(c, '{' | '[') {
+        let (v, end) = crate::grammar::json::value_at(s, 0)?;
+        return Some((v, s.get(end..)?));
+    }
     let close = match c {
         '"' => '"',
         '\'' => '\'',
         '“' => '”',
         '‘' => '’',
         _ => {
-            let end = s.find(char::is_whitespace).unwrap_or(s.len());
+            let end = s
+                .find(|c: char| c.is_whitespace() || c == ',')
+                .unwrap_or(s.len());
             let word = s.get(..end)?;
             return Some((typed_param(word), s.get(end..)?));
         }
@@ -226,6 +347,14 @@ mod tests {
             .map(|c| json!([c.name, c.arguments]))
             .collect();
         (d.cleaned, calls)
+    }
+
+    #[test]
+    fn a_call_written_as_its_fields_in_pairs() {
+        assert!(super::fields("[Tool Call] name=run id=7 args={\"k\": \"v\"}").is_some());
+        let (cleaned, c) = calls("[Tool Call] name=run id=7 args={\"k\": \"v\"}", &["run"]);
+        assert_eq!(c, vec![json!(["run", {"k": "v"}])]);
+        assert_eq!(cleaned.as_deref(), Some(""));
     }
 
     #[test]

@@ -36,7 +36,6 @@ pub(super) const MINICPM: InvokeSyntax = InvokeSyntax {
     invoke_close: "</function>",
     param_open: "<param",
     param_close: "</param>",
-    cdata: true,
     ..INVOKE
 };
 

@@ -48,7 +48,7 @@ use body::Body;
 use shape::{call_shaped, closes_a_call};
 
 /// A bare `<`, confirmed by [`probe`].
-pub(crate) const TRIGGERS: &[&str] = &["<"];
+pub(crate) const TRIGGERS: &[&str] = &["<", "[TOOL", "[Tool", "[tool"];
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = &[];
 
@@ -213,9 +213,11 @@ impl<'t> Reader<'_, 't> {
         }
         let mut args = Map::new();
         let mut name = own_name.clone();
+        // An attribute's value is text, as XML writes it: quoted, never typed.
+        let text_of = |v: &str| Value::String(xml::unescape(v).into_owned());
         if own_name.is_some() {
             for (k, v) in &open.attrs {
-                args.insert((*k).to_string(), typed_param(&xml::unescape(v)));
+                args.insert((*k).to_string(), text_of(v));
             }
         } else {
             name = open
@@ -235,7 +237,7 @@ impl<'t> Reader<'_, 't> {
                         _ => return None,
                     }
                 } else if open.kind == Kind::SelfClose && !is_name_key(&key) && !is_id(k) {
-                    args.insert((*k).to_string(), typed_param(&xml::unescape(v)));
+                    args.insert((*k).to_string(), text_of(v));
                 }
             }
         }
@@ -295,7 +297,13 @@ impl<'t> Reader<'_, 't> {
             && (open.kind == Kind::Special || (open.kind == Kind::Open && open.namespaced))
             && body.had_args
             && rest_ends_turn(self.text, body.end);
-        let closed = end > body.end || whole_tag || body.closed || turn_ended;
+        // An element named after a tool whose attributes are its arguments, left open where
+        // the text ends (`<list_files path="src">`): the turn ended the call.
+        let attributes_end_turn = own_name.is_some()
+            && !open.attrs.is_empty()
+            && crate::grammar::text::rest_is_blank(self.text, open.span.end);
+        let closed =
+            end > body.end || whole_tag || body.closed || turn_ended || attributes_end_turn;
         // Otherwise a call whose closer is missing may be a cut one, and the formats' own
         // rows decide where their cut calls count; the net reads closed calls only.
         if !closed {

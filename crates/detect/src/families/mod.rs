@@ -74,6 +74,9 @@ pub struct OwnFinder {
     /// For markup with no anchor byte at all (a bare `NAME(key=..)`): a check of the few
     /// places such markup may stand (the first and last line), run once per message.
     pub lines: Option<LinesCheck>,
+    /// For a byte of `at_start`: a look at the reply's start that must confirm it (a `<`
+    /// opening the reply starts a made-up result only in a frame named as one).
+    pub start: Option<Probe>,
 }
 
 /// A prefilter confirmation: the text's bytes and the offset of the anchor byte.
@@ -132,6 +135,14 @@ impl Detector {
         }
     }
 
+    /// The probe confirming a byte of [`Detector::at_start`], if any.
+    pub fn start(self) -> Option<Probe> {
+        match self {
+            Detector::Row(_) => None,
+            Detector::Own(o) => o.start,
+        }
+    }
+
     /// The check for markup without an anchor byte, if any.
     pub fn lines(self) -> Option<LinesCheck> {
         match self {
@@ -152,7 +163,7 @@ impl Detector {
 macro_rules! own {
     (@opt) => { None };
     (@opt $f:path) => { Some($f) };
-    ($($family:ident => $module:ident $(probe ($probe:path))? $(lines ($lines:path))?),+ $(,)?) => {
+    ($($family:ident => $module:ident $(probe ($probe:path))? $(lines ($lines:path))? $(start ($start:path))?),+ $(,)?) => {
         static OWN: &[OwnFinder] = &[$(OwnFinder {
             name: stringify!($module),
             family: Family::$family,
@@ -161,12 +172,13 @@ macro_rules! own {
             find: $module::find,
             probe: own!(@opt $($probe)?),
             lines: own!(@opt $($lines)?),
+            start: own!(@opt $($start)?),
         }),+];
     };
 }
 
 own! {
-    ResultPrefix => result,
+    ResultPrefix => result start (result::start),
     Hermes => frames,
     Harmony => harmony,
     Minimax => minimax,
@@ -222,7 +234,6 @@ pub fn allowed_in_code(family: Family) -> bool {
 /// (code and reasoning mapped), without the other families or overlap resolution.
 #[cfg(test)]
 pub(crate) mod testing {
-    use crate::code::{CodeRegions, Reasoning};
     use crate::{Config, Ctx, Leak};
 
     /// One family's leaks alone and the text they leave.
@@ -242,9 +253,7 @@ pub(crate) mod testing {
     pub(crate) fn run_only(family: crate::Family, text: &str, tools: &[&str]) -> crate::Detection {
         let tools: Vec<String> = tools.iter().map(|s| s.to_string()).collect();
         let config = Config::default();
-        let code = CodeRegions::find(text);
-        let reasoning = Reasoning::find(text);
-        let ctx = Ctx::new(&config, &tools, &code, &reasoning);
+        let ctx = Ctx::new(&config, &tools, text);
         let mut leaks = Vec::new();
         for det in super::registry().filter(|d| d.family() == family) {
             det.find(text, &ctx, &mut leaks);
@@ -289,9 +298,7 @@ pub(crate) mod testing {
     ) -> Out {
         let tools: Vec<String> = tools.iter().map(|s| s.to_string()).collect();
         let config = Config::default();
-        let code = CodeRegions::find(text);
-        let reasoning = Reasoning::find(text);
-        let ctx = Ctx::new(&config, &tools, &code, &reasoning);
+        let ctx = Ctx::new(&config, &tools, text);
         let mut leaks = Vec::new();
         find(text, &ctx, &mut leaks);
         leaks.sort_by_key(|l| l.span.start);

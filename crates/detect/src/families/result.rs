@@ -7,7 +7,9 @@
 //! the result shape of a tool we know (save_memory: `memory_type` + `content`; whiteboard:
 //! `type: "board_*"`; web: `action: "search" | "fetch"`). Any other leading JSON is an
 //! answer and stays. A result frame of the formats' own markup (`<tool_result>..</tool_result>`,
-//! `<tool_response>..`) at the start is a made-up answer too, whatever it holds. Followed by
+//! `<tool_response>..`), or any frame named as a tool's answer and closed as its markup
+//! closes (`<tool_use_result>..</tool_use_result>`, `[TOOL_RESULT]..[END_TOOL_RESULT]`), at
+//! the start is a made-up answer too, whatever it holds. Followed by
 //! text, the objects are `result_prefix` and are cut; with
 //! nothing after them the message is `result_only` and left for review.
 //!
@@ -45,8 +47,8 @@ pub(crate) const TRIGGERS: &[&str] = &[
     "</tool_result>",
     "</function_results>",
 ];
-/// A leading `{`.
-pub(crate) const AT_START: &[u8] = b"{";
+/// A leading `{`; a leading `<` or `[` of a frame named as a tool's answer ([`start`]).
+pub(crate) const AT_START: &[u8] = b"{<[";
 
 /// The reasoning tags a reply may start after.
 const REASONING: &[(&str, &str)] = &[("<think>", "</think>"), ("<thinking>", "</thinking>")];
@@ -89,7 +91,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
                     let kind = value.as_object().and_then(|o| classify(o, ctx))?;
                     Some((ResultObject { value, kind }, after))
                 }),
-            Some(b'<') => framed(text, pos),
+            Some(b'<' | b'[') => framed(text, pos),
             _ => None,
         }
         .or_else(|| (pos == start).then(|| lost_opener(text, pos)).flatten());
@@ -126,11 +128,16 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
 /// wrote the answer of a tool it never called. Its body is kept as parsed (JSON) or as
 /// written.
 fn framed(text: &str, pos: usize) -> Option<(ResultObject, usize)> {
-    let (open, close) = super::util::RESULT_FRAMES.iter().find(|(open, _)| {
+    let listed = super::util::RESULT_FRAMES.iter().find(|(open, _)| {
         open.starts_with('<') && text.get(pos..).is_some_and(|r| r.starts_with(open))
-    })?;
-    let body = pos + open.len();
-    let c = body + text.get(body..)?.find(close)?;
+    });
+    let (body, c, close) = match listed {
+        Some((open, close)) => {
+            let body = pos + open.len();
+            (body, body + text.get(body..)?.find(close)?, close.len())
+        }
+        None => answer_frame(text, pos)?,
+    };
     let inner = text.get(body..c)?.trim();
     let value = json5::parse_value_at(inner, 0)
         .ok()
@@ -141,8 +148,68 @@ fn framed(text: &str, pos: usize) -> Option<(ResultObject, usize)> {
             value,
             kind: ResultKind::Other { tool: None },
         },
-        c + close.len(),
+        c + close,
     ))
+}
+
+/// The prefilter's look at the reply's first byte, `p`: an object, or a frame named as a
+/// tool's answer (`<tool_use_result>`, `[TOOL_RESULT]`: [`answer_word`]).
+pub(crate) fn start(bytes: &[u8], p: usize) -> bool {
+    bytes.get(p) == Some(&b'{') || frame_word(bytes, p).is_some()
+}
+
+/// The word of a tag or bracket token at `p` (`<tool_use_result>`, `[TOOL_RESULT]`) when it
+/// names a tool's answer, and where the token ends.
+fn frame_word(bytes: &[u8], p: usize) -> Option<(&[u8], usize)> {
+    let close = match bytes.get(p)? {
+        b'<' => b'>',
+        b'[' => b']',
+        _ => return None,
+    };
+    let rest = bytes.get(p + 1..)?;
+    let len = rest
+        .iter()
+        .take(48)
+        .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+        .count();
+    let word = &rest[..len];
+    // No attributes: a frame with a call's id (`<tool_result call_id=..>`) is a transcript's.
+    (rest.get(len) == Some(&close) && answer_word(word)).then_some((word, p + len + 2))
+}
+
+/// Whether a token's word names a tool's answer: a tool's or function's result, response or
+/// output (`tool_use_result`, `TOOL_RESULT`, `function_response`), in any case and spelling.
+fn answer_word(word: &[u8]) -> bool {
+    let w: Vec<u8> = word
+        .iter()
+        .filter(|b| b.is_ascii_alphanumeric())
+        .map(u8::to_ascii_lowercase)
+        .collect();
+    let w = w.strip_suffix(b"s").unwrap_or(&w);
+    let about = [&b"tool"[..], b"function"]
+        .iter()
+        .any(|t| w.windows(t.len()).any(|x| x == *t));
+    about
+        && [&b"result"[..], b"response", b"output"]
+            .iter()
+            .any(|e| w.ends_with(e))
+}
+
+/// A frame named as a tool's answer at `pos` ([`frame_word`]) and its closer, as its own
+/// markup writes one (`</NAME>`; `[/NAME]` or `[END_NAME]`): where its body starts, where
+/// the closer starts, and the closer's length.
+fn answer_frame(text: &str, pos: usize) -> Option<(usize, usize, usize)> {
+    let (word, body) = frame_word(text.as_bytes(), pos)?;
+    let word = std::str::from_utf8(word).ok()?;
+    let closers = match text.as_bytes()[pos] {
+        b'<' => vec![format!("</{word}>")],
+        _ => vec![format!("[/{word}]"), format!("[END_{word}]")],
+    };
+    let rest = text.get(body..)?;
+    closers
+        .iter()
+        .filter_map(|c| rest.find(c.as_str()).map(|i| (body, body + i, c.len())))
+        .min_by_key(|f| f.1)
 }
 
 /// A result frame opening the reply whose opener was stripped (`{..}</tool_result>`,

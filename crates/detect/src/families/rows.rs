@@ -35,6 +35,24 @@ pub struct Row {
 }
 
 impl Row {
+    /// Every literal token the row reads, in each spelling it reads.
+    pub fn tokens(&self) -> impl Iterator<Item = &'static str> + '_ {
+        [
+            &self.triggers,
+            &self.section_open,
+            &self.section_close,
+            &self.call_open,
+            &self.call_close,
+            &self.bare_call,
+            &self.sep,
+            &self.trailing,
+            &self.inner,
+        ]
+        .into_iter()
+        .flatten()
+        .copied()
+    }
+
     /// Derives the row's spellings.
     pub fn compile(f: &'static Format) -> Row {
         let all = |list: &[&'static str]| -> Vec<&'static str> {
@@ -163,7 +181,6 @@ fn respell_grammar(g: &'static Grammar, spell: Spell) -> &'static Grammar {
             prefix: syn.prefix,
             element_params: syn.element_params,
             values: syn.values,
-            cdata: syn.cdata,
             string_attr: syn.string_attr,
             cut_at_end: syn.cut_at_end,
         }));

@@ -3,7 +3,8 @@
 //! The control tokens that end a turn, and the merging of neighbouring blocks into one
 //! leak, live here too: the engine and the own finders share them.
 //!
-//! May depend on: `crate::grammar`, `super::format`, `crate::types`, `crate::Ctx`.
+//! May depend on: `crate::grammar`, `super::format`, `super::bodies` (the keyed call),
+//! `crate::types`, `crate::Ctx`.
 
 pub use super::format::MAX_CANDIDATES;
 pub use crate::grammar::json::{decode_arguments, value_at as json_value_at, whole as json_whole};
@@ -385,8 +386,11 @@ pub fn envelope(v: &Value) -> Option<Vec<Call>> {
         .filter(|(k, v)| !crate::grammar::json::is_thought(k, v));
     let (key, inner) = keys.next().filter(|_| keys.next().is_none())?;
     let k = key.to_ascii_lowercase();
-    // `action` only as the whole key: `transaction` holds it too.
-    let action = k == "action" || k == "actions";
+    // `action` only as a whole word of the key (`action`, `action_sequence`,
+    // `next_actions`): `transaction` holds it too.
+    let action = k
+        .split(['_', '-', ' '])
+        .any(|w| w == "action" || w == "actions");
     if !action && !["tool", "call", "function"].iter().any(|w| k.contains(w)) {
         return None;
     }
@@ -415,6 +419,8 @@ fn listed_call(item: &Value) -> Option<Call> {
             (bookkeeping && typed).then(|| strict_call(o.get("function")?))?
         })
         .or_else(|| flat_call(item, true))
+        // A browser agent's action list: each item keyed by its tool (`{"click": {..}}`).
+        .or_else(|| super::bodies::keyed_call(item))
 }
 
 /// Keys whose string value names the tool of a flat call object wherever it stands.

@@ -12,7 +12,8 @@
 //! own), holds nothing but its parameter elements (each once, whitespace between) and is not
 //! an HTML element or a prompt-structure tag (`<think>`, `<answer>`, ...). An element with no
 //! parameter (`<list_memories></list_memories>`) counts only where a call ends the turn: at
-//! the end of the message. Values are the text between a parameter's tags (one leading and
+//! the end of the message; so does one whose attributes are its arguments, left open
+//! (`<list_files path="src" recursive="true">` and nothing after it). Values are the text between a parameter's tags (one leading and
 //! trailing line break trimmed, code inside kept as written), typed like every untyped XML
 //! value: JSON when the whole value is JSON.
 //!
@@ -71,7 +72,11 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
 /// Bytes only: it runs at every `<` followed by a letter.
 pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
     let Some(name) = tag_name(bytes, p) else {
-        return false;
+        // Most texts end in neither `>` nor whitespace: one look, then no more.
+        let ends = bytes
+            .last()
+            .is_some_and(|&b| b == b'>' || b.is_ascii_whitespace());
+        return ends && attributes_end_text(bytes, p);
     };
     let mut i = p + 1 + name.len() + 1;
     while bytes.get(i).is_some_and(u8::is_ascii_whitespace) {
@@ -86,6 +91,27 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
     };
     // The name is ASCII here or not a listed tag at all.
     next && std::str::from_utf8(name).map_or(true, |n| !not_a_tool(n))
+}
+
+/// A start tag with attributes that ends the text (`<list_files path="src" recursive="true">`,
+/// whitespace after it): an element named after a tool whose attributes are its arguments,
+/// left open where the turn ended. Its `>` is the last byte but whitespace and the first
+/// after `p`, so most tags (`<a href=..>` in an answer) stop at one look at the text's end.
+#[cold]
+#[inline(never)]
+fn attributes_end_text(bytes: &[u8], p: usize) -> bool {
+    let end = bytes.trim_ascii_end().len();
+    if end == 0 || bytes[end - 1] != b'>' || end - p > 4096 {
+        return false;
+    }
+    let rest = &bytes[p + 1..end];
+    let name = class::run(rest, class::WORD | class::DASH, MAX_NAME + 1);
+    name > 0
+        && name <= MAX_NAME
+        && rest.get(name) == Some(&b' ')
+        && (rest[0].is_ascii_alphabetic() || rest[0] >= 0xC2)
+        && memchr::memchr(b'>', rest) == Some(rest.len() - 1)
+        && memchr::memchr(b'=', rest).is_some()
 }
 
 /// The name of a start tag `<name>` at `p`, as bytes: letters, digits, `_`, `-`, `.`, `:` and bytes

@@ -84,6 +84,9 @@ pub fn call_of(v: &Value, keys: Keys) -> Option<Call> {
         if let Some(inner) = api_function(obj).or_else(|| mcp_request(obj)) {
             return call_of(inner, keys);
         }
+        if let Some(joined) = api_function_split(obj) {
+            return call_of(&joined, keys);
+        }
     }
     if matches!(keys, Keys::Strict | Keys::Loose) {
         if let Some(call) = code_member(obj) {
@@ -170,6 +173,29 @@ fn api_function(obj: &serde_json::Map<String, Value>) -> Option<&Value> {
         .all(|k| k == "function" || BOOKKEEPING.contains(&k.as_str()));
     let typed = obj.get("type").is_none_or(|t| t == "function");
     (only && typed).then_some(inner)
+}
+
+/// The OpenAI API's call with its arguments beside `function` rather than in it
+/// (`{"type": "function", "function": {"name": NAME}, "parameters": {..}}`): the name and
+/// the one arguments key joined as the call they are.
+fn api_function_split(obj: &serde_json::Map<String, Value>) -> Option<Value> {
+    let inner = obj.get("function")?.as_object()?;
+    let name = inner.get("name")?;
+    let mut args = obj.iter().filter(|(k, _)| ARG_KEYS.contains(&k.as_str()));
+    let (key, value) = args.next()?;
+    let only = obj
+        .keys()
+        .all(|k| k == "function" || k == key || BOOKKEEPING.contains(&k.as_str()));
+    let bare = inner
+        .keys()
+        .all(|k| k == "name" || BOOKKEEPING.contains(&k.as_str()));
+    let typed = obj.get("type").is_none_or(|t| t == "function");
+    (args.next().is_none() && only && bare && typed).then(|| {
+        let mut call = Map::new();
+        call.insert("name".into(), name.clone());
+        call.insert(key.clone(), value.clone());
+        Value::Object(call)
+    })
 }
 
 /// The call inside an MCP client's request, `{"jsonrpc", "id", "method": "tools/call",

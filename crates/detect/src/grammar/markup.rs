@@ -245,8 +245,13 @@ pub fn tag_at(text: &str, pos: usize) -> Option<Tag<'_>> {
                 tag.span.end = pos + at(&mut chars);
                 return Some(tag);
             }
-            // `<|tool_calls_section_end|` ending the text or its line: its `>` was cut.
-            if matches!(chars.peek().map(|&(_, c)| c), None | Some('\n' | '\r')) {
+            // `<|tool_calls_section_end|` ending the text or its line (trailing blanks
+            // aside): its `>` was cut, or written as the bar.
+            let mut look = chars.clone();
+            while look.peek().is_some_and(|&(_, c)| c == ' ' || c == '\t') {
+                look.next();
+            }
+            if matches!(look.peek().map(|&(_, c)| c), None | Some('\n' | '\r')) {
                 if tag.kind != Kind::Close {
                     tag.kind = Kind::Special;
                 }

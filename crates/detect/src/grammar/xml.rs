@@ -24,8 +24,6 @@ pub struct InvokeSyntax {
     /// Parameters may also be written as `<key>value</key>` elements.
     pub element_params: bool,
     pub values: ValueMode,
-    /// A value that is one `<![CDATA[...]]>` section is its inner text.
-    pub cdata: bool,
     /// Parameters carry `string="true"` (the value is the raw text) or `string="false"`
     /// (the value is JSON), as DeepSeek's DSML and GigaChat's GCML declare.
     pub string_attr: bool,
@@ -44,7 +42,6 @@ pub const INVOKE: InvokeSyntax = InvokeSyntax {
     prefix: None,
     element_params: false,
     values: ValueMode::Typed,
-    cdata: false,
     string_attr: false,
     cut_at_end: false,
 };
@@ -164,16 +161,27 @@ fn value_of(raw: &str, syn: &InvokeSyntax) -> Value {
         Some(p) => raw.strip_suffix(p).unwrap_or(raw),
         None => raw,
     };
-    if syn.cdata {
-        let t = raw.trim();
-        if let Some(inner) = t
-            .strip_prefix("<![CDATA[")
-            .and_then(|r| r.strip_suffix("]]>"))
-        {
-            return Value::String(inner.to_string());
-        }
+    if let Some(inner) = cdata(raw) {
+        return Value::String(inner.to_string());
     }
     syn.values.value(&unescape(raw))
+}
+
+/// A Qwen3-Coder parameter's value: typed, unless it is one CDATA section (text).
+fn param_value(raw: &str) -> Value {
+    match cdata(raw) {
+        Some(inner) => Value::String(inner.to_string()),
+        None => typed_param(&unescape(raw)),
+    }
+}
+
+/// The inner text of a value that is one `<![CDATA[...]]>` section: text as written, by
+/// XML's own rule, in every dialect (models wrap values so when the prompt's markup is
+/// XML, whatever the format).
+fn cdata(raw: &str) -> Option<&str> {
+    raw.trim()
+        .strip_prefix("<![CDATA[")
+        .and_then(|r| r.strip_suffix("]]>"))
 }
 
 /// Parses one invoke at `pos` (an optional prefix first). `close` finds the invoke's
@@ -262,7 +270,10 @@ fn invoke_params(
                 return None;
             }
             let value = match syn.string_attr.then(|| attr(ptag, "string")).flatten() {
-                Some("true") => Value::String(unescape(raw).into_owned()),
+                Some("true") => Value::String(match cdata(raw) {
+                    Some(inner) => inner.to_string(),
+                    None => unescape(raw).into_owned(),
+                }),
                 Some("false") => {
                     let raw = unescape(raw);
                     super::json::whole(&raw).unwrap_or_else(|| Value::String(raw.into_owned()))
@@ -386,7 +397,7 @@ pub fn parse_function_eq(
                 return None;
             }
             let raw = super::text::value_lines(raw);
-            args.insert(key, typed_param(&unescape(raw)));
+            args.insert(key, param_value(raw));
             i = vend + "</parameter>".len();
             continue;
         }
@@ -425,7 +436,7 @@ pub fn parse_function_eq(
             true => super::text::value_lines(raw),
             false => one_line.trim_matches([' ', '\t']),
         };
-        args.insert(key.to_string(), typed_param(&unescape(raw)));
+        args.insert(key.to_string(), param_value(raw));
         i = next;
     }
     Some(Call {

@@ -16,8 +16,7 @@ use crate::types::{Call, Family};
 use crate::Ctx;
 use std::sync::OnceLock;
 
-/// How far back from the message's end its last line's start is looked for (the look
-/// costs every message that ends with `)`).
+/// How far back from the end the last line's start is looked for (messages ending in `)`).
 const LAST_LINE: usize = 384;
 
 /// Where the message's text starts and ends, without whitespace, end-of-turn tokens and
@@ -148,8 +147,7 @@ pub(crate) fn lines_probe(text: &str) -> bool {
     if lone_recipient_possible(text) {
         return true;
     }
-    // The first line: a name, then `(` (byte classes from one table: this runs for every
-    // message).
+    // The first line: a name, then `(` (byte classes from one table: every message).
     let line = class::run(b, SPACE, usize::MAX);
     let word = |i: usize| i + class::run(b.get(i..).unwrap_or_default(), WORD, 129);
     let mut start = line;
@@ -171,8 +169,7 @@ pub(crate) fn lines_probe(text: &str) -> bool {
     if i > start && b.get(i) == Some(&b'(') && b.get(i + 1) == Some(&b')') {
         return core_bounds(text) == (line, i + 2);
     }
-    // A call in command-line form (`NAME key=v`, `cli`) opening the first line: the word
-    // just read, then a space.
+    // A command line (`NAME key=v`, `cli`) opening the first line: the word, a space.
     if i > start && b.get(i) == Some(&b' ') && super::super::cli::args_open(b, i) {
         return true;
     }
@@ -196,9 +193,11 @@ pub(crate) fn lines_probe(text: &str) -> bool {
     if e > line && b[e - 1] == b'}' {
         return super::after::object_line(&b[..e]).is_some();
     }
-    // Most messages end with neither `)`, a token's `>` nor a fence: nothing more to look at.
-    if e == line || !matches!(b[e - 1], b')' | b'>' | b'`') {
+    // Most messages end with neither `)`, a token's `>`, a fence nor emphasis: no more look.
+    if e == line || !matches!(b[e - 1], b')' | b'>' | b'`' | b'*') {
         return false;
+    } else if b[e - 1] == b'*' {
+        return super::super::cli::aside_opens(b, line, e);
     }
     if b[e - 1] == b'`' {
         return tool_code_ends(b, line, e);
@@ -208,6 +207,7 @@ pub(crate) fn lines_probe(text: &str) -> bool {
     (quoted && super::super::cli::last_line_opens(b, line, end))
         || last_line(b, start, end)
             .is_some_and(|l| line_opens_call(b, l).is_some() || glued_call(b, l, end).is_some())
+        || (b[e - 1] == b')' && super::super::cli::aside_opens(b, line, e))
 }
 
 /// Where a bare call glued to the prose of the last line (the line starting at `line`,
@@ -403,7 +403,7 @@ const TOOL_CODE_LOOK: usize = 4096;
 /// `json_fence` (a fence holding a call), which the driver lets stand in code.
 pub(super) fn tool_code_fences(text: &str, ctx: &Ctx<'_>) -> Vec<Block> {
     let mut out = Vec::new();
-    for r in ctx.code.regions().iter().take(MAX_CANDIDATES) {
+    for r in ctx.code().regions().iter().take(MAX_CANDIDATES) {
         let Some(fence) = text.get(r.clone()) else {
             continue;
         };

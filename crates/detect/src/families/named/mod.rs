@@ -203,6 +203,7 @@ fn gemini_before(bytes: &[u8], p: usize) -> bool {
 
 /// Whether a tag's `=NAME` stands right before the `{` at `p` (`<function=NAME{key=..`):
 /// an element opener whose name runs into its arguments.
+#[inline]
 fn tag_eq_before(bytes: &[u8], p: usize) -> bool {
     let name = class::run_back(&bytes[..p], class::WORD | class::DASH, 128);
     let Some(head) = bytes[..p - name].strip_suffix(b"=") else {
@@ -332,6 +333,15 @@ fn name_before(bytes: &[u8], p: usize) -> bool {
         }
         // A name closed like a tag (`NAME>{`, `<tool_call>NAME>{`).
         Some(b'>') if newlines == 0 => name_then_mark(bytes, i - 1),
+        // An element's `=NAME` with one more `=` (`<function=NAME={`), or a call's fields
+        // as pairs, the arguments last (`name=NAME args={`).
+        Some(b'=') if i == p && i >= 2 => {
+            (bytes[i - 2] == b's'
+                && [&b" args"[..], b" arguments", b" parameters"]
+                    .iter()
+                    .any(|k| bytes[..i - 1].ends_with(k)))
+                || (name_then_mark(bytes, i - 1) && tag_eq_before(bytes, i - 1))
+        }
         _ => false,
     }
 }

@@ -16,7 +16,7 @@ use crate::Ctx;
 /// The fences under a name line whose one call is a generic call word's.
 pub(super) fn fences(text: &str, ctx: &Ctx<'_>) -> Vec<Block> {
     let mut out = Vec::new();
-    for r in ctx.code.regions().iter().take(MAX_CANDIDATES) {
+    for r in ctx.code().regions().iter().take(MAX_CANDIDATES) {
         let Some(fence) = text.get(r.clone()) else {
             continue;
         };

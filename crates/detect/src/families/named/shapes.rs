@@ -92,6 +92,13 @@ pub(super) fn at_brace(
             let (args, end) = json_object(text, p)?;
             return found.finish(Family::Glm, 0, end, &[(run.start, word)], args, true);
         }
+        // `<function=NAME={..}`: the element's `=NAME` and one more `=` before its object.
+        b'=' if spaced.len() == head.len() => {
+            let sep = spaced.len() - 1;
+            let run = name_run(text, sep, floor)?;
+            let lt = tag_eq_open(text, run.start).filter(|_| run.end == sep)?;
+            return tag_glued(&found, lt, text.get(run)?, p);
+        }
         b'\n' => {
             let line = spaced.trim_end_matches(['\n', '\r']);
             let line = line.trim_end_matches([' ', '\t']);
@@ -185,6 +192,22 @@ pub(super) fn at_brace(
             })?;
         }
         Join::Glued | Join::Line => {}
+    }
+    // The whole message, an enabled name glued to a word and its object (`bashikian{..}`:
+    // Mistral's `[TOOL_CALLS]` stripped, its `[ARGS]` decoded as a word): that name.
+    if join == Join::Glued && gemini.is_none() && text[..run.start].trim().is_empty() {
+        let garbled = |t: &String| {
+            let rest = word.strip_prefix(t.as_str()).unwrap_or_default();
+            (1..=16).contains(&rest.len()) && rest.bytes().all(|b| b.is_ascii_lowercase())
+        };
+        if crate::grammar::text::rest_is_blank(text, end) {
+            let tools = found.ctx.enabled_tools().iter();
+            names.extend(
+                tools
+                    .filter(|t| garbled(t))
+                    .map(|t| (name_at, &word[..t.len()])),
+            );
+        }
     }
     if join == Join::Bracketed {
         // `[NAME]` opens its line.
@@ -313,7 +336,7 @@ fn tag_eq_open(text: &str, run_start: usize) -> Option<usize> {
     (head.as_bytes().get(lt) == Some(&b'<') && is_call_key(&key)).then_some(lt)
 }
 
-/// `<function=NAME{..}`: an element opener whose name runs into its arguments, written in
+/// `<function=NAME{..}` (or `=NAME={..}`): an element opener whose name runs into its arguments, written in
 /// JSON or as members (`key="v"`, `key:v`), with the tag's `>` or a stray `}` after them.
 /// The tags and tokens left around it are the remnant rule's.
 fn tag_glued(
