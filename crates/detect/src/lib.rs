@@ -322,6 +322,7 @@ pub(crate) fn detect_viewed<T: Trace>(
     }
     let quoted = |at: usize| ctx.code().contains(at) || ctx.reasoning().contains(at);
     dangling::take(text, quoted, &mut leaks);
+    take_turn_end(text, quoted, &mut leaks);
     if T::ENABLED {
         for l in &leaks {
             let note = match config.family_enabled(l.family) {
@@ -340,9 +341,32 @@ pub(crate) fn detect_viewed<T: Trace>(
     for call in leaks.iter_mut().flat_map(|l| l.calls.iter_mut()) {
         ctx.unwrap_envelope(call);
     }
-    let depends_on_tools = ctx.asked_tools.get();
+    let mut depends_on_tools = ctx.asked_tools.get();
+    // The text may sit in a chat template's turn (`<start_of_turn>model` .. `<end_of_turn>`,
+    // `..}</s>`, a fence's backticks then `<|im_end|>`), tokens no format expects there:
+    // where nothing but markup was read, it is read again without them.
+    if leaks
+        .iter()
+        .all(|l| l.calls.is_empty() && l.results.is_empty())
+    {
+        let end = text.trim_end().len();
+        let inner = families::turn_header_end(text).unwrap_or(0)
+            ..grammar::keys::before_end_tokens(text, end);
+        if (inner.start > 0 || inner.end < end) && !text[inner.clone()].trim().is_empty() {
+            let d = views::in_turn(input, config, trace, inner, respelled);
+            if d.leaks
+                .iter()
+                .any(|l| !l.calls.is_empty() || !l.results.is_empty())
+            {
+                return d;
+            }
+            depends_on_tools |= d.depends_on_tools;
+        }
+    }
     if leaks.is_empty() {
-        return nothing_found(input, &ctx);
+        let mut d = nothing_found(input, &ctx);
+        d.depends_on_tools |= depends_on_tools;
+        return d;
     }
     let strip_only = !input.tools_used.is_empty();
     let cleaned = clean::clean(text, &leaks, config);
@@ -524,6 +548,42 @@ fn take_trailing_tokens(text: &str, leaks: &mut [Leak]) {
         if end <= limit {
             leaks[i].span.end = end;
         }
+    }
+}
+
+/// In a text that held a leak, the end-of-turn tokens ending it (`<|im_end|>`, `</s>`,
+/// `<end_of_turn>`, after the reply's last words) are the chat template's, shown because a
+/// server kept special tokens: they go, as a leak with no call (the ledger keeps them), and
+/// so do a begin token and an assistant header opening it. Right after a leak they are
+/// already its own; in a clean text nothing is touched.
+pub(crate) fn take_turn_end(text: &str, quoted: impl Fn(usize) -> bool, leaks: &mut Vec<Leak>) {
+    // So do the sequence's begin token and the assistant's header opening it, where no
+    // leak took them already.
+    if let Some(h) = families::turn_header_end(text) {
+        if leaks.first().is_some_and(|l| l.span.start >= h) && !quoted(0) {
+            leaks.insert(0, markup_only(0..h));
+        }
+    }
+    let Some(last) = leaks.last() else {
+        return;
+    };
+    let end = text.trim_end().len();
+    let content = grammar::keys::before_end_tokens(text, end);
+    // What the last leak already took stays its own (`..<|end|>` then `<end_of_turn>`).
+    let from = grammar::text::skip_ws(text, content.max(last.span.end));
+    if from >= end || quoted(from) {
+        return;
+    }
+    leaks.push(markup_only(from..text.len()));
+}
+
+/// A leak of markup alone, with no call.
+pub(crate) fn markup_only(span: std::ops::Range<usize>) -> Leak {
+    Leak {
+        family: Family::Markup,
+        span,
+        calls: Vec::new(),
+        results: Vec::new(),
     }
 }
 

@@ -1,16 +1,17 @@
 //! Detection of a reply read through a view of it: written in metaspace (read decoded),
 //! holding enabled names that no grammar spells (read with them aliased), opening with a
-//! front end's glyph (read with it as whitespace), or holding tokens spelled another way
-//! than their formats write them (read respelled). The view's spans are mapped back onto
+//! front end's glyph (read with it as whitespace), holding tokens spelled another way
+//! than their formats write them (read respelled), or inside a chat template's turn tokens
+//! (read without them). The view's spans are mapped back onto
 //! the reply as written, which is what gets cleaned.
 //!
-//! May depend on: the crate root (`detect_viewed`, `might_leak`, `Input`), `aliases`,
-//! `metaspace`, `respell`, `clean`, `config`, `trace`, `types`. No I/O.
+//! May depend on: the crate root (`detect_viewed`, `take_turn_end`, `might_leak`, `Input`),
+//! `aliases`, `metaspace`, `respell`, `clean`, `code`, `config`, `trace`, `types`. No I/O.
 
 use crate::config::Config;
 use crate::trace::Trace;
 use crate::types::{Detection, Leak};
-use crate::{aliases, clean, detect_viewed, metaspace, might_leak, respell, Input};
+use crate::{aliases, clean, code, detect_viewed, metaspace, might_leak, respell, Input};
 
 /// [`crate::might_leak`] for an agent with these tools: a name of theirs that no grammar spells is
 /// read under its alias, as [`crate::detect`] reads it.
@@ -129,4 +130,28 @@ pub(crate) fn respelled<T: Trace>(
         }
     });
     (!held && !d.leaks.is_empty()).then_some(d)
+}
+
+/// [`detect_viewed`] of a reply inside a chat template's turn, `inner` its own text (past an
+/// assistant header, before the end-of-turn tokens): the spans shifted back, and when a
+/// leak is found the header and the tokens go too, the template's markup around the reply.
+pub(crate) fn in_turn<T: Trace>(
+    input: &Input<'_>,
+    config: &Config,
+    trace: &mut T,
+    inner: std::ops::Range<usize>,
+    respelled: bool,
+) -> Detection {
+    let text = input.content;
+    let view = (&text[inner.clone()], input.enabled_tools, respelled);
+    through_view(input, config, trace, view, |leaks| {
+        for leak in leaks.iter_mut() {
+            leak.span = leak.span.start + inner.start..leak.span.end + inner.start;
+        }
+        if leaks.is_empty() {
+            return;
+        }
+        let code = code::CodeRegions::find(text);
+        crate::take_turn_end(text, |at| code.contains(at), leaks);
+    })
 }

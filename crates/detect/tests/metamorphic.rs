@@ -831,9 +831,16 @@ const SPECS: &[Spec] = &[
 /// with a tag may be glued to a sentence; a bare one left before its closers may not.
 const MARKUP: Spec = Spec {
     family: "markup",
-    glue: marked,
+    glue: markup_glue,
     ..DEFAULT
 };
+
+/// A sequence's begin token (`<s>`) is the template's only where the text starts: glued to
+/// a sentence it is the sentence's (HTML's strikethrough, say).
+fn markup_glue(v: &Vector) -> bool {
+    let begin = ["<s>", "<|begin_of_text|>", "<bos>", "<|startoftext|>"];
+    marked(v) && !begin.iter().any(|b| v.text.trim_start().starts_with(b))
+}
 
 /// Calls in command-line form: read only as the whole message or its first or last line,
 /// never inside one.

@@ -1,7 +1,8 @@
 //! `frames`: the chat template's own turn tokens around an assistant's text, shown because a
 //! server kept special tokens (`<|im_start|>assistant\n..<|im_end|>`, Llama 3's
 //! `<|start_header_id|>assistant<|end_header_id|>..<|eot_id|>`, Kimi's
-//! `<|im_assistant|>assistant<|im_middle|>`, DeepSeek's `<｜Assistant｜>`). A frame holds no
+//! `<|im_assistant|>assistant<|im_middle|>`, Gemma's `<start_of_turn>model`, DeepSeek's
+//! `<｜Assistant｜>`). A frame holds no
 //! call (calls in it are their formats' leaks); its header and its terminator go, each as a
 //! leak with no call reported as the family whose template it is, and the text stays.
 //!
@@ -23,6 +24,7 @@ pub(crate) const TRIGGERS: &[&str] = &[
     "<|im_assistant|>assistant",
     "<｜Assistant｜>",
     "<|Assistant|>",
+    "<start_of_turn>model",
 ];
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = &[];
@@ -38,8 +40,8 @@ struct Frame {
     family: Family,
 }
 
-/// The templates' assistant turns (Qwen/Hermes ChatML, Llama 3.x and 4, Kimi-K2,
-/// DeepSeek-V3 with its bars as written or ASCII).
+/// The templates' assistant turns (Qwen/Hermes ChatML, Llama 3.x and 4, Kimi-K2, Gemma's
+/// `model` turn, DeepSeek-V3 with its bars as written or ASCII).
 const FRAMES: &[Frame] = &[
     Frame {
         header: "<|im_start|>assistant",
@@ -72,12 +74,44 @@ const FRAMES: &[Frame] = &[
         family: Family::Deepseek,
     },
     Frame {
+        header: "<start_of_turn>model",
+        header_end: "\n",
+        closers: &["<end_of_turn>"],
+        family: Family::Gemma4,
+    },
+    Frame {
         header: "<|Assistant|>",
         header_end: "",
         closers: &["<|end▁of▁sentence|>", "<|end_of_sentence|>"],
         family: Family::Deepseek,
     },
 ];
+
+/// Tokens that begin a sequence, which a server that keeps special tokens may show before
+/// the reply.
+const BEGIN: &[&str] = &["<s>", "<|begin_of_text|>", "<bos>", "<|startoftext|>"];
+
+/// Where the reply's own text starts when `text` opens with a template's assistant header
+/// (maybe after a sequence's begin token), `None` when it does not.
+pub(crate) fn header_end(text: &str) -> Option<usize> {
+    let mut at = text.len() - text.trim_start().len();
+    let mut found = false;
+    if let Some(b) = BEGIN.iter().find(|b| text[at..].starts_with(*b)) {
+        at += b.len();
+        at = text.len() - text[at..].trim_start().len();
+        found = true;
+    }
+    for f in FRAMES {
+        if let Some(after) = text[at..]
+            .strip_prefix(f.header)
+            .and_then(|r| r.strip_prefix(f.header_end))
+        {
+            at = text.len() - after.trim_start().len();
+            return Some(at);
+        }
+    }
+    found.then_some(at)
+}
 
 /// Appends the frame tokens of `text` as leaks with no call.
 pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {

@@ -52,6 +52,7 @@ use crate::{Ctx, Leak};
 use rows::Row;
 
 pub use format::MAX_CANDIDATES;
+pub(crate) use frames::header_end as turn_header_end;
 pub(crate) use named::lone_recipient_possible;
 pub(crate) use result::lost_opener_possible;
 

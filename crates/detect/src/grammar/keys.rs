@@ -158,10 +158,15 @@ pub fn first_closers(text: &str, pos: usize, end: usize) -> Option<usize> {
 /// fills the text to its end when its closer was dropped fills it to here.
 pub fn turn_end(text: &str) -> usize {
     // A closer the end cut short is no text of the body (`..}\n</tool_c`).
-    let mut end = match super::text::cut_tag_start(text) {
+    let end = match super::text::cut_tag_start(text) {
         Some(c) => text[..c].trim_end().len(),
         None => text.trim_end().len(),
     };
+    before_end_tokens(text, end)
+}
+
+/// Where the text before the whole end-of-turn tokens ending `text[..end]` ends (trimmed).
+pub fn before_end_tokens(text: &str, mut end: usize) -> usize {
     for _ in 0..8 {
         let head = &text[..end];
         let Some(lt) = head.ends_with('>').then(|| head.rfind('<')).flatten() else {
