@@ -1,5 +1,5 @@
-//! `json_fence`: a ```` ```json ```` fence (or a bare ```` ``` ```` one that is the whole
-//! reply) whose only content is a tool call the agent has enabled: `{"tool": .., "parameters": ..}`, `{"name": .., "arguments": ..}`,
+//! `json_fence`: a ```` ```json ```` fence (or one labelled as call markup, ```` ```tool_call ````,
+//! or a bare ```` ``` ```` one that is the whole reply) whose only content is a tool call the agent has enabled: `{"tool": .., "parameters": ..}`, `{"name": .., "arguments": ..}`,
 //! `{"reasoning": .., "tool_calls": [..]}`, or a JSON array of `{"name", "arguments"}`
 //! objects (xLAM writes its calls that way).
 //!
@@ -31,20 +31,46 @@ const OPENERS: &[&[u8]] = &[b"```json", b"```JSON", b"```Json"];
 /// line break, spaces and a list's `[` between them (`` ```json\n[\n  {``).
 pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
     let head = &bytes[..p];
-    let gap = head
-        .iter()
-        .rev()
-        .take(64)
-        .take_while(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n' | b'['))
-        .count();
+    let (mut gap, mut newline) = (0, false);
+    for &b in head.iter().rev().take(64) {
+        match b {
+            b' ' | b'\t' | b'\r' | b'[' => {}
+            b'\n' => newline = true,
+            _ => break,
+        }
+        gap += 1;
+    }
     let head = &head[..head.len() - gap];
     // An opener ends with its info string's `n` or `N`, or with a backtick.
     gap > 0
         && match head.last() {
-            Some(b'n' | b'N') => OPENERS.iter().any(|o| head.ends_with(o)),
+            Some(b'n' | b'N') if OPENERS.iter().any(|o| head.ends_with(o)) => true,
             Some(b'`') => head.ends_with(b"```") && head.trim_ascii_start().len() == 3,
+            // A label's line ends before the object (the line break is in the gap).
+            Some(b) if newline && b.is_ascii_alphabetic() => {
+                let word = head
+                    .iter()
+                    .rev()
+                    .take(24)
+                    .take_while(|b| b.is_ascii_alphabetic() || **b == b'_')
+                    .count();
+                let (fence, info) = head.split_at(head.len() - word);
+                fence.ends_with(b"```") && std::str::from_utf8(info).is_ok_and(call_label)
+            }
             _ => false,
         }
+}
+
+/// Whether a fence's info string names call markup (```` ```tool_call ````,
+/// ```` ```function_call ````): the label says the fence holds a call, as `json` says it
+/// holds data.
+fn call_label(info: &str) -> bool {
+    let has = |w: &[u8]| {
+        info.as_bytes()
+            .windows(w.len())
+            .any(|x| x.eq_ignore_ascii_case(w))
+    };
+    (has(b"call") || has(b"tool") || has(b"func")) && !has(b"code")
 }
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = &[];
@@ -93,7 +119,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         // A fence with no info string is a call only as the whole reply: an answer that
         // is nothing but a call (elsewhere such a fence is an example).
         let whole = || text[..line_start].trim().is_empty() && text[close_end..].trim().is_empty();
-        if !(info.eq_ignore_ascii_case("json") || info.is_empty() && whole()) {
+        if !(info.eq_ignore_ascii_case("json") || call_label(info) || info.is_empty() && whole()) {
             continue;
         }
         // A fence inside another fence (or inline code) is an example.
