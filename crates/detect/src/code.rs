@@ -142,11 +142,14 @@ fn fenced_blocks(bytes: &[u8]) -> Vec<Range<usize>> {
 }
 
 /// Whether what follows a fence's closing run lets it close: nothing but whitespace, or a
-/// control token glued to it (DeepSeek V3 writes ```` ```<｜tool▁call▁end｜> ````).
+/// control token glued to it (DeepSeek V3 writes ```` ```<｜tool▁call▁end｜> ````; a
+/// template's end of turn, ```` ```</s> ````, ```` ```<end_of_turn> ````).
 pub(crate) fn closes(rest: &[u8]) -> bool {
     rest.iter().all(u8::is_ascii_whitespace)
         || rest.starts_with("<｜".as_bytes())
         || rest.starts_with(b"<|")
+        || rest.starts_with(b"</s>")
+        || rest.starts_with(b"<end_of_turn>")
 }
 
 /// `(fence char, run length, rest of line)` when the line opens with a fence.

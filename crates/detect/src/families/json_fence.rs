@@ -11,7 +11,8 @@
 //! The span is the whole fence: the opening line, the content, the closing line and the
 //! newline after it.
 //!
-//! May depend on: `crate::families::util`, `crate::json5`, `crate::types`, `crate::Ctx`.
+//! May depend on: `crate::families::util`, `crate::grammar` (the turn's end), `crate::json5`,
+//! `crate::types`, `crate::Ctx`.
 
 use super::util::strict_call;
 use super::util::{decode_arguments, find_from, is_tool_name, json_whole};
@@ -228,7 +229,8 @@ fn with_label(text: &str, line_start: usize) -> usize {
 }
 
 /// The closing fence after the opening line ending at `open_end`: a line of at least
-/// `ticks` backticks (after at most three spaces) and nothing else. Returns where that
+/// `ticks` backticks (after at most three spaces) and nothing else, or end-of-turn tokens
+/// ending the text. Returns where that
 /// line starts and ends (before its newline).
 fn closing_fence(text: &str, open_end: usize, ticks: usize) -> Option<(usize, usize)> {
     let mut line_start = open_end + 1;
@@ -239,8 +241,15 @@ fn closing_fence(text: &str, open_end: usize, ticks: usize) -> Option<(usize, us
         let t = line.trim_start_matches(' ');
         if line.len() - t.len() <= 3 {
             let n = t.bytes().take_while(|&b| b == b'`').count();
+            // The backticks end the line, or a chat template's end-of-turn tokens glued to
+            // them end the text (`` ```<|im_end|> ``, `` ```</s> ``).
+            let after = line_end - t.len() + n;
+            let ends_turn = || crate::grammar::keys::rest_ends_turn(text, after);
             if n >= ticks && t[n..].trim().is_empty() {
                 return Some((line_start, line_end));
+            }
+            if n >= ticks && ends_turn() {
+                return Some((line_start, after));
             }
         }
         if line_end == text.len() {
