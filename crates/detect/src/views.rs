@@ -5,8 +5,9 @@
 //! (read without them). The view's spans are mapped back onto
 //! the reply as written, which is what gets cleaned.
 //!
-//! May depend on: the crate root (`detect_viewed`, `take_turn_end`, `might_leak`, `Input`),
-//! `aliases`, `metaspace`, `respell`, `clean`, `code`, `config`, `trace`, `types`. No I/O.
+//! May depend on: the crate root (`detect_viewed`, `might_leak`, `Input`), `extend` (the
+//! turn's tokens), `aliases`, `metaspace`, `respell`, `clean`, `code`, `config`, `trace`,
+//! `types`. No I/O.
 
 use crate::config::Config;
 use crate::trace::Trace;
@@ -152,6 +153,6 @@ pub(crate) fn in_turn<T: Trace>(
             return;
         }
         let code = code::CodeRegions::find(text);
-        crate::take_turn_end(text, |at| code.contains(at), leaks);
+        crate::extend::take_turn_end(text, |at| code.contains(at), leaks);
     })
 }

@@ -13,8 +13,11 @@ use super::{is_tool_name, plausible_name};
 use crate::types::Call;
 use serde_json::{Map, Value};
 
+mod api;
 mod elided;
 mod second;
+
+use api::{api_function, api_function_split, mcp_request};
 
 /// Parses one strict JSON value starting at `pos` (leading whitespace allowed). Returns
 /// the value and the byte offset just past it. Nesting is bounded by serde_json's
@@ -162,49 +165,6 @@ fn code_member(obj: &serde_json::Map<String, Value>) -> Option<Call> {
         _ => return None,
     };
     is_tool_name(&call.name).then_some(call)
-}
-
-/// The call inside the OpenAI API's `{"type": "function", "function": {..}}` (the `id` and
-/// `type` only besides it).
-fn api_function(obj: &serde_json::Map<String, Value>) -> Option<&Value> {
-    let inner = obj.get("function").filter(|f| f.is_object())?;
-    let only = obj
-        .keys()
-        .all(|k| k == "function" || BOOKKEEPING.contains(&k.as_str()));
-    let typed = obj.get("type").is_none_or(|t| t == "function");
-    (only && typed).then_some(inner)
-}
-
-/// The OpenAI API's call with its arguments beside `function` rather than in it
-/// (`{"type": "function", "function": {"name": NAME}, "parameters": {..}}`): the name and
-/// the one arguments key joined as the call they are.
-fn api_function_split(obj: &serde_json::Map<String, Value>) -> Option<Value> {
-    let inner = obj.get("function")?.as_object()?;
-    let name = inner.get("name")?;
-    let mut args = obj.iter().filter(|(k, _)| ARG_KEYS.contains(&k.as_str()));
-    let (key, value) = args.next()?;
-    let only = obj
-        .keys()
-        .all(|k| k == "function" || k == key || BOOKKEEPING.contains(&k.as_str()));
-    let bare = inner
-        .keys()
-        .all(|k| k == "name" || BOOKKEEPING.contains(&k.as_str()));
-    let typed = obj.get("type").is_none_or(|t| t == "function");
-    (args.next().is_none() && only && bare && typed).then(|| {
-        let mut call = Map::new();
-        call.insert("name".into(), name.clone());
-        call.insert(key.clone(), value.clone());
-        Value::Object(call)
-    })
-}
-
-/// The call inside an MCP client's request, `{"jsonrpc", "id", "method": "tools/call",
-/// "params": {"name", "arguments"}}`, written as the reply.
-fn mcp_request(obj: &serde_json::Map<String, Value>) -> Option<&Value> {
-    let only = obj
-        .keys()
-        .all(|k| matches!(k.as_str(), "jsonrpc" | "id" | "method" | "params"));
-    (only && obj.get("method")? == "tools/call").then(|| obj.get("params"))?
 }
 
 /// Cohere's call (Command R/A, its action tokens stripped): `tool_name` and `parameters`,
