@@ -26,7 +26,8 @@
 //! is shown is held (a removal right after it may end the reply there).
 //!
 //! Cost: a delta without a line end costs its copy and a look at it eight bytes at a time.
-//! Each byte is read once by the line tracker (a SIMD skip to the next opener), and about
+//! Each byte is read once by the line tracker (a SIMD skip to the next opener; the lines
+//! before the next opener, with nothing open, are read for Harmony's header words only), and about
 //! once by the windows' checks; a check that fails on an open inline code span is retried
 //! only when the window has doubled; then the one detection at the end.
 //! `BENCHMARKS.md` §1 has the figures.
@@ -182,8 +183,28 @@ impl Stream {
         }
         let mut at = read_from.max(self.line_start);
         let mut ends: [Option<usize>; 2] = [None, None];
+        // Where the next byte a line's reading cares about stands (an opener, a quote's
+        // bracket, a fence's backtick or tilde); lines before it, read with nothing open,
+        // leave nothing open and are read for Harmony's header words only.
+        let mut hot = 0;
         while let Some(nl) = memchr::memchr(b'\n', &self.text.as_bytes()[at..]) {
             let end = at + nl + 1;
+            if self.open.is_closed() {
+                if hot < self.line_start {
+                    hot = next_hot(self.text.as_bytes(), self.line_start, lines_end);
+                }
+                let line = &self.text[self.line_start..end];
+                if end <= hot && code::fence_marker(line.as_bytes()).is_none() {
+                    if harmony_frame(line, self.line_start == 0) {
+                        self.waiting = true;
+                        return;
+                    }
+                    self.line_start = end;
+                    ends = [Some(end), ends[0]];
+                    at = end;
+                    continue;
+                }
+            }
             if self.read_line(end) {
                 ends = [Some(end), ends[0]];
             } else if self.settled == end {
@@ -362,6 +383,18 @@ impl Stream {
         self.open = self.open.after_cut();
         self.retry_at = 0;
     }
+}
+
+/// The first byte from `from` to `to` that a line's reading (`Open::read_line`) acts on
+/// with nothing open: an opener (`{`, `[`, `<`, or a `(` after a name, as a call opens
+/// it); `to` when there is none. (A fence opens only at a line's start: the caller looks.)
+fn next_hot(bytes: &[u8], from: usize, to: usize) -> usize {
+    let b = &bytes[from..to];
+    let a = memchr::memchr3(b'{', b'[', b'<', b).unwrap_or(b.len());
+    let call = memchr::memchr_iter(b'(', &b[..a])
+        .find(|&i| i > 0 && open::is_name_byte(b[i - 1]))
+        .unwrap_or(a);
+    from + call
 }
 
 /// Whether `bytes` hold a `\n`. Most deltas are a token or two: eight bytes at a time

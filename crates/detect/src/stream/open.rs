@@ -310,7 +310,7 @@ fn bracket_tag(body: &[u8], at: usize) -> Option<(&[u8], bool, usize)> {
 
 /// A name's bytes, as far as a `(` after it makes a call: ASCII word characters, `.`, and
 /// any non-ASCII byte (names in other scripts).
-fn is_name_byte(b: u8) -> bool {
+pub(super) fn is_name_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b >= 0x80
 }
 
