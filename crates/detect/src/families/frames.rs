@@ -96,7 +96,16 @@ const BEGIN: &[&str] = &["<s>", "<|begin_of_text|>", "<bos>", "<|startoftext|>"]
 pub(crate) fn header_end(text: &str) -> Option<usize> {
     let mut at = text.len() - text.trim_start().len();
     let mut found = false;
-    if let Some(b) = BEGIN.iter().find(|b| text[at..].starts_with(*b)) {
+    // `<s>` is HTML's strikethrough too: a begin token only where no `</s>` closes it
+    // before the text's end (at the end it is the sequence's own end).
+    let struck = || {
+        text.find("</s>")
+            .is_some_and(|i| !text[i + "</s>".len()..].trim().is_empty())
+    };
+    if let Some(b) = BEGIN
+        .iter()
+        .find(|b| text[at..].starts_with(*b) && !(**b == "<s>" && struck()))
+    {
         at += b.len();
         at = text.len() - text[at..].trim_start().len();
         found = true;
