@@ -127,7 +127,12 @@ fn fenced_blocks(bytes: &[u8]) -> Vec<Range<usize>> {
             match open {
                 None => open = Some((line_start, ch, len)),
                 Some((start, och, olen)) if ch == och && len >= olen && closes(rest) => {
-                    out.push(start..line_end);
+                    // A token glued to the closing run is markup, not the block's.
+                    let end = match rest.iter().all(u8::is_ascii_whitespace) {
+                        true => line_end,
+                        false => line_end - rest.len(),
+                    };
+                    out.push(start..end);
                     open = None;
                 }
                 Some(_) => {}
