@@ -19,7 +19,7 @@
 
 use crate::grammar::keys::{is_call_key, is_end_key, is_param_key};
 use crate::grammar::markup::{tag_at, Kind};
-use crate::types::{Family, Leak};
+use crate::types::Leak;
 
 /// The longest token read back from the end, in bytes.
 const MAX_TOKEN: usize = 96;
@@ -46,12 +46,7 @@ pub(crate) fn take(text: &str, quoted: impl Fn(usize) -> bool, leaks: &mut Vec<L
     };
     match leaks.last_mut() {
         Some(l) if joined => l.span.start = start,
-        _ => leaks.push(Leak {
-            family: Family::Markup,
-            span: start..end,
-            calls: Vec::new(),
-            results: Vec::new(),
-        }),
+        _ => leaks.push(Leak::markup_only(start..end)),
     }
 }
 

@@ -7,7 +7,7 @@
 //! May depend on: `crate::families` (the wrappers, the trailer of tokens and results, the
 //! turn headers), `crate::grammar`, `crate::code`, `crate::types`. No I/O.
 
-use crate::types::{Family, Leak};
+use crate::types::Leak;
 use crate::{code, families, grammar};
 
 /// Extends every leak over the end-of-turn tokens right after it (`<|eot_id|>`, `</s>`,
@@ -36,7 +36,7 @@ pub(crate) fn take_turn_end(text: &str, quoted: impl Fn(usize) -> bool, leaks: &
     // leak took them already.
     if let Some(h) = families::turn_header_end(text) {
         if leaks.first().is_some_and(|l| l.span.start >= h) && !quoted(0) {
-            leaks.insert(0, markup_only(0..h));
+            leaks.insert(0, Leak::markup_only(0..h));
         }
     }
     let Some(last) = leaks.last() else {
@@ -49,17 +49,7 @@ pub(crate) fn take_turn_end(text: &str, quoted: impl Fn(usize) -> bool, leaks: &
     if from >= end || quoted(from) {
         return;
     }
-    leaks.push(markup_only(from..text.len()));
-}
-
-/// A leak of markup alone, with no call.
-pub(crate) fn markup_only(span: std::ops::Range<usize>) -> Leak {
-    Leak {
-        family: Family::Markup,
-        span,
-        calls: Vec::new(),
-        results: Vec::new(),
-    }
+    leaks.push(Leak::markup_only(from..text.len()));
 }
 
 /// Extends each leak over a wrapper right around it ([`families::util::WRAPPERS`]): its

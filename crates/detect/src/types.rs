@@ -147,6 +147,19 @@ pub struct Leak {
     pub results: Vec<ResultObject>,
 }
 
+impl Leak {
+    /// A leak of markup alone, with no call: tokens and tags no format's call holds, which
+    /// go with the reply's leaks (the ledger keeps them).
+    pub(crate) fn markup_only(span: std::ops::Range<usize>) -> Leak {
+        Leak {
+            family: Family::Markup,
+            span,
+            calls: Vec::new(),
+            results: Vec::new(),
+        }
+    }
+}
+
 /// The outcome of [`crate::detect`] for one message.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct Detection {

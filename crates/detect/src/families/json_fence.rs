@@ -66,12 +66,9 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
 /// ```` ```function_call ````): the label says the fence holds a call, as `json` says it
 /// holds data.
 fn call_label(info: &str) -> bool {
-    let has = |w: &[u8]| {
-        info.as_bytes()
-            .windows(w.len())
-            .any(|x| x.eq_ignore_ascii_case(w))
-    };
-    (has(b"call") || has(b"tool") || has(b"func")) && !has(b"code")
+    let info = info.as_bytes();
+    crate::grammar::keys::names_call_markup(info)
+        && !info.windows(4).any(|x| x.eq_ignore_ascii_case(b"code"))
 }
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = &[];

@@ -24,6 +24,17 @@ pub fn is_call_key(key: &str) -> bool {
                 .any(|w| key.contains(w)))
 }
 
+/// Whether a fence's info string names call markup (```` ```tool_call ````,
+/// ```` ```function_call ````, ```` ```tool_code ````): a word of a call, a tool or a
+/// function in it, in any case. Detection and the stream ask the same question, so that the
+/// stream holds every fence detection may read as a call.
+#[inline]
+pub fn names_call_markup(info: &[u8]) -> bool {
+    [&b"call"[..], b"tool", b"func"]
+        .iter()
+        .any(|w| info.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w)))
+}
+
 /// Whether a folded key names a parameter element (`parameter`, `param`, `arg`, ...).
 pub fn is_param_key(key: &str) -> bool {
     matches!(

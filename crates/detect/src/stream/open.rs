@@ -281,11 +281,8 @@ impl Open {
 /// frame), and, to be safe with the next format, any info naming a tool, a function or a
 /// call.
 fn is_call_info(rest: &[u8]) -> bool {
-    let info = rest.trim_ascii().to_ascii_lowercase();
-    info == b"json"
-        || [&b"tool"[..], b"function", b"call"]
-            .iter()
-            .any(|w| info.windows(w.len()).any(|x| x == *w))
+    let info = rest.trim_ascii();
+    info.eq_ignore_ascii_case(b"json") || crate::grammar::keys::names_call_markup(info)
 }
 
 /// A bracket tag at `body[at] == b'['`: `[TOOL_CALL]`, `[/TOOL_CALL]` (an upper-case
