@@ -6,8 +6,9 @@
 //! (`Weather_get_weather`), one that the reply does not hold anywhere. Spans are therefore
 //! the same in both texts; the names and arguments read are mapped back.
 //!
-//! May depend on: `types`, `memchr`. No I/O.
+//! May depend on: `types`, `grammar::bytes`, `memchr`. No I/O.
 
+use crate::grammar::bytes as class;
 use crate::types::{Call, Leak};
 use serde_json::Value;
 
@@ -35,7 +36,7 @@ fn joins(c: char) -> bool {
 /// without whitespace.
 fn odd(n: &str) -> bool {
     // Most names are ASCII words: their bytes say so without decoding a character.
-    let ascii_word = n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    let ascii_word = n.bytes().all(|b| class::is(b, class::KEY));
     !n.is_empty() && !ascii_word && !n.chars().all(word) && !n.contains(char::is_whitespace)
 }
 

@@ -5,6 +5,8 @@
 //!
 //! Pure and linear: one pass over the line starts for fences, one over backtick runs for
 //! inline spans (each run looks ahead a bounded number of runs for its closer).
+//!
+//! May depend on: `grammar::keys` (what a fence's info string labels). No I/O.
 
 use std::ops::Range;
 
@@ -16,6 +18,9 @@ const INLINE_LOOKAHEAD: usize = 32;
 #[derive(Debug, Default, Clone)]
 pub struct CodeRegions {
     regions: Vec<Range<usize>>,
+    /// Whether a fenced block's info string labels it a call's wrapper
+    /// (```` ```tool_call ````, `grammar::keys::labels_a_call_fence`).
+    call_fence: bool,
 }
 
 impl CodeRegions {
@@ -25,7 +30,7 @@ impl CodeRegions {
         if memchr::memchr2(b'`', b'~', bytes).is_none() {
             return CodeRegions::default();
         }
-        let fences = fenced_blocks(bytes);
+        let (fences, call_fence) = fenced_blocks(bytes);
         let runs = backtick_runs(bytes, &fences);
         let mut regions = fences;
         let mut i = 0;
@@ -47,7 +52,15 @@ impl CodeRegions {
             }
         }
         regions.sort_by_key(|r| r.start);
-        CodeRegions { regions }
+        CodeRegions {
+            regions,
+            call_fence,
+        }
+    }
+
+    /// Whether a fenced block is labelled as a call's wrapper (```` ```tool_call ````).
+    pub fn holds_call_fence(&self) -> bool {
+        self.call_fence
     }
 
     /// Whether byte `pos` is inside a code region.
@@ -71,7 +84,7 @@ pub(crate) fn closed(text: &str) -> bool {
     if memchr::memchr2(b'`', b'~', bytes).is_none() {
         return true;
     }
-    let fences = fenced_blocks(bytes);
+    let (fences, _) = fenced_blocks(bytes);
     if fences
         .last()
         .is_some_and(|f| f.end == bytes.len() && !fence_closed_at_end(bytes, f))
@@ -115,8 +128,9 @@ fn fence_closed_at_end(bytes: &[u8], f: &Range<usize>) -> bool {
 /// Fenced code blocks: a line opening with three or more backticks or tildes (after at
 /// most three spaces) up to a line holding only a fence of the same character at least as
 /// long, or to the end of the text when it is never closed.
-fn fenced_blocks(bytes: &[u8]) -> Vec<Range<usize>> {
+fn fenced_blocks(bytes: &[u8]) -> (Vec<Range<usize>>, bool) {
     let mut out = Vec::new();
+    let mut call_fence = false;
     let mut open: Option<(usize, u8, usize)> = None; // (start, fence char, fence length)
     let mut line_start = 0;
     while line_start < bytes.len() {
@@ -125,7 +139,13 @@ fn fenced_blocks(bytes: &[u8]) -> Vec<Range<usize>> {
         let line = &bytes[line_start..line_end];
         if let Some((ch, len, rest)) = fence_marker(line) {
             match open {
-                None => open = Some((line_start, ch, len)),
+                None => {
+                    open = Some((line_start, ch, len));
+                    call_fence |= ch == b'`'
+                        && !rest.trim_ascii().is_empty()
+                        && std::str::from_utf8(rest.trim_ascii())
+                            .is_ok_and(crate::grammar::keys::labels_a_call_fence);
+                }
                 Some((start, och, olen)) if ch == och && len >= olen && closes(rest) => {
                     // A token glued to the closing run is markup, not the block's.
                     let end = match rest.iter().all(u8::is_ascii_whitespace) {
@@ -143,7 +163,7 @@ fn fenced_blocks(bytes: &[u8]) -> Vec<Range<usize>> {
     if let Some((start, _, _)) = open {
         out.push(start..bytes.len());
     }
-    out
+    (out, call_fence)
 }
 
 /// Whether what follows a fence's closing run lets it close: nothing but whitespace, or a

@@ -81,10 +81,13 @@ mod metaspace;
 pub(crate) mod prefilter;
 mod remnant;
 mod respell;
+mod settle;
 mod stream;
 pub(crate) mod trace;
 pub(crate) mod types;
 mod views;
+
+use settle::{drop_overlaps, dropped, dropped_note, shadow_the_net, shown};
 
 pub use config::Config;
 pub use stream::{Finished, Stream, StreamPolicy};
@@ -168,6 +171,11 @@ impl<'a> Ctx<'a> {
     pub fn enabled_tools(&self) -> &'a [String] {
         self.asked_tools.set(true);
         self.enabled_tools
+    }
+
+    /// Whether the code regions were mapped: a detector asked where code is.
+    pub fn code_mapped(&self) -> bool {
+        self.code.get().is_some()
     }
 
     /// Fenced and inline code regions of the text.
@@ -299,17 +307,32 @@ pub(crate) fn detect_viewed<T: Trace>(
         }
     }
     // Each step on no leaks is nothing: the code regions are mapped only for some.
-    if !leaks.is_empty() {
+    // A fence labelled as a call's wrapper is read as a reply of its own where a detector
+    // looked into code (the regions are mapped), or where a fence ends the reply (what the
+    // prefilter looks at).
+    let fence_ends = text.trim_end().ends_with("```");
+    let mapped = ctx.code_mapped() && ctx.code().holds_call_fence();
+    let fenced = match mapped || fence_ends && views::holds_call_fence(text) {
+        true => views::in_call_fences(input, config, ctx.code(), &leaks),
+        false => (Vec::new(), false),
+    };
+    let (fenced, fence_asked) = fenced;
+    if !leaks.is_empty() || !fenced.is_empty() {
         let (code, reasoning) = (ctx.code(), ctx.reasoning());
         shadow_the_net(&mut leaks);
-        let mut kept = Vec::with_capacity(leaks.len());
+        let mut kept = Vec::with_capacity(leaks.len() + fenced.len());
         for l in std::mem::take(&mut leaks) {
-            match dropped(text, &l, code, reasoning) {
+            match dropped(text, &l, code, reasoning).or_else(|| shown(text, &l, &ctx)) {
                 None => kept.push(l),
                 Some(why) if T::ENABLED => trace.note(dropped_note(&l, why)),
                 Some(_) => {}
             }
         }
+        kept.extend(
+            fenced
+                .into_iter()
+                .filter(|l| !reasoning.contains(l.span.start)),
+        );
         let overlapped;
         (leaks, overlapped) = drop_overlaps(kept);
         if T::ENABLED {
@@ -342,7 +365,7 @@ pub(crate) fn detect_viewed<T: Trace>(
     for call in leaks.iter_mut().flat_map(|l| l.calls.iter_mut()) {
         ctx.unwrap_envelope(call);
     }
-    let mut depends_on_tools = ctx.asked_tools.get();
+    let mut depends_on_tools = ctx.asked_tools.get() || fence_asked;
     // The text may sit in a chat template's turn (`<start_of_turn>model` .. `<end_of_turn>`,
     // `..}</s>`, a fence's backticks then `<|im_end|>`), tokens no format expects there:
     // where nothing but markup was read, it is read again without them.
@@ -424,114 +447,4 @@ fn matched_markers(text: &str, det: families::Detector) -> Vec<String> {
         }
     }
     found
-}
-
-/// Settles what the markup net (`families::markup`) read against the exact readings of the
-/// table and the own finders: the formats' own grammars decide the calls. Where an exact
-/// reading found the same calls inside a net leak (a call object inside a tag the format
-/// does not know), the net's span says how far the markup goes and the exact calls stay;
-/// where the exact readings found only some of the net's calls, each equal to the net's,
-/// the net's calls stand; any other overlap drops the net's leak.
-fn shadow_the_net(leaks: &mut Vec<Leak>) {
-    if leaks.iter().all(|l| l.family != Family::Markup) {
-        return;
-    }
-    let (net, mut exact): (Vec<Leak>, Vec<Leak>) =
-        leaks.drain(..).partition(|l| l.family == Family::Markup);
-    for mut n in net {
-        let overlaps = |e: &Leak| e.span.start < n.span.end && n.span.start < e.span.end;
-        if !exact.iter().any(overlaps) {
-            leaks.push(n);
-            continue;
-        }
-        // Two rows of one format may read the same call: it is one call.
-        let mut inside: Vec<&Leak> = exact.iter().filter(|e| overlaps(e)).collect();
-        inside.sort_by_key(|e| (e.span.start, e.span.end));
-        inside.dedup_by(|a, b| a.span == b.span && a.calls == b.calls);
-        let contained = inside
-            .iter()
-            .all(|e| n.span.start <= e.span.start && e.span.end <= n.span.end);
-        let names = |calls: &mut dyn Iterator<Item = &Call>| -> Vec<String> {
-            calls.map(|c| c.name.clone()).collect()
-        };
-        let same =
-            names(&mut inside.iter().flat_map(|e| e.calls.iter())) == names(&mut n.calls.iter());
-        // The exact readings took only some of the net's calls, each as the net read it
-        // (a bare call read after its broken section's first calls were declined): the net
-        // read the whole wrapper, and its calls stand.
-        let part = (!same).then(|| net_with_exact(&n.calls, &inside)).flatten();
-        if contained && (same || part.is_some()) && inside.iter().all(|e| e.results.is_empty()) {
-            n.calls = match part {
-                Some(calls) => calls,
-                None => inside
-                    .iter()
-                    .flat_map(|e| e.calls.iter().cloned())
-                    .collect(),
-            };
-            n.family = inside.first().map_or(n.family, |e| e.family);
-            exact.retain(|e| !(n.span.start <= e.span.start && e.span.end <= n.span.end));
-            leaks.push(n);
-        }
-    }
-    leaks.append(&mut exact);
-}
-
-/// The net's calls, when the exact readings' calls are some of them, in order, each equal
-/// to the net's.
-fn net_with_exact(net: &[Call], inside: &[&Leak]) -> Option<Vec<Call>> {
-    let mut rest = net.iter();
-    let mut exact = inside.iter().flat_map(|e| e.calls.iter());
-    exact.all(|c| rest.any(|m| m == c)).then(|| net.to_vec())
-}
-
-/// Why the driver drops a leak a detector read, if it does: it lies in reasoning or (for
-/// a family whose markup is not itself code) in code, or its span is not on characters.
-fn dropped(
-    text: &str,
-    l: &Leak,
-    code: &code::CodeRegions,
-    reasoning: &code::Reasoning,
-) -> Option<&'static str> {
-    if l.span.start >= l.span.end
-        || !text.is_char_boundary(l.span.start)
-        || !text.is_char_boundary(l.span.end)
-    {
-        Some("its span is empty or cuts a character")
-    } else if reasoning.contains(l.span.start) {
-        Some("it starts inside closed reasoning (<think>)")
-    } else if !families::allowed_in_code(l.family) && code.contains(l.span.start) {
-        Some("it starts inside code")
-    } else {
-        None
-    }
-}
-
-fn dropped_note(l: &Leak, why: &str) -> Note {
-    Note {
-        detector: "detect",
-        family: l.family,
-        span: l.span.clone(),
-        verdict: Verdict::Dropped(why.to_string()),
-    }
-}
-
-/// Orders leaks by position and keeps, of overlapping ones, the one that starts first
-/// (the longer one when they start together): a family parser may claim markup that a
-/// more general one also matches. Returns the kept leaks and the dropped ones.
-fn drop_overlaps(mut leaks: Vec<Leak>) -> (Vec<Leak>, Vec<Leak>) {
-    leaks.sort_by(|a, b| {
-        a.span
-            .start
-            .cmp(&b.span.start)
-            .then(b.span.end.cmp(&a.span.end))
-    });
-    let mut out: Vec<Leak> = Vec::with_capacity(leaks.len());
-    let mut overlapped = Vec::new();
-    for leak in leaks {
-        match out.last() {
-            Some(prev) if leak.span.start < prev.span.end => overlapped.push(leak),
-            _ => out.push(leak),
-        }
-    }
-    (out, overlapped)
 }

@@ -11,8 +11,8 @@
 
 use crate::config::Config;
 use crate::trace::Trace;
-use crate::types::{Detection, Leak};
-use crate::{aliases, clean, code, detect_viewed, metaspace, might_leak, respell, Input};
+use crate::types::{Detection, Family, Leak};
+use crate::{aliases, clean, code, detect_viewed, grammar, metaspace, might_leak, respell, Input};
 
 /// [`crate::might_leak`] for an agent with these tools: a name of theirs that no grammar spells is
 /// read under its alias, as [`crate::detect`] reads it.
@@ -155,4 +155,109 @@ pub(crate) fn in_turn<T: Trace>(
         let code = code::CodeRegions::find(text);
         crate::extend::take_turn_end(text, |at| code.contains(at), leaks);
     })
+}
+
+/// Whether `text` holds a fence labelled as a call's wrapper (```` ```tool_call ````): the
+/// few bytes of each fence's info string, before any region is mapped.
+pub(crate) fn holds_call_fence(text: &str) -> bool {
+    static FENCE: std::sync::OnceLock<memchr::memmem::Finder<'static>> = std::sync::OnceLock::new();
+    let bytes = text.as_bytes();
+    let fence = FENCE.get_or_init(|| memchr::memmem::Finder::new("```"));
+    fence.find_iter(bytes).any(|p| {
+        let info = &bytes[p..];
+        let info = &info[info.iter().take_while(|&&b| b == b'`').count()..];
+        let end = memchr::memchr(b'\n', info).unwrap_or(info.len());
+        std::str::from_utf8(&info[..end])
+            .is_ok_and(|i| grammar::keys::labels_a_call_fence(i.trim()))
+    })
+}
+
+/// The fences labelled as a call's wrapper (```` ```tool_call ````) whose opener no leak in
+/// `leaks` covers, each read as a reply of its own: where all it holds is leaked markup, the
+/// whole fence (its lines and the line break after it) is one `json_fence` leak with the
+/// calls read there, whatever grammar read them, as a wrapper's tags would be. A fence holding
+/// another fence's run is not read (so a fence read so opens no other). Also says whether
+/// a verdict there depended on the tools.
+pub(crate) fn in_call_fences(
+    input: &Input<'_>,
+    config: &Config,
+    code: &code::CodeRegions,
+    leaks: &[Leak],
+) -> (Vec<Leak>, bool) {
+    let text = input.content;
+    let mut out = Vec::new();
+    let mut asked = false;
+    for r in code.regions() {
+        // A fenced block opens its line; most regions are inline spans that do not.
+        if r.start > 0 && text.as_bytes()[r.start - 1] != b'\n' {
+            continue;
+        }
+        let block = &text[r.clone()];
+        let Some((b'`', _, rest)) = code::fence_marker(block.as_bytes()) else {
+            continue;
+        };
+        let open_end = memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i);
+        let info = std::str::from_utf8(&rest[..open_end]).unwrap_or_default();
+        if info.is_empty() || !grammar::keys::labels_a_call_fence(info.trim()) {
+            continue;
+        }
+        // A leak over the opener read the fence already (`json_fence`); one inside it is
+        // in code, and goes.
+        if leaks
+            .iter()
+            .any(|l| l.span.start <= r.start && r.start < l.span.end)
+        {
+            continue;
+        }
+        let Some(first) = block.find('\n').map(|i| i + 1) else {
+            continue;
+        };
+        // The closing line, when the block ends in one.
+        let last = block.rfind('\n').map_or(block.len(), |i| i + 1);
+        let inner_end =
+            match last > first && code::fence_marker(&block.as_bytes()[last..]).is_some() {
+                true => last,
+                false => block.len(),
+            };
+        let inner = &block[first..inner_end];
+        // A JSON body is `json_fence`'s to read or leave, by its narrower rule.
+        if inner.trim_start().starts_with(['{', '['])
+            || inner.contains("```")
+            || inner.contains("~~~")
+        {
+            continue;
+        }
+        let d = detect_viewed(
+            &Input {
+                content: inner,
+                tools_used: input.tools_used,
+                enabled_tools: input.enabled_tools,
+            },
+            config,
+            &mut crate::trace::NoTrace,
+            false,
+        );
+        asked |= d.depends_on_tools;
+        let read_all = d.cleaned.as_deref().is_some_and(|c| c.trim().is_empty());
+        if !read_all || d.leaks.iter().all(|l| l.calls.is_empty()) {
+            continue;
+        }
+        let end = match text.as_bytes().get(r.end) {
+            Some(b'\n') => r.end + 1,
+            _ => r.end,
+        };
+        // Reported as a fenced call, whatever grammar its body is in: the fence is the
+        // wrapper, as `json_fence` reports its own.
+        out.push(Leak {
+            family: Family::JsonFence,
+            span: r.start..end,
+            calls: d
+                .leaks
+                .iter()
+                .flat_map(|l| l.calls.iter().cloned())
+                .collect(),
+            results: d.leaks.into_iter().flat_map(|l| l.results).collect(),
+        });
+    }
+    (out, asked)
 }

@@ -229,6 +229,7 @@ fn scored_sets_keep_their_floor() {
         ("scored_issue42_heldout", 10),
         ("scored_issue42b_heldout", 10),
         ("scored_issue43_heldout", 21),
+        ("scored_issue44_heldout", 12),
     ] {
         let set = support::scored(prefix);
         assert!(!set.is_empty(), "{prefix}: no vectors");

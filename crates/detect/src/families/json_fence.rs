@@ -62,14 +62,11 @@ pub(crate) fn probe(bytes: &[u8], p: usize) -> bool {
         }
 }
 
-/// Whether a fence's info string names call markup (```` ```tool_call ````,
-/// ```` ```function_call ````): the label says the fence holds a call, as `json` says it
-/// holds data.
+/// Whether a fence's info string names call markup (`grammar::keys::labels_a_call_fence`).
 fn call_label(info: &str) -> bool {
-    let info = info.as_bytes();
-    crate::grammar::keys::names_call_markup(info)
-        && !info.windows(4).any(|x| x.eq_ignore_ascii_case(b"code"))
+    crate::grammar::keys::labels_a_call_fence(info)
 }
+
 /// Bytes a leak of this family may start the message with (after whitespace).
 pub(crate) const AT_START: &[u8] = &[];
 

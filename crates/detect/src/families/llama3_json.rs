@@ -201,25 +201,6 @@ fn call_at(text: &str, ctx: &Ctx<'_>, pos: usize) -> Option<(Vec<Call>, usize)> 
         .then_some((calls, end))
 }
 
-/// Whether the last line with words before the object at `p` (or the text before it on its
-/// own line) says what follows is an example.
-fn after_example(text: &str, p: usize) -> bool {
-    let head = text[..p].trim_end();
-    let line = &head[head.rfind('\n').map_or(0, |i| i + 1)..];
-    let line = line.to_lowercase();
-    [
-        "example",
-        "for instance",
-        "e.g.",
-        "示例",
-        "例如",
-        "比如",
-        "例子",
-    ]
-    .iter()
-    .any(|w| line.contains(w))
-}
-
 /// Appends the leaks of this family found in `text` to `out`.
 pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
     let bytes = text.as_bytes();
@@ -246,7 +227,7 @@ pub(crate) fn find(text: &str, ctx: &Ctx<'_>, out: &mut Vec<Leak>) {
         }
         // A bare object under a line that calls it an example is one (`Here is an example
         // of the format:`): the model shows the shape, it does not call.
-        if after_example(text, p) {
+        if crate::grammar::text::after_example(text, p) {
             from = skip_braces(text, p).unwrap_or(p + 1);
             ctx.declined(p..p + 1, || "a line above calls it an example".into());
             continue;

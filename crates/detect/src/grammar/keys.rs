@@ -30,9 +30,27 @@ pub fn is_call_key(key: &str) -> bool {
 /// stream holds every fence detection may read as a call.
 #[inline]
 pub fn names_call_markup(info: &[u8]) -> bool {
-    [&b"call"[..], b"tool", b"func"]
-        .iter()
-        .any(|w| info.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w)))
+    // One pass, a word compared only where its first letter stands: most info strings
+    // (`python`, `json`, `bash`) hold none of them.
+    let word = |i: usize, w: &[u8]| {
+        info.get(i..i + w.len())
+            .is_some_and(|x| x.eq_ignore_ascii_case(w))
+    };
+    (0..info.len()).any(|i| match info[i] | 0x20 {
+        b'c' => word(i, b"call"),
+        b't' => word(i, b"tool"),
+        b'f' => word(i, b"func"),
+        _ => false,
+    })
+}
+
+/// Whether a fence's info string labels the fence a call's wrapper (```` ```tool_call ````,
+/// ```` ```function_call ````), as `json` labels data: call markup named, and not code
+/// (```` ```tool_code ```` is Gemini's code, read by its own family).
+#[inline]
+pub fn labels_a_call_fence(info: &str) -> bool {
+    let info = info.as_bytes();
+    names_call_markup(info) && !info.windows(4).any(|x| x.eq_ignore_ascii_case(b"code"))
 }
 
 /// Whether a folded key names a parameter element (`parameter`, `param`, `arg`, ...).

@@ -322,6 +322,25 @@ pub fn value_lines(raw: &str) -> &str {
     trim_one_newline(indent_trimmed(raw))
 }
 
+/// Whether the last line with words before `p` (or the text before it on its
+/// own line) says what follows is an example.
+pub fn after_example(text: &str, p: usize) -> bool {
+    let head = text[..p].trim_end();
+    let line = &head[head.rfind('\n').map_or(0, |i| i + 1)..];
+    let line = line.to_lowercase();
+    [
+        "example",
+        "for instance",
+        "e.g.",
+        "示例",
+        "例如",
+        "比如",
+        "例子",
+    ]
+    .iter()
+    .any(|w| line.contains(w))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,14 +26,14 @@
 //! is shown is held (a removal right after it may end the reply there).
 //!
 //! Cost: a delta without a line end costs its copy and a look at it eight bytes at a time.
-//! Each byte is read once by the line tracker (a SIMD skip to the next opener; the lines
-//! before the next opener, with nothing open, are read for Harmony's header words only), and about
-//! once by the windows' checks; a check that fails on an open inline code span is retried
-//! only when the window has doubled; then the one detection at the end.
-//! `BENCHMARKS.md` §1 has the figures.
+//! Each byte is read once by the line tracker (lines before the next opener, with nothing
+//! open, for Harmony's header words only) and about once by the windows' checks (one that
+//! fails on an open inline span is retried once the window doubles); then the one
+//! detection at the end. `BENCHMARKS.md` §1 has the figures.
 //!
-//! May depend on: the crate root (`detect`, `might_leak`, `Input`), `views` (`might_leak_for`), `code`, `config`,
-//! `families` (`lone_recipient_possible`, `lost_opener_possible`), `types`, its own `lines` and `open`.
+//! May depend on: the crate root (`detect`, `might_leak`, `Input`), `views`
+//! (`might_leak_for`), `code`, `config`, `families` (`lone_recipient_possible`,
+//! `lost_opener_possible`), `types`, its own `lines` and `open`.
 
 mod lines;
 mod open;
@@ -153,8 +153,8 @@ impl Stream {
     pub fn push(&mut self, delta: &str) -> &str {
         let read_from = self.text.len();
         self.text.push_str(delta);
-        // Most deltas end no line: they cost the copy and this look, no more (the reading
-        // of lines is a call of its own, so this path saves and restores few registers).
+        // Most deltas end no line: the copy and this look (reading lines is a call of its
+        // own, so this path saves few registers).
         if self.waiting || !has_line_end(delta.as_bytes()) {
             return "";
         }
@@ -183,9 +183,8 @@ impl Stream {
         }
         let mut at = read_from.max(self.line_start);
         let mut ends: [Option<usize>; 2] = [None, None];
-        // Where the next byte a line's reading cares about stands (an opener, a quote's
-        // bracket, a fence's backtick or tilde); lines before it, read with nothing open,
-        // leave nothing open and are read for Harmony's header words only.
+        // Where the next byte a line's reading acts on stands (an opener); lines before it,
+        // with nothing open, leave nothing open: read for Harmony's header words only.
         let mut hot = 0;
         while let Some(nl) = memchr::memchr(b'\n', &self.text.as_bytes()[at..]) {
             let end = at + nl + 1;
@@ -259,9 +258,8 @@ impl Stream {
         Finished { rest, detection }
     }
 
-    /// Reads the line ending at `end` (just past its `\n`): cuts the window there when the
-    /// line belongs to a fenced block no leak can be in; returns whether nothing is open
-    /// at its end (a place to check the window).
+    /// Reads the line ending at `end` (past its `\n`): cuts the window there when the line
+    /// is of a fenced block no leak can be in; returns whether nothing is open at its end.
     fn read_line(&mut self, end: usize) -> bool {
         let first = self.line_start == 0;
         let line = &self.text[self.line_start..end];
@@ -300,9 +298,9 @@ impl Stream {
         self.open.is_closed()
     }
 
-    /// Whether the fence opened by `line` (at `line_start`) may hold a call although its
-    /// info string is no call's: a bare fence opening the reply, or a bare or
-    /// ```` ```python ```` one right under a line that is an enabled tool's name.
+    /// Whether the fence opened by `line` (at `line_start`) may hold a call though its info
+    /// string is no call's: a bare one opening the reply, or a bare or ```` ```python ````
+    /// one right under a line that is an enabled tool's name.
     fn call_fence(&self, line: &str, line_start: usize) -> bool {
         let info = line.trim().trim_start_matches('`').trim();
         if !(info.is_empty() || info.eq_ignore_ascii_case("python")) {
@@ -314,8 +312,8 @@ impl Stream {
             || self.policy.0.tools.names.iter().any(|n| n == above.trim())
     }
 
-    /// After a cut at `from`, reads again what came after it (lines that left something
-    /// open), so that what is open describes the new window.
+    /// After a cut at `from`, reads again what came after it, so that what is open
+    /// describes the new window.
     fn reread(&mut self, from: usize) {
         if from < self.line_start {
             let lines = &self.text.as_bytes()[from..self.line_start];
@@ -397,9 +395,8 @@ fn next_hot(bytes: &[u8], from: usize, to: usize) -> usize {
     from + call
 }
 
-/// Whether `bytes` hold a `\n`. Most deltas are a token or two: eight bytes at a time
-/// (a word holds a `\n` when one of its bytes xor `\n` is zero) is cheaper than a SIMD
-/// search's setup or a byte loop.
+/// Whether `bytes` hold a `\n`: eight bytes at a time (a word holds one where a byte xor
+/// `\n` is zero), cheaper for a token or two than a SIMD search's setup or a byte loop.
 #[inline]
 fn has_line_end(bytes: &[u8]) -> bool {
     if bytes.len() >= 64 {

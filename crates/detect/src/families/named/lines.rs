@@ -3,10 +3,11 @@
 //! calls next to them, a lone `NAME()` or Harmony recipient header as the whole message,
 //! and Google's ```` ```tool_code ```` fences.
 //!
-//! May depend on: `super::apart`, `crate::families::cli`, `crate::families::harmony`,
+//! May depend on: `super::apart`, `super::ends`, `crate::families::cli`, `crate::families::harmony`,
 //! `crate::families::util`, `crate::envelope` (generic call words), `crate::grammar`, `crate::types`, `crate::Ctx`.
 
 use super::apart::{stands_after, stands_before};
+use super::ends::{bracket_closer, tool_code_ends, TOOL_CODE};
 use crate::families::harmony::header_words_only;
 use crate::families::util::{with_trailing, Block, END_OF_TURN, MAX_CANDIDATES};
 use crate::grammar::bytes::{self as class, SPACE, WORD};
@@ -14,7 +15,6 @@ use crate::grammar::python::{self, PyOpts};
 use crate::grammar::text::{eat, skip_ws};
 use crate::types::{Call, Family};
 use crate::Ctx;
-use std::sync::OnceLock;
 
 /// How far back from the end the last line's start is looked for (messages ending in `)`).
 const LAST_LINE: usize = 384;
@@ -32,7 +32,17 @@ fn core_bounds(text: &str) -> (usize, usize) {
         while end > start && bytes[end - 1].is_ascii_whitespace() {
             end -= 1;
         }
-        // Every end-of-turn token ends with `>`.
+        // Every end-of-turn token ends with `>`; a bracketed closer of call markup
+        // (`[/TOOL_CALL]`) with `]`.
+        if end > start && bytes[end - 1] == b']' {
+            match bracket_closer(&bytes[start..end]) {
+                Some(len) => {
+                    end -= len;
+                    continue;
+                }
+                None => return (start, end),
+            }
+        }
         if end == start || bytes[end - 1] != b'>' {
             return (start, end);
         }
@@ -53,6 +63,21 @@ fn core_bounds(text: &str) -> (usize, usize) {
             None => return (start, end),
         }
     }
+}
+
+/// Whether the message (its first line starting at `line`, ending at `e`) ends with a
+/// bracketed closer of call markup (`[/TOOL_CALL]`) right after a bare call's line. Out of
+/// line: a citation's `[1]` ends many messages, and they must not weigh on the rest.
+#[cold]
+#[inline(never)]
+fn bracket_closes_call(text: &str, line: usize, e: usize) -> bool {
+    let b = text.as_bytes();
+    if bracket_closer(&b[line..e]).is_none() {
+        return false;
+    }
+    let (start, end) = core_bounds(text);
+    last_line(b, start, end)
+        .is_some_and(|l| line_opens_call(b, l).is_some() || glued_call(b, l, end).is_some())
 }
 
 /// The namespaces a prompt may put the tools in, which a bare call then writes before the
@@ -195,7 +220,7 @@ pub(crate) fn lines_probe(text: &str) -> bool {
     }
     // Most messages end with neither `)`, a token's `>`, a fence nor emphasis: no more look.
     if e == line || !matches!(b[e - 1], b')' | b'>' | b'`' | b'*') {
-        return false;
+        return e > line && b[e - 1] == b']' && bracket_closes_call(text, line, e);
     } else if b[e - 1] == b'*' {
         return super::super::cli::aside_opens(b, line, e);
     }
@@ -239,40 +264,6 @@ fn glued_call(bytes: &[u8], line: usize, end: usize) -> Option<usize> {
             }
         })
         .find(|&j| j < end && line_opens_call(bytes, j).is_some())
-}
-
-/// Whether the text (its bytes from `line` to `end`) ends with a fence whose
-/// ```` ```tool_code ```` opener is near: the model stops after such a fence for the tool
-/// to run, so it (or the made-up ```` ```tool_output ```` after it) ends the message. Out of
-/// line: most messages never get here, and the search must not weigh on those that do not.
-#[cold]
-#[inline(never)]
-fn tool_code_ends(b: &[u8], line: usize, end: usize) -> bool {
-    if !b[line..end].ends_with(b"```") {
-        return false;
-    }
-    // ChatGLM3's fence (`named_fence`): its last code line a generic call word's call.
-    let code_end = b[..end - 3].trim_ascii_end().len();
-    let code = &b[b[..code_end]
-        .iter()
-        .rposition(|&c| c == b'\n')
-        .map_or(0, |i| i + 1)..code_end];
-    let code = code.trim_ascii_start();
-    let word = class::run(code, WORD, 32);
-    if word > 0
-        && code.get(word) == Some(&b'(')
-        && std::str::from_utf8(&code[..word]).is_ok_and(crate::envelope::is_call_word)
-    {
-        return true;
-    }
-    let floor = end.saturating_sub(TOOL_CODE_LOOK).max(line);
-    // Only whether the opener is there: a forward search with a finder built once, where
-    // a reverse one was built per call and scanned a byte at a time.
-    static OPENER: OnceLock<memchr::memmem::Finder<'static>> = OnceLock::new();
-    OPENER
-        .get_or_init(|| memchr::memmem::Finder::new(TOOL_CODE.as_bytes()))
-        .find(&b[floor..end])
-        .is_some()
 }
 
 /// Whether the `(` at `p` follows a name and opens a keyword argument list (`key=`, not
@@ -390,13 +381,6 @@ pub(crate) fn code_call(text: &str, start: usize) -> Option<(Call, usize)> {
     Some((call, end))
 }
 
-/// The opener of Google's code fence for calls (Gemma 3, Gemini).
-const TOOL_CODE: &str = "```tool_code";
-
-/// How far back from a fence ending the message its ```` ```tool_code ```` opener is looked
-/// for.
-const TOOL_CODE_LOOK: usize = 4096;
-
 /// ```` ```tool_code ```` fences whose every line holding anything is one call written as
 /// code ([`code_call`]) of an enabled tool: Gemma 3's and Gemini's way to call. A fence is
 /// code, so this is the one place a code region is read; the leak is reported as
@@ -494,15 +478,16 @@ const HEADER_ONLY: usize = 256;
 
 /// Whether `text` may be (or, streamed, still become) a lone Harmony recipient header
 /// (`to=functions.NAME`): short messages only.
-#[inline]
+#[inline(always)]
 pub(crate) fn lone_recipient_possible(text: &str) -> bool {
-    let b = text.as_bytes();
     // Such a reply is short and opens with `to=`, a header word (`assistant`,
     // `commentary`, `analysis`, `final`) or an invisible space: its length and one byte's
     // look for most replies, then one byte search, no substring searcher to build.
-    if b.len() > HEADER_ONLY {
-        return false;
-    }
+    text.len() <= HEADER_ONLY && recipient_opens(text.as_bytes())
+}
+
+#[inline(never)]
+fn recipient_opens(b: &[u8]) -> bool {
     let first = b.iter().find(|c| !c.is_ascii_whitespace());
     matches!(first, Some(b't' | b'a' | b'c' | b'f' | 0xC2 | 0xE2 | 0xEF))
         && memchr::memchr_iter(b'=', b)

@@ -37,12 +37,13 @@
 //! shapes around a `{`, `lines` the bare Python lines, `after` an arguments object after the
 //! prose that names its tool, `apart` says where markup stands apart from prose.
 //!
-//! May depend on: its own `after`, `apart`, `shapes`, `lines`, `named_fence`; `super::util`, `super::harmony`, `super::cli`,
+//! May depend on: its own `after`, `apart`, `ends`, `shapes`, `lines`, `named_fence`; `super::util`, `super::harmony`, `super::cli`,
 //! `super::labels` (trace lines),
 //! `crate::grammar`, `crate::types`, `crate::Ctx`.
 
 mod after;
 mod apart;
+mod ends;
 mod lines;
 mod named_fence;
 mod shapes;
@@ -310,9 +311,12 @@ fn name_before(bytes: &[u8], p: usize) -> bool {
                         .and_then(crate::remnant::bracket_token_ending)
                         .is_some_and(|(_, closes)| !closes)
             };
+            // Or a special token (`<|assistant|>NAME`, GLM-4's turn before each call).
+            let special = || bytes[..k].ends_with(b"|>") || bytes[..k].ends_with("｜>".as_bytes());
             k == 0
                 || bytes[k - 1] == b'\n'
                 || token()
+                || special()
                 || memchr::memmem::find(
                     &bytes[line.max(k.saturating_sub(160))..k],
                     b"to=functions.",

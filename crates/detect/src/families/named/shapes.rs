@@ -230,6 +230,12 @@ pub(super) fn at_brace(
                     token_apart = true;
                 }
             }
+            // And a chat template's special token right before the name (GLM-4's turns,
+            // `<|assistant|>NAME` above the object): no prose holds one.
+            if let Some(open) = special_token_ending(text, first.0) {
+                first.0 = open;
+                token_apart = true;
+            }
         }
     }
     if join == Join::Line && !token_apart && !names.first().is_some_and(|n| line_start(text, n.0)) {
@@ -501,6 +507,18 @@ fn name_run(text: &str, end: usize, floor: usize) -> Option<Range<usize>> {
     let run = text.get(start..end)?;
     let lead = run.len() - run.trim_start_matches(['.', ':', '-']).len();
     (start + lead < end).then_some(start + lead..end)
+}
+
+/// Where the special token (`<|assistant|>`, `<｜..｜>`) that ends right at `end` starts.
+fn special_token_ending(text: &str, end: usize) -> Option<usize> {
+    let head = text.get(..end)?;
+    if !(head.ends_with("|>") || head.ends_with("｜>")) {
+        return None;
+    }
+    let lt = head.rfind('<')?;
+    crate::grammar::markup::tag_at(text, lt)
+        .filter(|t| t.span.end == end && t.kind == crate::grammar::markup::Kind::Special)
+        .map(|_| lt)
 }
 
 /// `NAME:0` -> (true, `NAME`): Kimi's call counter.

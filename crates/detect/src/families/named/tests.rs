@@ -87,3 +87,34 @@ fn the_tools_are_asked_only_for_a_complete_candidate() {
     let d = run("Checking.\nget_weather(city=\"Paris\")", &[]);
     assert!(d.depends_on_tools && d.is_clean());
 }
+
+#[test]
+fn a_bracketed_closer_ends_a_bare_call_at_the_reply_end() {
+    // A front end's labels around a bare call (`[TOOL_CALL]` .. `[/TOOL_CALL]`): the closer
+    // ends the reply as `</tool_call>` does, and the labels go with the call. Read where the
+    // prefilter looks, at the reply's end, like the angle-bracket closers.
+    let t = "Let me check.\n[TOOL_CALL]\nget_weather(city=\"Paris\", days=3)\n[/TOOL_CALL]";
+    let d = run(t, &["get_weather"]);
+    assert_eq!(
+        d.leaks[0].calls[0].arguments,
+        json!({"city": "Paris", "days": 3})
+    );
+    assert_eq!(d.cleaned.as_deref(), Some("Let me check."));
+    // A citation's bracket, or a closer after prose, is text.
+    assert!(run("See the appendix [1]", &["get_weather"]).is_clean());
+    assert!(run("Noted [/TOOL_CALL]", &["get_weather"])
+        .leaks
+        .iter()
+        .all(|l| l.calls.is_empty()));
+}
+
+#[test]
+fn a_special_token_before_a_name_line_is_the_calls_markup() {
+    // GLM-4's template writes `<|assistant|>` before each call's name line.
+    let t = "get_weather\n{\"city\": \"Paris\"}<|assistant|>get_weather\n{\"city\": \"Lyon\"}<|observation|>";
+    let d = run(t, &["get_weather"]);
+    let calls: Vec<_> = d.leaks.iter().flat_map(|l| &l.calls).collect();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[1].arguments, json!({"city": "Lyon"}));
+    assert_eq!(d.cleaned.as_deref(), Some(""));
+}
